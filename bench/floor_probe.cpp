@@ -1,0 +1,64 @@
+// The benchmark floor: attaches empty BPF programs (bpf/probe_floor.bpf.c) to exactly the op
+// sites tprof probes, in the same uprobe_multi mode, and holds them until SIGINT/SIGTERM or
+// the target's exit. Its cost is the uprobe trap alone.
+//
+//   tprof-floor-probe PID
+#include <poll.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include "probe_floor.skel.h"
+#include "symbolizer/op_catalog.h"
+#include "userspace/error.h"
+#include "userspace/probe_plan.h"
+#include "userspace/stop_signals.h"
+#include "userspace/target_process.h"
+#include "userspace/uprobe_multi.h"
+#include "userspace/wall_clock.h"
+
+namespace {
+
+struct SkeletonDeleter {
+  void operator()(probe_floor* skeleton) const { probe_floor__destroy(skeleton); }
+};
+
+int run(pid_t pid) {
+  tprof::TargetProcess target(pid);
+  const auto library = target.find_mapped_library("libtorch_cpu.so");
+  if (!library) throw tprof::Error("process " + std::to_string(pid) + " has not loaded libtorch_cpu");
+  const tprof::ProbePlan plan = tprof::plan_op_probes(tprof::symbolizer::build_op_catalog(library->host_path),
+                                                      library->host_path);
+  std::unique_ptr<probe_floor, SkeletonDeleter> skeleton(probe_floor__open_and_load());
+  if (!skeleton) throw tprof::Error("cannot load the floor BPF programs");
+  const tprof::UniqueFd stop_signals = tprof::block_stop_signals();
+
+  const uint64_t start_ns = tprof::monotonic_now_ns();
+  // Return probes first, as tprof does, so that every probed entry also has its return probed.
+  tprof::BpfLink return_link = tprof::attach_uprobe_multi(skeleton->progs.op_exit, pid, plan.sites, true);
+  tprof::BpfLink entry_link = tprof::attach_uprobe_multi(skeleton->progs.op_enter, pid, plan.sites, false);
+  std::fprintf(stderr, "tprof-floor-probe: attached %zu op sites in %.1f ms\n", plan.sites.offsets.size(),
+               static_cast<double>(tprof::monotonic_now_ns() - start_ns) / 1e6);
+
+  pollfd waits[2] = {{stop_signals.get(), POLLIN, 0}, {target.exit_notifier().get(), POLLIN, 0}};
+  while (::poll(waits, 2, -1) < 0) {
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: tprof-floor-probe PID\n");
+    return 2;
+  }
+  try {
+    return run(static_cast<pid_t>(std::atoi(argv[1])));
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "tprof-floor-probe: error: %s\n", error.what());
+    return 1;
+  }
+}

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""tprof's overhead, as ratios measured in one run (see docs/BENCHMARKS.md).
+
+On the e2e training loop (torch 1.13, /usr/bin/python3), with rounds interleaved so that
+drift hits every mode alike, it measures the mean step time:
+  none   - no probes
+  floor  - empty BPF programs on the same op sites, same uprobe_multi mode (build/tprof-floor-probe)
+  tprof  - tprof attach (op tracing)
+  torch  - torch.autograd.profiler.profile(use_kineto=False) in-process
+and reports (tprof - none) / (floor - none), the per-op costs, and tprof's attach time on
+torch 1.13 and on torch 2.6 (the trixie root from scripts/make-trixie-root.sh).
+
+Usage (root): /usr/bin/python3 bench/overhead.py [--rounds R] [--steps N] [--markdown FILE]
+"""
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TPROF = os.path.join(REPO, "build", "tprof")
+FLOOR = os.path.join(REPO, "build", "tprof-floor-probe")
+ATTACH_MS = re.compile(r"in ([0-9.]+) ms")
+
+
+class StepTimer:
+    def __init__(self, command):
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        ready = self.process.stdout.readline().split()
+        if not ready or ready[0] != "READY":
+            raise SystemExit(f"step timer did not start: {ready}")
+        self.pid = int(ready[1])
+
+    def measure(self, command, steps):
+        self.process.stdin.write(f"{command} {steps}\n")
+        self.process.stdin.flush()
+        reply = self.process.stdout.readline().split()
+        if not reply or reply[0] != "STEP_US":
+            raise SystemExit(f"step timer failed: {reply}")
+        return float(reply[1])
+
+    def close(self):
+        try:
+            self.process.stdin.write("quit\n")
+            self.process.stdin.close()
+        except BrokenPipeError:
+            pass
+        self.process.wait(timeout=30)
+
+
+class Attached:
+    """A probe process (tprof or the floor) attached to `pid` until closed."""
+
+    def __init__(self, command):
+        self.process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        self.attach_ms = None
+        for line in self.process.stderr:
+            if "attached" in line:
+                self.attach_ms = float(ATTACH_MS.search(line).group(1))
+                break
+        if self.attach_ms is None:
+            raise SystemExit(f"{command[0]} did not attach: exit {self.process.wait()}")
+
+    def close(self):
+        self.process.send_signal(signal.SIGINT)
+        rest = self.process.stderr.read()
+        if self.process.wait(timeout=120) != 0:
+            raise SystemExit(f"probe process failed:\n{rest}")
+        return rest
+
+
+def ops_per_step(trace_path, steps):
+    with open(trace_path) as trace:
+        events = json.load(trace)["traceEvents"]
+    return sum(1 for event in events if event.get("cat") == "cpu_op") / steps
+
+
+def attach_time_ms(python_command, library_hint):
+    """tprof's attach time on a process that imported torch and idles."""
+    target = subprocess.Popen(python_command + ["-c", "import torch, sys; print('READY', flush=True); sys.stdin.read()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        if target.stdout.readline().strip() != "READY":
+            raise SystemExit(f"{library_hint}: target did not start")
+        with tempfile.TemporaryDirectory() as scratch:
+            run = subprocess.run([TPROF, "attach", str(target.pid), "--duration", "0.5",
+                                  "--output", os.path.join(scratch, "t.json")],
+                                 stderr=subprocess.PIPE, text=True, timeout=120)
+        line = next((l for l in run.stderr.splitlines() if "attached" in l), None)
+        if run.returncode != 0 or line is None:
+            raise SystemExit(f"{library_hint}: tprof failed:\n{run.stderr}")
+        sites = re.search(r"(\d+) op sites", line).group(1)
+        return float(ATTACH_MS.search(line).group(1)), int(sites)
+    finally:
+        target.stdin.close()
+        target.wait(timeout=30)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--markdown", help="also write the report to this file")
+    args = parser.parse_args()
+    for binary in (TPROF, FLOOR):
+        if not os.access(binary, os.X_OK):
+            raise SystemExit(f"{binary} missing: run scripts/build.sh")
+
+    timer = StepTimer(["/usr/bin/python3", os.path.join(REPO, "bench", "step_timer.py")])
+    samples = {mode: [] for mode in ("none", "floor", "tprof", "torch", "torchfull")}
+    per_step_ops = None
+    try:
+        for round_index in range(args.rounds):
+            samples["none"].append(timer.measure("run", args.steps))
+            floor = Attached([FLOOR, str(timer.pid)])
+            samples["floor"].append(timer.measure("run", args.steps))
+            floor.close()
+            with tempfile.TemporaryDirectory() as scratch:
+                trace = os.path.join(scratch, "bench.pt.trace.json")
+                tprof = Attached([TPROF, "attach", str(timer.pid), "--quiet", "--output", trace])
+                samples["tprof"].append(timer.measure("run", args.steps))
+                tprof.close()
+                if per_step_ops is None:
+                    per_step_ops = ops_per_step(trace, args.steps)
+            samples["torch"].append(timer.measure("torch", args.steps))
+            samples["torchfull"].append(timer.measure("torchfull", args.steps))
+            print(f"round {round_index + 1}/{args.rounds}: " +
+                  ", ".join(f"{mode} {values[-1]:.1f} us" for mode, values in samples.items()), file=sys.stderr)
+    finally:
+        timer.close()
+
+    median = {mode: statistics.median(values) for mode, values in samples.items()}
+    none = median["none"]
+    floor_cost = median["floor"] - none
+    tprof_cost = median["tprof"] - none
+
+    attach_113 = attach_time_ms(["/usr/bin/python3"], "torch 1.13")
+    trixie = subprocess.run(["bash", os.path.join(REPO, "scripts", "make-trixie-root.sh")],
+                            stdout=subprocess.PIPE, text=True)
+    attach_26 = attach_time_ms(["chroot", trixie.stdout.strip(), "python3"], "torch 2.6") \
+        if trixie.returncode == 0 else None
+
+    lines = [
+        f"Workload: tests/workloads/train_loop.py model, {args.steps} steps per sample, median of {args.rounds} "
+        f"interleaved rounds, {per_step_ops:.0f} traced ops per step, torch 1.13.1 on /usr/bin/python3.",
+        "",
+        "| mode | step time (us) | over none (us/step) | per op (us) |",
+        "|---|---:|---:|---:|",
+    ]
+    for mode, label in (("none", "no probes"), ("floor", "empty BPF programs, same sites (floor)"),
+                        ("tprof", "tprof attach"), ("torch", "torch profiler (legacy, names only)"),
+                        ("torchfull", "torch profiler (record_shapes + with_stack)")):
+        extra = median[mode] - none
+        lines.append(f"| {label} | {median[mode]:.1f} | {extra:.1f} | {extra / per_step_ops:.3f} |")
+    lines += [
+        "",
+        f"- (tprof - none) / (floor - none) = **{tprof_cost / floor_cost:.2f}**",
+        f"- tprof overhead / torch profiler overhead (names only) = "
+        f"**{tprof_cost / (median['torch'] - none):.2f}**",
+        f"- attach time, torch 1.13.1: **{attach_113[0]:.1f} ms** for {attach_113[1]} op sites",
+    ]
+    if attach_26:
+        lines.append(f"- attach time, torch 2.6 (trixie root via /proc/PID/root): **{attach_26[0]:.1f} ms** "
+                     f"for {attach_26[1]} op sites")
+    else:
+        lines.append("- attach time, torch 2.6: NOT MEASURED (the trixie root could not be built)")
+    report = "\n".join(lines)
+    print(report)
+    if args.markdown:
+        with open(args.markdown, "w") as out:
+            out.write(report + "\n")
+
+
+if __name__ == "__main__":
+    main()

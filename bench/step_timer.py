@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Times training steps of the e2e workload on command, for bench/overhead.py.
+
+Prints "READY <pid>", then reads commands from stdin, one per line:
+  run N       run N steps, print "STEP_US <mean microseconds per step>"
+  torch N     the same under torch's profiler (legacy, names only, as tprof records today)
+  torchfull N the same with record_shapes=True and with_stack=True
+  quit
+"""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "workloads"))
+import torch  # noqa: E402
+import train_loop  # noqa: E402
+
+
+def main():
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = train_loop.SmallConvNet()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    batches = [(torch.randn(train_loop.BATCH, train_loop.CHANNELS, train_loop.IMAGE_SIZE, train_loop.IMAGE_SIZE),
+                torch.randint(0, train_loop.CLASSES, (train_loop.BATCH,))) for _ in range(train_loop.BATCH_COUNT)]
+    step = train_loop.make_training_step(model, optimizer, batches)
+    for _ in range(20):
+        step()
+
+    def timed(steps):
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        return (time.perf_counter() - start) / steps * 1e6
+
+    print(f"READY {os.getpid()}", flush=True)
+    for line in sys.stdin:
+        command, *rest = line.split()
+        if command == "quit":
+            break
+        steps = int(rest[0])
+        if command == "run":
+            mean = timed(steps)
+        elif command in ("torch", "torchfull"):
+            full = command == "torchfull"
+            with torch.autograd.profiler.profile(use_kineto=False, record_shapes=full, with_stack=full):
+                mean = timed(steps)
+        else:
+            raise SystemExit(f"unknown command {command!r}")
+        print(f"STEP_US {mean:.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

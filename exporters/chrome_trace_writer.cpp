@@ -1,0 +1,283 @@
+#include "exporters/chrome_trace_writer.h"
+
+#include <optional>
+#include <queue>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "exporters/json_writer.h"
+
+namespace tprof::exporters {
+namespace {
+
+// Kineto's ChromeTraceBaseTime (libkineto/src/output_json.h `_trimonths`).
+constexpr uint64_t kBaseTimeQuantumSeconds = 7'889'238;
+constexpr uint64_t kNanosecondsPerSecond = 1'000'000'000;
+
+// tprof-specific cpu_op args, present (and true) only on spans whose end is not a real
+// return. Consumers ignore unknown args; the "tprof: " prefix keeps them apart from PyTorch's.
+//   closed at stop:  the op was still running when recording stopped; dur ends at the stop.
+//   return missing:  the op's return was never seen (e.g. unwound by an exception); dur ends
+//                    at the return of the enclosing op.
+constexpr std::string_view kClosedAtStopArg = "tprof: closed at stop";
+constexpr std::string_view kReturnMissingArg = "tprof: return missing";
+
+void append_relative_us(std::string& out, int64_t offset_ns) {
+  if (offset_ns < 0) offset_ns = 0;  // Kineto clamps too (output_json.cpp transToRelativeTime)
+  append_json_integer(out, offset_ns / 1000);
+  const auto fraction = static_cast<int>(offset_ns % 1000);
+  out += '.';
+  out += static_cast<char>('0' + fraction / 100);
+  out += static_cast<char>('0' + fraction / 10 % 10);
+  out += static_cast<char>('0' + fraction % 10);
+}
+
+// The difference as a signed value, so that times before `origin_ns` clamp to 0 rather than
+// wrapping to huge offsets.
+int64_t signed_difference_ns(uint64_t time_ns, uint64_t origin_ns) {
+  return static_cast<int64_t>(time_ns - origin_ns);
+}
+
+// One stream of X events already in start order: one thread's op spans, or the annotations.
+// The writer merges these streams by start time.
+struct SliceStream {
+  const model::ThreadTrack* thread = nullptr;  // null for the annotation stream
+  size_t next = 0;
+  size_t position = 0;  // among the streams: the tie-break that keeps the merge stable
+
+  bool is_annotations() const { return thread == nullptr; }
+};
+
+// Kineto's event habit (and what viewers need to nest slices): by start time; at equal start
+// the longer slice (the enclosing one) first; then an annotation before the ops it covers;
+// then the order of the streams, so that the merge is stable.
+struct SliceOrderKey {
+  uint64_t start_ns;
+  uint64_t end_ns;
+  size_t stream_position;
+
+  // "Comes later" for std::priority_queue, whose top is its greatest element.
+  bool operator>(const SliceOrderKey& other) const {
+    if (start_ns != other.start_ns) return start_ns > other.start_ns;
+    if (end_ns != other.end_ns) return end_ns < other.end_ns;
+    return stream_position > other.stream_position;
+  }
+};
+
+class ChromeTraceEmitter {
+ public:
+  ChromeTraceEmitter(const model::Trace& trace, OutputFile& out)
+      : trace_(trace),
+        out_(out),
+        base_time_ns_(chrome_trace_base_time_ns(trace.metadata.window_start_unix_ns)) {}
+
+  void write(const std::string& trace_name) {
+    write_header();
+    write_metadata_events();
+    write_slices();
+    write_footer(trace_name);
+  }
+
+ private:
+  // Every top-level value before traceEvents sits on its own line. Nothing before
+  // distributedInfo may contain "rank": the HTA that Chakra pins takes the rank from the first
+  // line containing that word, with the regex `"rank": \d+` (formats.md §2.2). The tprof block
+  // (host name, library path: free text) therefore comes after it.
+  void write_header() {
+    const model::TraceMetadata& metadata = trace_.metadata;
+    line_.assign("{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n");
+    line_ += "  \"distributedInfo\": {\"backend\": \"\", \"rank\": 0, \"world_size\": 1},\n";
+    line_ += "  \"tprof\": {\"version\": ";
+    append_json_string(line_, metadata.tprof_version);
+    line_ += ", \"hostname\": ";
+    append_json_string(line_, metadata.hostname);
+    line_ += ", \"attach_time_unix_ns\": ";
+    append_json_integer(line_, metadata.attach_unix_ns);
+    line_ += ", \"window_start_unix_ns\": ";
+    append_json_integer(line_, metadata.window_start_unix_ns);
+    line_ += ", \"window_end_unix_ns\": ";
+    append_json_integer(line_, metadata.window_end_unix_ns);
+    line_ += ", \"dropped_records\": ";
+    append_json_integer(line_, metadata.dropped_records);
+    line_ += ", \"unmatched_returns\": ";
+    append_json_integer(line_, metadata.unmatched_returns);
+    line_ += ", \"torch_library\": ";
+    append_json_string(line_, metadata.torch_library);
+    line_ += "},\n";
+    line_ += "  \"record_shapes\": 0,\n  \"displayTimeUnit\": \"ms\",\n";
+    line_ += "  \"baseTimeNanoseconds\": ";
+    append_json_integer(line_, base_time_ns_);
+    line_ += ",\n  \"traceEvents\": [\n";
+    out_.write(line_);
+  }
+
+  // Kineto's per-process and per-thread rows (formats.md §2.4), stamped at the window start.
+  void write_metadata_events() {
+    const model::TraceMetadata& metadata = trace_.metadata;
+    write_metadata_event("process_name", 0, "name",
+                         [&] { append_json_string(line_, metadata.process_name); });
+    write_metadata_event("process_labels", 0, "labels", [&] { line_ += "\"CPU\""; });
+    write_metadata_event("process_sort_index", 0, "sort_index",
+                         [&] { append_json_integer(line_, metadata.pid); });
+    for (const model::ThreadTrack& thread : trace_.threads) {
+      write_metadata_event("thread_name", thread.tid, "name", [&] {
+        append_json_string(line_,
+                           "thread " + std::to_string(thread.tid) + " (" + thread.name + ")");
+      });
+      write_metadata_event("thread_sort_index", thread.tid, "sort_index",
+                           [&] { append_json_integer(line_, thread.tid); });
+    }
+  }
+
+  template <typename AppendValue>
+  void write_metadata_event(std::string_view name, uint32_t tid, std::string_view arg_key,
+                            AppendValue append_value) {
+    line_.assign("  {\"name\": \"");
+    line_ += name;
+    line_ += "\", \"ph\": \"M\", \"ts\": ";
+    append_relative_us(line_,
+                       signed_difference_ns(trace_.metadata.window_start_unix_ns, base_time_ns_));
+    line_ += ", \"pid\": ";
+    append_json_integer(line_, trace_.metadata.pid);
+    line_ += ", \"tid\": ";
+    append_json_integer(line_, tid);
+    line_ += ", \"args\": {\"";
+    line_ += arg_key;
+    line_ += "\": ";
+    append_value();
+    line_ += "}},\n";
+    out_.write(line_);
+  }
+
+  // A k-way merge of the already-sorted streams: memory stays O(threads) however many events.
+  void write_slices() {
+    std::vector<SliceStream> streams;
+    streams.reserve(trace_.threads.size() + 1);
+    // The annotations go first, so that at equal start and end a step precedes its ops.
+    streams.push_back({.thread = nullptr, .next = 0, .position = 0});
+    for (const model::ThreadTrack& thread : trace_.threads) {
+      streams.push_back({.thread = &thread, .next = 0, .position = streams.size()});
+    }
+
+    using QueueEntry = std::pair<SliceOrderKey, SliceStream*>;
+    auto comes_later = [](const QueueEntry& a, const QueueEntry& b) { return a.first > b.first; };
+    std::priority_queue<QueueEntry, std::vector<QueueEntry>, decltype(comes_later)> queue(
+        comes_later);
+    auto enqueue_next = [&](SliceStream& stream) {
+      if (const auto key = next_key(stream)) queue.emplace(*key, &stream);
+    };
+    for (SliceStream& stream : streams) enqueue_next(stream);
+
+    while (!queue.empty()) {
+      SliceStream& stream = *queue.top().second;
+      queue.pop();
+      if (stream.is_annotations()) {
+        write_annotation(trace_.annotations[stream.next]);
+      } else {
+        write_op_span(*stream.thread, stream.thread->spans[stream.next]);
+      }
+      ++stream.next;
+      enqueue_next(stream);
+    }
+  }
+
+  std::optional<SliceOrderKey> next_key(const SliceStream& stream) const {
+    if (stream.is_annotations()) {
+      if (stream.next == trace_.annotations.size()) return std::nullopt;
+      const model::Annotation& annotation = trace_.annotations[stream.next];
+      return SliceOrderKey{annotation.start_ns, annotation.end_ns, stream.position};
+    }
+    if (stream.next == stream.thread->spans.size()) return std::nullopt;
+    const model::OpSpan& span = stream.thread->spans[stream.next];
+    return SliceOrderKey{span.start_ns, span.end_ns, stream.position};
+  }
+
+  void write_op_span(const model::ThreadTrack& thread, const model::OpSpan& span) {
+    const model::Operator& op = trace_.operators.at(span.operator_index);
+    begin_slice("cpu_op", op.name, thread.tid, span.start_ns, span.end_ns, span.record_id);
+    if (span.closed_at_stop) append_true_arg(kClosedAtStopArg);
+    if (span.return_missing) append_true_arg(kReturnMissingArg);
+    end_slice();
+  }
+
+  void write_annotation(const model::Annotation& annotation) {
+    begin_slice("user_annotation", annotation.name, annotation.tid, annotation.start_ns,
+                annotation.end_ns, annotation.record_id);
+    end_slice();
+  }
+
+  // Kineto's key order ph, cat, name, pid, tid, ts, dur, args; External id and Record function
+  // id are both the tprof op id (formats.md §1.1). Leaves the args object open.
+  void begin_slice(std::string_view category, std::string_view name, uint32_t tid,
+                   uint64_t start_ns, uint64_t end_ns, uint64_t record_id) {
+    line_.assign("  {\"ph\": \"X\", \"cat\": \"");
+    line_ += category;
+    line_ += "\", \"name\": ";
+    append_json_string(line_, name);
+    line_ += ", \"pid\": ";
+    append_json_integer(line_, trace_.metadata.pid);
+    line_ += ", \"tid\": ";
+    append_json_integer(line_, tid);
+    line_ += ", \"ts\": ";
+    append_relative_us(line_, signed_difference_ns(start_ns, base_time_ns_));
+    line_ += ", \"dur\": ";
+    append_relative_us(line_, signed_difference_ns(end_ns, start_ns));
+    line_ += ", \"args\": {\"External id\": ";
+    append_json_integer(line_, record_id);
+    line_ += ", \"Record function id\": ";
+    append_json_integer(line_, record_id);
+    line_ += ", \"Ev Idx\": ";
+    append_json_integer(line_, next_event_index_++);
+  }
+
+  void append_true_arg(std::string_view key) {
+    line_ += ", ";
+    append_json_string(line_, key);
+    line_ += ": true";
+  }
+
+  void end_slice() {
+    line_ += "}},\n";
+    out_.write(line_);
+  }
+
+  // Kineto closes traceEvents with this global instant (output_json.cpp finalizeTrace); being
+  // last, it carries no trailing comma.
+  void write_footer(const std::string& trace_name) {
+    line_.assign(
+        "  {\"ph\": \"i\", \"s\": \"g\", \"name\": \"Record Window End\", \"pid\": \"\", "
+        "\"tid\": \"\", \"ts\": ");
+    append_relative_us(line_,
+                       signed_difference_ns(trace_.metadata.window_end_unix_ns, base_time_ns_));
+    line_ += "}\n  ],\n  \"traceName\": ";
+    append_json_string(line_, trace_name);
+    line_ += "\n}\n";
+    out_.write(line_);
+  }
+
+  const model::Trace& trace_;
+  OutputFile& out_;
+  const uint64_t base_time_ns_;
+  std::string line_;  // one event at a time, reused so that writing allocates nothing per event
+  uint64_t next_event_index_ = 0;  // "Ev Idx": position among the X events, as PyTorch counts
+};
+
+}  // namespace
+
+uint64_t chrome_trace_base_time_ns(uint64_t unix_ns) {
+  constexpr uint64_t kQuantumNs = kBaseTimeQuantumSeconds * kNanosecondsPerSecond;
+  return unix_ns / kQuantumNs * kQuantumNs;
+}
+
+std::string format_relative_us(int64_t offset_ns) {
+  std::string text;
+  append_relative_us(text, offset_ns);
+  return text;
+}
+
+void write_chrome_trace(const model::Trace& trace, const std::string& trace_name, OutputFile& out) {
+  ChromeTraceEmitter(trace, out).write(trace_name);
+}
+
+}  // namespace tprof::exporters

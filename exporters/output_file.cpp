@@ -1,0 +1,170 @@
+#include "exporters/output_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+namespace tprof::exporters {
+namespace {
+
+// Large enough that write(2) and deflate() see big chunks; a trace is written once, at the end.
+constexpr size_t kBufferBytes = 1 << 20;
+
+// The user waits for this write after detaching. On a 10M-event trace level 1 took a third of
+// the time of zlib's default level 6 for output only 15% larger (both ~10x smaller than JSON).
+constexpr int kGzipLevel = 1;
+
+// windowBits 15 + 16: the largest window, wrapped in a gzip (not zlib) header and trailer.
+constexpr int kGzipWindowBits = 15 + 16;
+constexpr int kZlibMemLevel = 8;  // zlib's default
+
+[[noreturn]] void throw_cannot_write(const std::string& path, std::string_view reason) {
+  throw std::runtime_error("cannot write " + path + ": " + std::string(reason));
+}
+
+[[noreturn]] void throw_cannot_write_errno(const std::string& path, int error_number) {
+  throw_cannot_write(path, std::strerror(error_number));
+}
+
+bool has_gzip_suffix(std::string_view path) { return path.ends_with(".gz"); }
+
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (valid()) ::close(fd_);
+  }
+  FileDescriptor(FileDescriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(FileDescriptor&&) = delete;
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+
+  // Closes now and reports close(2)'s errno (0 on success): on NFS and some other file
+  // systems a failed write only surfaces here.
+  int close() {
+    const int result = ::close(std::exchange(fd_, -1));
+    return result == 0 ? 0 : errno;
+  }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+// Buffers bytes, optionally gzip-compresses them with a streaming deflate, and writes them to
+// the temp file. Every error throws "cannot write <final path>: <reason>".
+struct OutputFile::Sink {
+  Sink(const std::string& final_path, FileDescriptor fd, bool gzip)
+      : final_path_(final_path), fd_(std::move(fd)), gzip_(gzip) {
+    pending_.reserve(kBufferBytes);
+    if (gzip_) {
+      const int status = deflateInit2(&deflater_, kGzipLevel, Z_DEFLATED, kGzipWindowBits,
+                                      kZlibMemLevel, Z_DEFAULT_STRATEGY);
+      if (status != Z_OK) throw_cannot_write(final_path_, zError(status));
+      compressed_.resize(kBufferBytes);
+    }
+  }
+
+  ~Sink() {
+    if (gzip_) deflateEnd(&deflater_);
+  }
+
+  Sink(const Sink&) = delete;
+  Sink& operator=(const Sink&) = delete;
+
+  void write(std::string_view bytes) {
+    pending_.append(bytes);
+    if (pending_.size() >= kBufferBytes) drain(Z_NO_FLUSH);
+  }
+
+  // Writes out everything, ends the gzip stream, fsyncs and closes, so that the rename that
+  // follows publishes complete data.
+  void finish() {
+    drain(Z_FINISH);
+    if (::fsync(fd_.get()) != 0) throw_cannot_write_errno(final_path_, errno);
+    if (const int error = fd_.close(); error != 0) throw_cannot_write_errno(final_path_, error);
+  }
+
+ private:
+  // Moves pending_ to the file, through the deflater when compressing. Z_FINISH also flushes
+  // the deflater's internal state and writes the gzip trailer.
+  void drain(int flush_mode) {
+    if (!gzip_) {
+      write_to_file(pending_.data(), pending_.size());
+      pending_.clear();
+      return;
+    }
+    deflater_.next_in = reinterpret_cast<Bytef*>(pending_.data());
+    deflater_.avail_in = static_cast<uInt>(pending_.size());
+    int status = Z_OK;
+    do {
+      deflater_.next_out = reinterpret_cast<Bytef*>(compressed_.data());
+      deflater_.avail_out = static_cast<uInt>(compressed_.size());
+      status = deflate(&deflater_, flush_mode);
+      if (status == Z_STREAM_ERROR) throw_cannot_write(final_path_, "zlib deflate failed");
+      write_to_file(compressed_.data(), compressed_.size() - deflater_.avail_out);
+      // Z_NO_FLUSH is done once the input is consumed and the output did not fill up;
+      // Z_FINISH only when deflate reports the end of the stream.
+    } while (flush_mode == Z_FINISH ? status != Z_STREAM_END : deflater_.avail_out == 0);
+    pending_.clear();
+  }
+
+  void write_to_file(const char* data, size_t size) {
+    while (size > 0) {
+      const ssize_t written = ::write(fd_.get(), data, size);
+      if (written < 0) {
+        if (errno == EINTR) continue;
+        throw_cannot_write_errno(final_path_, errno);
+      }
+      data += written;
+      size -= static_cast<size_t>(written);
+    }
+  }
+
+  const std::string& final_path_;
+  FileDescriptor fd_;
+  const bool gzip_;
+  z_stream deflater_{};
+  std::string pending_;           // uncompressed bytes not yet written or deflated
+  std::vector<char> compressed_;  // deflate output staging, gzip only
+};
+
+OutputFile::OutputFile(std::string path) : path_(std::move(path)), temp_path_(path_ + ".tmp") {
+  FileDescriptor fd(::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd.valid()) throw_cannot_write_errno(path_, errno);
+  try {
+    sink_ = std::make_unique<Sink>(path_, std::move(fd), has_gzip_suffix(path_));
+  } catch (...) {
+    ::unlink(temp_path_.c_str());
+    throw;
+  }
+}
+
+OutputFile::~OutputFile() {
+  sink_.reset();
+  if (!committed_) ::unlink(temp_path_.c_str());
+}
+
+void OutputFile::write(std::string_view bytes) {
+  if (committed_) throw std::logic_error("write to committed output file " + path_);
+  sink_->write(bytes);
+}
+
+void OutputFile::commit() {
+  if (committed_) throw std::logic_error("output file committed twice: " + path_);
+  sink_->finish();
+  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) throw_cannot_write_errno(path_, errno);
+  committed_ = true;
+}
+
+}  // namespace tprof::exporters

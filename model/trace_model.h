@@ -1,0 +1,66 @@
+// The neutral in-memory trace: what was recorded, already symbolized and on the wall clock.
+// Producers (the attach session) fill it; exporters only read it. Nothing here knows about
+// BPF, ELF or any output format.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tprof::model {
+
+// One ATen operator, as named by its schema.
+struct Operator {
+  std::string name;    // "aten::add": the name torch.profiler shows (no overload)
+  std::string schema;  // "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor";
+                       // empty when the schema string was not found in the library
+};
+
+// One op invocation on one thread. Times are wall-clock Unix nanoseconds.
+struct OpSpan {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint64_t record_id = 0;   // the process-wide op id: Chrome "External id"/"Record function id", ET rf_id
+  uint32_t operator_index = 0;  // into Trace::operators
+  uint32_t depth = 0;           // number of enclosing ops on this thread
+  bool closed_at_stop = false;  // still running when recording stopped; end_ns is the stop time
+  bool return_missing = false;  // its return was never seen (e.g. unwound by an exception);
+                                // end_ns is the return of the enclosing op
+};
+
+// A user-level range such as ProfilerStep#N.
+struct Annotation {
+  std::string name;
+  uint32_t tid = 0;
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint64_t record_id = 0;
+};
+
+struct ThreadTrack {
+  uint32_t tid = 0;
+  std::string name;            // /proc/PID/task/TID/comm
+  std::vector<OpSpan> spans;   // sorted by start; a parent precedes its children
+};
+
+struct TraceMetadata {
+  uint32_t pid = 0;
+  std::string process_name;       // /proc/PID/comm
+  std::string hostname;
+  std::string tprof_version;
+  uint64_t attach_unix_ns = 0;    // when every probe was live
+  uint64_t window_start_unix_ns = 0;
+  uint64_t window_end_unix_ns = 0;
+  uint64_t dropped_records = 0;   // ring-buffer reservation failures in BPF
+  uint64_t unmatched_returns = 0; // returns whose entry was never seen (op began before attach)
+  std::string torch_library;      // path of libtorch_cpu as seen in the target
+};
+
+struct Trace {
+  TraceMetadata metadata;
+  std::vector<Operator> operators;
+  std::vector<ThreadTrack> threads;    // main thread (tid == pid) first, then by tid
+  std::vector<Annotation> annotations; // sorted by start
+};
+
+}  // namespace tprof::model

@@ -1,0 +1,416 @@
+#include "exporters/chrome_trace_writer.h"
+
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "exporters/json_writer.h"
+#include "exporters/output_file.h"
+#include "model/trace_model.h"
+
+namespace tprof::exporters {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::ordered_json;  // keeps keys in file order, so that order can be asserted
+
+constexpr uint64_t kBaseTimeNs = 1'751'410'836'000'000'000;  // 222 quanta of 7,889,238 s
+constexpr uint64_t kWindowStartNs = kBaseTimeNs + 1'000'000'250;
+constexpr uint64_t kWindowEndNs = kWindowStartNs + 10'000'000;
+constexpr uint32_t kPid = 4242;
+constexpr uint32_t kWorkerTid = 4300;
+
+uint64_t at(uint64_t offset_ns) { return kWindowStartNs + offset_ns; }
+
+// One step on the main thread covering a parent op and its same-start child, plus a worker
+// thread whose ops interleave with the main thread's. Free-text metadata contains "rank" to
+// prove it cannot mislead HTA's rank scan.
+model::Trace make_sample_trace() {
+  model::Trace trace;
+  trace.metadata = {
+      .pid = kPid,
+      .process_name = "python3",
+      .hostname = "frankfurt-01",
+      .tprof_version = "0.1.0",
+      .attach_unix_ns = kWindowStartNs - 5'000,
+      .window_start_unix_ns = kWindowStartNs,
+      .window_end_unix_ns = kWindowEndNs,
+      .dropped_records = 7,
+      .unmatched_returns = 3,
+      .torch_library = "/home/frank/venv/lib/libtorch_cpu.so",
+  };
+  trace.operators = {{"aten::mm", "aten::mm(Tensor self, Tensor mat2) -> Tensor"},
+                     {"aten::add", ""},
+                     {"aten::rank_of_things", ""}};
+  model::ThreadTrack main_thread{.tid = kPid, .name = "python3", .spans = {}};
+  main_thread.spans = {
+      {.start_ns = at(1'000), .end_ns = at(9'000), .record_id = 2, .operator_index = 0},
+      {.start_ns = at(1'000), .end_ns = at(4'000), .record_id = 3, .operator_index = 1},
+      {.start_ns = at(5'000), .end_ns = at(6'000), .record_id = 5, .operator_index = 1,
+       .return_missing = true},
+  };
+  model::ThreadTrack worker{.tid = kWorkerTid, .name = "pt_autograd_0", .spans = {}};
+  worker.spans = {
+      {.start_ns = at(2'000), .end_ns = at(3'000), .record_id = 4, .operator_index = 2,
+       .closed_at_stop = true},
+      {.start_ns = at(5'000), .end_ns = at(7'000), .record_id = 6, .operator_index = 0},
+  };
+  trace.threads = {main_thread, worker};
+  trace.annotations = {
+      {.name = "ProfilerStep#1", .tid = kPid, .start_ns = at(1'000), .end_ns = at(9'000),
+       .record_id = 1},
+  };
+  return trace;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+class ChromeTraceWriterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "tprof_chrome_trace_XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr) << std::strerror(errno);
+    directory_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(directory_); }
+
+  std::string write_trace(const model::Trace& trace,
+                          const std::string& file_name = "host_4242.1.pt.trace.json") {
+    const fs::path path = directory_ / file_name;
+    OutputFile out(path.string());
+    write_chrome_trace(trace, file_name, out);
+    out.commit();
+    return read_file(path);
+  }
+
+  fs::path directory_;
+};
+
+// The X events in file order.
+std::vector<ordered_json> slices_of(const ordered_json& document) {
+  std::vector<ordered_json> slices;
+  for (const ordered_json& event : document.at("traceEvents")) {
+    if (event.at("ph") == "X") slices.push_back(event);
+  }
+  return slices;
+}
+
+TEST(FormatRelativeUsTest, WritesMicrosecondsWithThreeNanosecondDigits) {
+  EXPECT_EQ(format_relative_us(0), "0.000");
+  EXPECT_EQ(format_relative_us(1), "0.001");
+  EXPECT_EQ(format_relative_us(999), "0.999");
+  EXPECT_EQ(format_relative_us(1000), "1.000");
+  EXPECT_EQ(format_relative_us(1010), "1.010");
+  EXPECT_EQ(format_relative_us(1234567), "1234.567");
+  EXPECT_EQ(format_relative_us(7'889'238'000'000'000), "7889238000000.000");
+}
+
+TEST(FormatRelativeUsTest, ClampsNegativeOffsetsToZero) {
+  EXPECT_EQ(format_relative_us(-1), "0.000");
+  EXPECT_EQ(format_relative_us(-1'000'000), "0.000");
+  EXPECT_EQ(format_relative_us(std::numeric_limits<int64_t>::min()), "0.000");
+}
+
+TEST(ChromeTraceBaseTimeTest, FloorsToTheThreeMonthQuantum) {
+  // formats.md §2.3: [2025-07-01T23:00:36Z, 2025-10-01T06:27:54Z) -> 1751410836000000000.
+  constexpr uint64_t kQuantumStartNs = 1'751'410'836'000'000'000;  // 2025-07-01T23:00:36Z
+  constexpr uint64_t kNextQuantumNs = 1'759'300'074'000'000'000;   // 2025-10-01T06:27:54Z
+  EXPECT_EQ(chrome_trace_base_time_ns(kQuantumStartNs), kQuantumStartNs);
+  EXPECT_EQ(chrome_trace_base_time_ns(kQuantumStartNs + 1), kQuantumStartNs);
+  EXPECT_EQ(chrome_trace_base_time_ns(1'759'276'800'000'000'000), kQuantumStartNs);  // 10-01 00:00
+  EXPECT_EQ(chrome_trace_base_time_ns(kNextQuantumNs - 1), kQuantumStartNs);
+  EXPECT_EQ(chrome_trace_base_time_ns(kNextQuantumNs), kNextQuantumNs);
+  EXPECT_EQ(chrome_trace_base_time_ns(kQuantumStartNs - 1), 1'743'521'598'000'000'000);
+  EXPECT_EQ(chrome_trace_base_time_ns(0), 0u);
+}
+
+TEST(AppendJsonStringTest, EscapesQuotesBackslashesAndControlCharacters) {
+  std::string out;
+  append_json_string(out, std::string_view("a\"b\\c\n\t\r\b\f\x01\x1f\x7f\0z", 15));
+  EXPECT_EQ(out, R"("a\"b\\c\n\t\r\b\f\u0001\u001f\u007f\u0000z")");
+}
+
+TEST(AppendJsonStringTest, KeepsValidUtf8AndReplacesInvalidBytes) {
+  std::string out;
+  append_json_string(out, "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x94\xA5");  // é € 🔥
+  EXPECT_EQ(out, "\"caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x94\xA5\"");
+
+  out.clear();
+  // A stray continuation byte, an overlong '/', a surrogate, a truncated sequence.
+  append_json_string(out, "a\x80" "b\xC0\xAF" "c\xED\xA0\x80" "d\xE2\x82");
+  EXPECT_EQ(nlohmann::json::parse(out).get<std::string>(),
+            "a\uFFFDb\uFFFD\uFFFDc\uFFFD\uFFFD\uFFFDd\uFFFD\uFFFD");
+}
+
+TEST_F(ChromeTraceWriterTest, OutputIsValidJson) {
+  const std::string text = write_trace(make_sample_trace());
+  EXPECT_TRUE(ordered_json::accept(text)) << text;
+}
+
+TEST_F(ChromeTraceWriterTest, TopLevelKeysFollowKinetoOrder) {
+  const std::string text = write_trace(make_sample_trace());
+  const std::vector<std::string> expected_order = {
+      "schemaVersion", "deviceProperties",    "distributedInfo", "tprof",     "record_shapes",
+      "displayTimeUnit", "baseTimeNanoseconds", "traceEvents",   "traceName"};
+
+  // In the raw text: each key opens its own line, in this order.
+  size_t previous = 0;
+  for (const std::string& key : expected_order) {
+    const size_t position = text.find("\n  \"" + key + "\": ");
+    ASSERT_NE(position, std::string::npos) << key;
+    EXPECT_GT(position, previous) << key;
+    previous = position;
+  }
+
+  const ordered_json document = ordered_json::parse(text);
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : document.items()) keys.push_back(key);
+  EXPECT_EQ(keys, expected_order);
+
+  EXPECT_EQ(document["schemaVersion"], 1);
+  EXPECT_EQ(document["deviceProperties"], ordered_json::array());
+  EXPECT_EQ(document["record_shapes"], 0);
+  EXPECT_EQ(document["displayTimeUnit"], "ms");
+  EXPECT_EQ(document["baseTimeNanoseconds"].get<uint64_t>(), kBaseTimeNs);
+  EXPECT_EQ(document["traceName"], "host_4242.1.pt.trace.json");
+}
+
+TEST_F(ChromeTraceWriterTest, DistributedInfoLineIsTheFirstToMentionRank) {
+  const std::string text = write_trace(make_sample_trace());
+  const std::vector<std::string> lines = split_lines(text);
+  const auto first_rank_line =
+      std::find_if(lines.begin(), lines.end(),
+                   [](const std::string& line) { return line.find("rank") != std::string::npos; });
+  ASSERT_NE(first_rank_line, lines.end());
+  EXPECT_EQ(*first_rank_line,
+            R"(  "distributedInfo": {"backend": "", "rank": 0, "world_size": 1},)");
+  // The pinned HTA's regex and the HEAD one.
+  EXPECT_TRUE(std::regex_search(*first_rank_line, std::regex(R"("rank": \d+)")));
+  EXPECT_TRUE(std::regex_search(*first_rank_line, std::regex(R"("rank":\s+(\d+))")));
+
+  const ordered_json distributed_info = ordered_json::parse(text)["distributedInfo"];
+  EXPECT_EQ(distributed_info,
+            ordered_json::parse(R"({"backend": "", "rank": 0, "world_size": 1})"));
+}
+
+TEST_F(ChromeTraceWriterTest, TprofMetadataCarriesCountersAndProvenance) {
+  const ordered_json tprof = ordered_json::parse(write_trace(make_sample_trace()))["tprof"];
+  EXPECT_EQ(tprof["version"], "0.1.0");
+  EXPECT_EQ(tprof["hostname"], "frankfurt-01");
+  EXPECT_EQ(tprof["attach_time_unix_ns"].get<uint64_t>(), kWindowStartNs - 5'000);
+  EXPECT_EQ(tprof["window_start_unix_ns"].get<uint64_t>(), kWindowStartNs);
+  EXPECT_EQ(tprof["window_end_unix_ns"].get<uint64_t>(), kWindowEndNs);
+  EXPECT_EQ(tprof["dropped_records"], 7);
+  EXPECT_EQ(tprof["unmatched_returns"], 3);
+  EXPECT_EQ(tprof["torch_library"], "/home/frank/venv/lib/libtorch_cpu.so");
+}
+
+TEST_F(ChromeTraceWriterTest, EachEventSitsOnItsOwnLine) {
+  const std::string text = write_trace(make_sample_trace());
+  const std::vector<std::string> lines = split_lines(text);
+  const auto open = std::find(lines.begin(), lines.end(), R"(  "traceEvents": [)");
+  const auto close = std::find(lines.begin(), lines.end(), "  ],");
+  ASSERT_NE(open, lines.end());
+  ASSERT_NE(close, lines.end());
+
+  const ordered_json events = ordered_json::parse(text)["traceEvents"];
+  ASSERT_EQ(static_cast<size_t>(close - open - 1), events.size());
+  size_t index = 0;
+  for (auto line = open + 1; line != close; ++line, ++index) {
+    std::string event_text = *line;
+    if (event_text.ends_with(",")) event_text.pop_back();
+    EXPECT_EQ(ordered_json::parse(event_text), events[index]) << *line;
+  }
+  EXPECT_FALSE(lines[close - lines.begin() - 1].ends_with(","));  // the last event
+}
+
+TEST_F(ChromeTraceWriterTest, WritesProcessAndThreadMetadataAtWindowStart) {
+  const std::string text = write_trace(make_sample_trace());
+  EXPECT_NE(text.find(R"({"name": "process_name", "ph": "M", "ts": 1000000.250, "pid": 4242, )"
+                      R"("tid": 0, "args": {"name": "python3"}})"),
+            std::string::npos);
+
+  const ordered_json events = ordered_json::parse(text)["traceEvents"];
+  const std::vector<ordered_json> expected = {
+      ordered_json::parse(R"({"name": "process_name", "ph": "M", "ts": 1000000.250, "pid": 4242,
+                              "tid": 0, "args": {"name": "python3"}})"),
+      ordered_json::parse(R"({"name": "process_labels", "ph": "M", "ts": 1000000.250, "pid": 4242,
+                              "tid": 0, "args": {"labels": "CPU"}})"),
+      ordered_json::parse(R"({"name": "process_sort_index", "ph": "M", "ts": 1000000.250,
+                              "pid": 4242, "tid": 0, "args": {"sort_index": 4242}})"),
+      ordered_json::parse(R"json({"name": "thread_name", "ph": "M", "ts": 1000000.250, "pid": 4242,
+                              "tid": 4242, "args": {"name": "thread 4242 (python3)"}})json"),
+      ordered_json::parse(R"({"name": "thread_sort_index", "ph": "M", "ts": 1000000.250,
+                              "pid": 4242, "tid": 4242, "args": {"sort_index": 4242}})"),
+      ordered_json::parse(R"json({"name": "thread_name", "ph": "M", "ts": 1000000.250, "pid": 4242,
+                              "tid": 4300, "args": {"name": "thread 4300 (pt_autograd_0)"}})json"),
+      ordered_json::parse(R"({"name": "thread_sort_index", "ph": "M", "ts": 1000000.250,
+                              "pid": 4242, "tid": 4300, "args": {"sort_index": 4300}})"),
+  };
+  ASSERT_GE(events.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(events[i], expected[i]) << i;
+}
+
+TEST_F(ChromeTraceWriterTest, SlicesAreMergedByStartLongerFirstAnnotationBeforeOps) {
+  const std::vector<ordered_json> slices =
+      slices_of(ordered_json::parse(write_trace(make_sample_trace())));
+  std::vector<std::pair<std::string, uint64_t>> order;  // (name, External id)
+  for (const ordered_json& slice : slices) {
+    order.emplace_back(slice["name"].get<std::string>(),
+                       slice["args"]["External id"].get<uint64_t>());
+  }
+  const std::vector<std::pair<std::string, uint64_t>> expected = {
+      {"ProfilerStep#1", 1},        // same span as aten::mm: the annotation comes first
+      {"aten::mm", 2},              // parent before its same-start child
+      {"aten::add", 3},
+      {"aten::rank_of_things", 4},  // the worker's op, merged by start
+      {"aten::mm", 6},              // same start as aten::add #5 but longer
+      {"aten::add", 5},
+  };
+  EXPECT_EQ(order, expected);
+  for (size_t i = 0; i < slices.size(); ++i) EXPECT_EQ(slices[i]["args"]["Ev Idx"], i);
+}
+
+TEST_F(ChromeTraceWriterTest, CpuOpHasKinetoKeyOrderAndArgs) {
+  const std::string text = write_trace(make_sample_trace());
+  EXPECT_NE(text.find(R"(  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 4242, )"
+                      R"("tid": 4242, "ts": 1000001.250, "dur": 8.000, "args": {"External id": 2, )"
+                      R"("Record function id": 2, "Ev Idx": 1}},)"),
+            std::string::npos)
+      << text;
+
+  const ordered_json mm = slices_of(ordered_json::parse(text))[1];
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : mm.items()) keys.push_back(key);
+  EXPECT_EQ(keys,
+            (std::vector<std::string>{"ph", "cat", "name", "pid", "tid", "ts", "dur", "args"}));
+  std::vector<std::string> arg_keys;
+  for (const auto& [key, value] : mm["args"].items()) arg_keys.push_back(key);
+  EXPECT_EQ(arg_keys, (std::vector<std::string>{"External id", "Record function id", "Ev Idx"}));
+}
+
+TEST_F(ChromeTraceWriterTest, IncompleteSpansCarryTheirFlagOnly) {
+  const std::vector<ordered_json> slices =
+      slices_of(ordered_json::parse(write_trace(make_sample_trace())));
+  const ordered_json& closed_at_stop = slices[3];  // External id 4
+  EXPECT_EQ(closed_at_stop["args"],
+            ordered_json::parse(R"({"External id": 4, "Record function id": 4, "Ev Idx": 3,
+                                    "tprof: closed at stop": true})"));
+  const ordered_json& return_missing = slices[5];  // External id 5
+  EXPECT_EQ(return_missing["args"],
+            ordered_json::parse(R"({"External id": 5, "Record function id": 5, "Ev Idx": 5,
+                                    "tprof: return missing": true})"));
+  EXPECT_EQ(slices[1]["args"].size(), 3u);  // a complete op has no flag at all
+}
+
+TEST_F(ChromeTraceWriterTest, AnnotationIsAUserAnnotationSlice) {
+  const ordered_json step = slices_of(ordered_json::parse(write_trace(make_sample_trace())))[0];
+  EXPECT_EQ(step, ordered_json::parse(R"({"ph": "X", "cat": "user_annotation",
+      "name": "ProfilerStep#1", "pid": 4242, "tid": 4242, "ts": 1000001.250, "dur": 8.000,
+      "args": {"External id": 1, "Record function id": 1, "Ev Idx": 0}})"));
+}
+
+TEST_F(ChromeTraceWriterTest, EndsWithRecordWindowEnd) {
+  const std::string text = write_trace(make_sample_trace());
+  EXPECT_TRUE(text.ends_with(
+      "  {\"ph\": \"i\", \"s\": \"g\", \"name\": \"Record Window End\", \"pid\": \"\", "
+      "\"tid\": \"\", \"ts\": 1010000.250}\n"
+      "  ],\n"
+      "  \"traceName\": \"host_4242.1.pt.trace.json\"\n"
+      "}\n"))
+      << text;
+}
+
+TEST_F(ChromeTraceWriterTest, EscapesNamesAndNeverWritesRawControlCharacters) {
+  model::Trace trace = make_sample_trace();
+  trace.metadata.process_name = "py\"th\\on";
+  trace.threads[1].name = "tab\there";
+  trace.operators[0].name = "my::\"op\"\\with\nnewline\x01\x7f\xff";
+  trace.annotations[0].name = "step \"1\"";
+  const std::string text = write_trace(trace, "we\"ird\\name.pt.trace.json");
+
+  for (const char c : text) {
+    if (c == '\n') continue;  // between tokens; inside strings a line break is escaped
+    EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20 || c == 0x7F) << int(c);
+  }
+  const ordered_json document = ordered_json::parse(text);
+  const ordered_json& events = document["traceEvents"];
+  EXPECT_EQ(events[0]["args"]["name"], "py\"th\\on");
+  EXPECT_EQ(events[5]["args"]["name"], "thread 4300 (tab\there)");
+  const std::vector<ordered_json> slices = slices_of(document);
+  EXPECT_EQ(slices[0]["name"], "step \"1\"");
+  EXPECT_EQ(slices[1]["name"], "my::\"op\"\\with\nnewline\x01\x7f\uFFFD");
+  EXPECT_EQ(document["traceName"], "we\"ird\\name.pt.trace.json");
+}
+
+TEST_F(ChromeTraceWriterTest, ClampsTimesBeforeTheBaseAndNegativeDurations) {
+  model::Trace trace = make_sample_trace();
+  trace.metadata.window_start_unix_ns = kBaseTimeNs;  // the base is the window start itself
+  trace.threads = {{.tid = kPid, .name = "python3", .spans = {
+      {.start_ns = kBaseTimeNs - 500, .end_ns = kBaseTimeNs + 1'500, .record_id = 1},
+      {.start_ns = kBaseTimeNs + 2'000, .end_ns = kBaseTimeNs + 1'000, .record_id = 2},
+  }}};
+  trace.annotations.clear();
+  const std::string text = write_trace(trace);
+  EXPECT_NE(text.find(R"("ts": 0.000, "dur": 2.000, "args": {"External id": 1,)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"("ts": 2.000, "dur": 0.000, "args": {"External id": 2,)"),
+            std::string::npos)
+      << text;
+}
+
+TEST_F(ChromeTraceWriterTest, EmptyTraceIsStillComplete) {
+  model::Trace trace;
+  trace.metadata.pid = 1;
+  trace.metadata.window_start_unix_ns = kWindowStartNs;
+  trace.metadata.window_end_unix_ns = kWindowEndNs;
+  const ordered_json document = ordered_json::parse(write_trace(trace));
+  const ordered_json& events = document["traceEvents"];
+  ASSERT_EQ(events.size(), 4u);  // the three process rows and Record Window End
+  EXPECT_EQ(events[3]["name"], "Record Window End");
+}
+
+TEST_F(ChromeTraceWriterTest, GzipTraceInflatesToTheSameDocument) {
+  const model::Trace trace = make_sample_trace();
+  const std::string plain = write_trace(trace, "t.pt.trace.json");
+  const fs::path gzip_path = directory_ / "t.pt.trace.json.gz";
+  {
+    OutputFile out(gzip_path.string());
+    write_chrome_trace(trace, "t.pt.trace.json", out);
+    out.commit();
+  }
+  gzFile file = gzopen(gzip_path.c_str(), "rb");
+  ASSERT_NE(file, nullptr);
+  EXPECT_EQ(gzdirect(file), 0);  // really compressed, not passed through
+  std::string inflated;
+  char chunk[4096];
+  for (int read; (read = gzread(file, chunk, sizeof chunk)) > 0;) inflated.append(chunk, read);
+  gzclose(file);
+  EXPECT_EQ(inflated, plain);
+}
+
+}  // namespace
+}  // namespace tprof::exporters

@@ -1,0 +1,165 @@
+#include "exporters/output_file.h"
+
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+
+namespace tprof::exporters {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Inflates a whole gzip file with zlib, independently of the code under test.
+std::string read_gzip_file(const fs::path& path) {
+  gzFile file = gzopen(path.c_str(), "rb");
+  if (file == nullptr) throw std::runtime_error("gzopen failed: " + path.string());
+  std::string text;
+  char chunk[1 << 16];
+  int read = 0;
+  while ((read = gzread(file, chunk, sizeof chunk)) > 0) text.append(chunk, read);
+  const bool failed = read < 0;
+  gzclose(file);
+  if (failed) throw std::runtime_error("gzread failed: " + path.string());
+  return text;
+}
+
+// More than the writer's 1 MiB buffer, in uneven pieces, so that buffering and draining are
+// both exercised; varied enough that deflate has work to do.
+std::string make_payload() {
+  std::string payload;
+  for (int i = 0; payload.size() < 3'500'000; ++i) {
+    payload += "{\"ph\": \"X\", \"name\": \"aten::op_" + std::to_string(i % 977) + "\", \"ts\": " +
+               std::to_string(i * 7919) + "},\n";
+  }
+  return payload;
+}
+
+void write_in_pieces(OutputFile& out, std::string_view payload) {
+  size_t pos = 0;
+  for (size_t piece = 1; pos < payload.size(); piece = piece * 3 % 70'001 + 1) {  // 1 B to 70 KB
+    out.write(payload.substr(pos, piece));
+    pos += piece;
+  }
+}
+
+class OutputFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "tprof_output_file_XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr) << std::strerror(errno);
+    directory_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(directory_); }
+
+  fs::path directory_;
+};
+
+TEST_F(OutputFileTest, TempFileExistsBeforeCommitAndFinalFileDoesNot) {
+  const fs::path final_path = directory_ / "trace.json";
+  OutputFile out(final_path.string());
+  EXPECT_TRUE(fs::exists(directory_ / "trace.json.tmp"));
+  out.write("{}");
+  EXPECT_FALSE(fs::exists(final_path));
+  EXPECT_EQ(out.path(), final_path.string());
+}
+
+TEST_F(OutputFileTest, CommitPublishesEverythingWrittenAndRemovesTempFile) {
+  const fs::path final_path = directory_ / "trace.json";
+  const std::string payload = make_payload();
+  {
+    OutputFile out(final_path.string());
+    write_in_pieces(out, payload);
+    out.commit();
+    EXPECT_FALSE(fs::exists(directory_ / "trace.json.tmp"));
+  }
+  ASSERT_TRUE(fs::exists(final_path));  // the destructor of a committed file keeps it
+  EXPECT_TRUE(read_file(final_path) == payload);  // not EXPECT_EQ: no multi-MB diff
+}
+
+TEST_F(OutputFileTest, CommitReplacesAnExistingFile) {
+  const fs::path final_path = directory_ / "trace.json";
+  std::ofstream(final_path) << "old contents that are longer than the new ones";
+  OutputFile out(final_path.string());
+  EXPECT_EQ(read_file(final_path), "old contents that are longer than the new ones");
+  out.write("new");
+  out.commit();
+  EXPECT_EQ(read_file(final_path), "new");
+}
+
+TEST_F(OutputFileTest, DestructionWithoutCommitLeavesNoFile) {
+  const fs::path final_path = directory_ / "trace.json";
+  {
+    OutputFile out(final_path.string());
+    write_in_pieces(out, make_payload());
+  }
+  EXPECT_FALSE(fs::exists(final_path));
+  EXPECT_FALSE(fs::exists(directory_ / "trace.json.tmp"));
+}
+
+TEST_F(OutputFileTest, UnwritableDirectoryThrowsAtConstructionAndWritesNothing) {
+  // A missing directory rather than a read-only one: tests may run as root, which ignores
+  // permission bits.
+  const fs::path final_path = directory_ / "missing" / "trace.json";
+  try {
+    OutputFile out(final_path.string());
+    FAIL() << "expected the constructor to throw";
+  } catch (const std::runtime_error& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "cannot write " + final_path.string() + ": " + std::strerror(ENOENT));
+  }
+  EXPECT_TRUE(fs::is_empty(directory_));
+}
+
+TEST_F(OutputFileTest, GzipSuffixWritesAGzipStreamThatInflatesToTheInput) {
+  const fs::path final_path = directory_ / "trace.json.gz";
+  const std::string payload = make_payload();
+  OutputFile out(final_path.string());
+  write_in_pieces(out, payload);
+  out.commit();
+
+  const std::string compressed = read_file(final_path);
+  ASSERT_GE(compressed.size(), 2u);
+  EXPECT_EQ(static_cast<unsigned char>(compressed[0]), 0x1F);  // gzip magic
+  EXPECT_EQ(static_cast<unsigned char>(compressed[1]), 0x8B);
+  EXPECT_LT(compressed.size(), payload.size() / 4);
+  EXPECT_TRUE(read_gzip_file(final_path) == payload);
+}
+
+TEST_F(OutputFileTest, EmptyGzipFileIsAValidEmptyStream) {
+  const fs::path final_path = directory_ / "empty.json.gz";
+  OutputFile out(final_path.string());
+  out.commit();
+  EXPECT_EQ(read_gzip_file(final_path), "");
+}
+
+TEST_F(OutputFileTest, GzipFileIsNotPublishedWithoutCommit) {
+  const fs::path final_path = directory_ / "trace.json.gz";
+  {
+    OutputFile out(final_path.string());
+    EXPECT_TRUE(fs::exists(directory_ / "trace.json.gz.tmp"));
+    out.write("partial");
+  }
+  EXPECT_TRUE(fs::is_empty(directory_));
+}
+
+TEST_F(OutputFileTest, WritingAfterCommitIsRejected) {
+  OutputFile out((directory_ / "trace.json").string());
+  out.commit();
+  EXPECT_THROW(out.write("late"), std::logic_error);
+  EXPECT_THROW(out.commit(), std::logic_error);
+}
+
+}  // namespace
+}  // namespace tprof::exporters

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Deterministic CPU training loop: the target process of tprof's end-to-end tests.
+
+A test attaches tprof while the loop is parked, then releases exactly --steps steps, so the
+op stream tprof records can be compared with torch's own profiler (--reference-out) running
+the same steps. Runs on torch 1.13 (Python 3.11) and torch 2.6 (Python 3.13).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+IMAGE_SIZE = 16
+CHANNELS = 3
+CLASSES = 10
+BATCH = 8
+# A handful of fixed batches, cycled: data generation stays out of the measured steps.
+BATCH_COUNT = 4
+
+
+class SmallConvNet(nn.Module):
+    """Covers the op families the tests care about: conv, both norms, both activations,
+    pooling, flatten and linear layers."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(CHANNELS, 8, kernel_size=3, padding=1)
+        self.batch_norm = nn.BatchNorm2d(8)
+        self.pool = nn.MaxPool2d(2)
+        self.hidden = nn.Linear(8 * (IMAGE_SIZE // 2) ** 2, 32)
+        self.layer_norm = nn.LayerNorm(32)
+        self.head = nn.Linear(32, CLASSES)
+
+    def forward(self, images):
+        features = self.pool(F.relu(self.batch_norm(self.conv(images))))
+        hidden = F.gelu(self.layer_norm(self.hidden(torch.flatten(features, 1))))
+        return self.head(hidden)
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--steps", type=int, required=True, help="measured training steps")
+    parser.add_argument("--warmup", type=int, default=3,
+                        help="steps run before READY, so lazy initialisation is not measured")
+    parser.add_argument("--trigger", choices=("fifo", "stdin", "none"), default="stdin",
+                        help="what releases the measured steps and, after DONE, the exit")
+    parser.add_argument("--fifo", help="FIFO path for --trigger fifo (created if missing)")
+    parser.add_argument("--reference-out", metavar="FILE",
+                        help="run the steps under torch's profiler, write the aten:: op names "
+                             "to FILE as JSON and exit without waiting")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="intra-op threads; the default 1 keeps every op on the main thread, "
+                             "where torch's profiler sees it too")
+    args = parser.parse_args()
+    if args.trigger == "fifo" and not args.fifo:
+        parser.error("--trigger fifo needs --fifo PATH")
+    return args
+
+
+def wait_for_trigger(args):
+    """Blocks until one line (or EOF) arrives on the trigger channel."""
+    if args.trigger == "stdin":
+        sys.stdin.readline()
+    elif args.trigger == "fifo":
+        # Opening a FIFO for reading blocks until a writer opens it; each wait needs its own
+        # writer, so the second wait (after DONE) is a separate release.
+        with open(args.fifo, "r") as fifo:
+            fifo.readline()
+
+
+def make_training_step(model, optimizer, batches):
+    position = [0]
+
+    def training_step():
+        images, labels = batches[position[0] % len(batches)]
+        position[0] += 1
+        # Explicit: the default changed between torch 1.13 (False) and 2.x (True).
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(images), labels)
+        loss.backward()
+        optimizer.step()
+        # Reading the loss back, as real loops do for logging, also exercises aten::item.
+        return loss.item()
+
+    return training_step
+
+
+def profiled_aten_ops(run_steps):
+    """Runs the steps under torch's own profiler and returns every aten:: event name in start
+    order. The legacy (non-Kineto) profiler is used because it exists on both torch 1.13 and
+    2.6 and needs no Kineto build. Python stacks are recorded on torch 1.x only: Debian's
+    torch 2.6 (Python 3.13) segfaults in its Python tracer as soon as an nn.Module runs under
+    with_stack=True, with or without Kineto."""
+    record_python_stacks = int(torch.__version__.split(".")[0]) < 2
+    with torch.autograd.profiler.profile(use_kineto=False, record_shapes=True,
+                                         with_stack=record_python_stacks) as profiler:
+        run_steps()
+    events = sorted(profiler.function_events, key=lambda event: event.time_range.start)
+    return [event.name for event in events if event.name.startswith("aten::")]
+
+
+def main():
+    args = parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(args.threads)
+    if args.trigger == "fifo" and not os.path.exists(args.fifo):
+        os.mkfifo(args.fifo)
+
+    model = SmallConvNet()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    batches = [(torch.randn(BATCH, CHANNELS, IMAGE_SIZE, IMAGE_SIZE),
+                torch.randint(0, CLASSES, (BATCH,))) for _ in range(BATCH_COUNT)]
+    training_step = make_training_step(model, optimizer, batches)
+
+    for _ in range(args.warmup):
+        training_step()
+
+    def run_measured_steps():
+        for _ in range(args.steps):
+            training_step()
+
+    if args.reference_out:
+        ops = profiled_aten_ops(run_measured_steps)
+        with open(args.reference_out, "w") as out:
+            json.dump({"ops": ops, "torch": torch.__version__}, out)
+        return 0
+
+    print(f"READY {os.getpid()}", flush=True)
+    wait_for_trigger(args)
+    run_measured_steps()
+    print("DONE", flush=True)
+    wait_for_trigger(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

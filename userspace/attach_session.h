@@ -1,0 +1,25 @@
+// `tprof attach`: from a pid to a written trace. Owns the order of the steps: every check
+// that can fail cheaply (process, privileges, kernel, library, output path) runs before any
+// probe is attached, and whatever was recorded is written out even if recording fails.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+namespace tprof {
+
+struct AttachOptions {
+  pid_t pid = 0;
+  std::optional<double> duration_s;  // none: until Ctrl-C or target exit
+  std::string output_path;           // empty: <hostname>_<pid>.<unix_ns>.pt.trace.json
+  size_t ring_buffer_bytes = 64u << 20;
+  bool quiet = false;
+};
+
+// Returns the process exit status. Throws tprof::Error for failures before recording.
+int run_attach(const AttachOptions& options);
+
+}  // namespace tprof

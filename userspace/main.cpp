@@ -1,0 +1,66 @@
+// tprof command line.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+
+#include "userspace/attach_session.h"
+#include "userspace/error.h"
+
+namespace {
+
+constexpr const char* kDescription =
+    "tprof: torch.profiler for a running PyTorch process, from outside it.\n"
+    "Attaches eBPF uprobes to every ATen op of an unmodified process (no import, no env var,\n"
+    "no restart) and writes a Kineto-compatible Chrome trace that opens in Perfetto\n"
+    "(ui.perfetto.dev), chrome://tracing, HTA and TensorBoard.";
+
+constexpr const char* kAttachFooter =
+    "\nExamples:\n"
+    "  sudo tprof attach 12345 --duration 20            # 20 s, default file name\n"
+    "  sudo tprof attach 12345 -o step.pt.trace.json.gz # until Ctrl-C, gzip output\n"
+    "\nRecording stops at --duration, on Ctrl-C/SIGTERM, or when the target exits; whatever\n"
+    "was recorded is then written. Events the ring buffer could not hold are counted and\n"
+    "reported (raise --buffer-mb if any are dropped).";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{kDescription, "tprof"};
+  app.set_version_flag("--version", TPROF_VERSION);
+  app.require_subcommand(1);
+
+  tprof::AttachOptions options;
+  double duration_s = 0;
+  size_t buffer_mb = options.ring_buffer_bytes >> 20;
+  CLI::App* attach = app.add_subcommand("attach", "Record the ATen ops of a running PyTorch process");
+  attach->footer(kAttachFooter);
+  attach->add_option("pid", options.pid, "Process id of the Python process that imported torch")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  attach->add_option("-d,--duration", duration_s, "Stop after this many seconds (default: until Ctrl-C)")
+      ->check(CLI::PositiveNumber);
+  attach->add_option("-o,--output", options.output_path,
+                     "Trace file; a .gz suffix compresses it (default: <host>_<pid>.<unix_ns>.pt.trace.json)");
+  attach->add_option("--buffer-mb", buffer_mb, "BPF ring buffer size in MiB, rounded up to a power of two")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  attach->add_flag("-q,--quiet", options.quiet, "Print only errors");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error);
+  }
+  if (attach->count("--duration") > 0) options.duration_s = duration_s;
+  options.ring_buffer_bytes = buffer_mb << 20;
+
+  try {
+    return tprof::run_attach(options);
+  } catch (const tprof::Error& error) {
+    std::fprintf(stderr, "tprof: error: %s\n", error.what());
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "tprof: error: %s\n", error.what());
+  }
+  return 1;
+}

@@ -1,0 +1,24 @@
+// Chooses the op sites to probe from the library's op catalog and gives each an op id: the
+// attach cookie the BPF side stamps on its records, and the index of its model::Operator.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "model/trace_model.h"
+#include "symbolizer/op_catalog.h"
+#include "userspace/uprobe_multi.h"
+
+namespace tprof {
+
+struct ProbePlan {
+  UprobeSites sites;                        // cookie i == index i of `operators`
+  std::vector<model::Operator> operators;
+  size_t unobserved_skipped = 0;            // ops torch's profiler never records (see .cpp)
+  size_t shared_address_skipped = 0;        // a second op folded onto an already-probed address
+};
+
+ProbePlan plan_op_probes(const symbolizer::OpCatalog& catalog, const std::string& binary_path);
+
+}  // namespace tprof

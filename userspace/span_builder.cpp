@@ -1,0 +1,94 @@
+#include "userspace/span_builder.h"
+
+#include <algorithm>
+#include <tuple>
+
+namespace tprof {
+namespace {
+
+struct OpenOp {
+  uint32_t op_id;
+  size_t span_index;
+};
+
+model::ThreadTrack replay_thread(uint32_t tid, std::vector<OpEvent>& events, uint64_t stop_monotonic_ns,
+                                 const MonotonicToUnix& clock, uint64_t& unmatched_returns) {
+  std::stable_sort(events.begin(), events.end(),
+                   [](const OpEvent& a, const OpEvent& b) { return a.monotonic_ns < b.monotonic_ns; });
+  model::ThreadTrack track;
+  track.tid = tid;
+  std::vector<OpenOp> open;
+  for (const OpEvent& event : events) {
+    if (!event.is_exit) {
+      open.push_back({event.op_id, track.spans.size()});
+      model::OpSpan span;
+      span.start_ns = clock.to_unix(event.monotonic_ns);
+      span.operator_index = event.op_id;
+      span.depth = static_cast<uint32_t>(open.size() - 1);
+      track.spans.push_back(span);
+      continue;
+    }
+    auto match = std::find_if(open.rbegin(), open.rend(), [&](const OpenOp& op) { return op.op_id == event.op_id; });
+    if (match == open.rend()) {
+      ++unmatched_returns;
+      continue;
+    }
+    const uint64_t end_ns = clock.to_unix(event.monotonic_ns);
+    const size_t matched_depth = static_cast<size_t>(open.rend() - match) - 1;
+    for (size_t depth = open.size(); depth-- > matched_depth;) {
+      model::OpSpan& span = track.spans[open[depth].span_index];
+      span.end_ns = end_ns;
+      span.return_missing = depth != matched_depth;
+    }
+    open.resize(matched_depth);
+  }
+  const uint64_t stop_ns = clock.to_unix(stop_monotonic_ns);
+  for (const OpenOp& op : open) {
+    model::OpSpan& span = track.spans[op.span_index];
+    span.end_ns = std::max(stop_ns, span.start_ns);
+    span.closed_at_stop = true;
+  }
+  return track;
+}
+
+}  // namespace
+
+uint64_t SpanBuilder::event_count() const {
+  uint64_t count = 0;
+  for (const auto& [tid, events] : events_by_thread_) count += events.size();
+  return count;
+}
+
+BuiltThreads SpanBuilder::build(uint64_t stop_monotonic_ns, const MonotonicToUnix& clock) && {
+  BuiltThreads built;
+  std::vector<uint32_t> tids;
+  for (const auto& [tid, events] : events_by_thread_) tids.push_back(tid);
+  std::sort(tids.begin(), tids.end());
+  for (uint32_t tid : tids) {
+    auto& events = events_by_thread_[tid];
+    built.threads.push_back(replay_thread(tid, events, stop_monotonic_ns, clock, built.unmatched_returns));
+    std::vector<OpEvent>().swap(events);  // release as we go: traces can be large
+  }
+  return built;
+}
+
+void assign_record_ids(model::Trace& trace) {
+  struct Start {
+    uint64_t start_ns;
+    uint64_t end_ns;
+    uint64_t* record_id;
+  };
+  std::vector<Start> starts;
+  for (auto& annotation : trace.annotations) starts.push_back({annotation.start_ns, annotation.end_ns, &annotation.record_id});
+  for (auto& thread : trace.threads)
+    for (auto& span : thread.spans) starts.push_back({span.start_ns, span.end_ns, &span.record_id});
+  // Equal starts: the longer (enclosing) range first. stable_sort keeps a thread's own
+  // parent-before-child order for identical ranges.
+  std::stable_sort(starts.begin(), starts.end(), [](const Start& a, const Start& b) {
+    return std::tie(a.start_ns, b.end_ns) < std::tie(b.start_ns, a.end_ns);
+  });
+  uint64_t next_id = 1;
+  for (const Start& start : starts) *start.record_id = next_id++;
+}
+
+}  // namespace tprof

@@ -1,0 +1,45 @@
+// Rebuilds properly nested op spans per thread from the entry and exit records of the op
+// tracer. Records of one thread are sorted by timestamp first (records from different CPUs
+// can reach the ring buffer out of order), then replayed against a per-thread call stack.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "model/trace_model.h"
+#include "userspace/wall_clock.h"
+
+namespace tprof {
+
+struct OpEvent {
+  uint64_t monotonic_ns = 0;
+  uint32_t op_id = 0;
+  bool is_exit = false;
+};
+
+struct BuiltThreads {
+  std::vector<model::ThreadTrack> threads;  // by tid; names left empty; record ids unset
+  uint64_t unmatched_returns = 0;           // exits whose entry was never seen
+};
+
+class SpanBuilder {
+ public:
+  void add(uint32_t tid, const OpEvent& event) { events_by_thread_[tid].push_back(event); }
+  uint64_t event_count() const;
+
+  // Replays every thread. An op still open at the end is closed at `stop_monotonic_ns` and
+  // flagged closed_at_stop. An exit that skips open inner ops closes them at its own time,
+  // flagged return_missing (their returns were lost, e.g. to an exception).
+  BuiltThreads build(uint64_t stop_monotonic_ns, const MonotonicToUnix& clock) &&;
+
+ private:
+  std::unordered_map<uint32_t, std::vector<OpEvent>> events_by_thread_;
+};
+
+// Gives every span and annotation its process-wide record id: 1, 2, 3... in order of start
+// time (an enclosing range before what it encloses), as torch's RecordFunction handles are
+// handed out at op entry.
+void assign_record_ids(model::Trace& trace);
+
+}  // namespace tprof

@@ -1,0 +1,35 @@
+// Attaching one BPF program to many uprobe sites through a single uprobe_multi link
+// (Linux >= 6.6, libbpf >= 1.3). One link per program costs one syscall for thousands of
+// sites, where classic per-probe uprobes cost one perf event each.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+struct bpf_link;
+struct bpf_program;
+
+namespace tprof {
+
+struct BpfLinkDeleter {
+  void operator()(bpf_link* link) const;
+};
+using BpfLink = std::unique_ptr<bpf_link, BpfLinkDeleter>;
+
+struct UprobeSites {
+  std::string binary_path;              // host-visible path (may be under /proc/PID/root)
+  std::vector<unsigned long> offsets;   // file offsets of the probed instructions
+  std::vector<uint64_t> cookies;        // bpf_get_attach_cookie() value of each site
+};
+
+// Throws tprof::Error with a one-line reason when the running kernel has no uprobe_multi.
+void require_uprobe_multi_kernel();
+
+// Attaches `program` to every site, for the threads of `pid` only. Throws tprof::Error.
+BpfLink attach_uprobe_multi(const bpf_program* program, pid_t pid, const UprobeSites& sites, bool on_return);
+
+}  // namespace tprof
