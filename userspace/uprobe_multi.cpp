@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <fstream>
 
 #include "userspace/error.h"
 
@@ -13,12 +12,16 @@ namespace tprof {
 
 void BpfLinkDeleter::operator()(bpf_link* link) const { bpf_link__destroy(link); }
 
+bool kernel_release_has_uprobe_multi(const char* release) {
+  int major = 0, minor = 0;
+  if (std::sscanf(release, "%d.%d", &major, &minor) != 2) return false;
+  return major > 6 || (major == 6 && minor >= 6);
+}
+
 void require_uprobe_multi_kernel() {
   utsname uts{};
   ::uname(&uts);
-  int major = 0, minor = 0;
-  std::sscanf(uts.release, "%d.%d", &major, &minor);
-  if (major < 6 || (major == 6 && minor < 6))
+  if (!kernel_release_has_uprobe_multi(uts.release))
     throw Error(std::string("kernel ") + uts.release + " has no uprobe_multi links (Linux 6.6 or newer is required)");
 }
 

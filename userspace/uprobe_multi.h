@@ -26,6 +26,9 @@ struct UprobeSites {
   std::vector<uint64_t> cookies;        // bpf_get_attach_cookie() value of each site
 };
 
+// uprobe_multi links arrived in Linux 6.6. `release` is uname -r: "6.18.44-fc-v769".
+bool kernel_release_has_uprobe_multi(const char* release);
+
 // Throws tprof::Error with a one-line reason when the running kernel has no uprobe_multi.
 void require_uprobe_multi_kernel();
 

@@ -143,8 +143,10 @@ class ParkedWorkload {
 // One tprof invocation with its stderr captured.
 class TprofRun {
  public:
-  explicit TprofRun(std::vector<std::string> arguments, const fs::path& working_directory = {})
-      : process_({.argv = tprof_command(std::move(arguments)),
+  // `launcher` runs tprof under another command (e.g. setpriv to drop privileges).
+  explicit TprofRun(std::vector<std::string> arguments, const fs::path& working_directory = {},
+                    std::vector<std::string> launcher = {})
+      : process_({.argv = tprof_command(std::move(arguments), std::move(launcher)),
                   .pipe_stderr = true,
                   .working_directory = working_directory}) {}
 
@@ -180,8 +182,10 @@ class TprofRun {
   std::string stderr_transcript() { return process_.stderr_lines().transcript(); }
 
  private:
-  static std::vector<std::string> tprof_command(std::vector<std::string> arguments) {
+  static std::vector<std::string> tprof_command(std::vector<std::string> arguments,
+                                                std::vector<std::string> launcher) {
     arguments.insert(arguments.begin(), kTprofBinary.string());
+    arguments.insert(arguments.begin(), launcher.begin(), launcher.end());
     return arguments;
   }
 
@@ -457,8 +461,10 @@ class RefusalTest : public ::testing::Test {
 
   // Runs tprof to completion and checks the refusal format: non-zero exit and exactly one
   // stderr line, "tprof: error: ...", and never an 'attached' line.
-  static void expect_refusal(std::vector<std::string> arguments) {
-    TprofRun tprof(std::move(arguments));
+  // The error line goes to `error_line` when given.
+  static void expect_refusal(std::vector<std::string> arguments, std::vector<std::string> launcher = {},
+                             std::string* error_line = nullptr) {
+    TprofRun tprof(std::move(arguments), {}, std::move(launcher));
     const auto status = tprof.wait_for_exit(kErrorExitTimeout);
     const auto& lines = tprof.stderr_lines();
     EXPECT_FALSE(status.succeeded()) << "tprof " << status.describe();
@@ -467,6 +473,7 @@ class RefusalTest : public ::testing::Test {
     EXPECT_TRUE(lines.front().starts_with("tprof: error:")) << lines.front();
     EXPECT_EQ(lines.front().find("attached"), std::string::npos) << lines.front();
     std::cout << "refused with: " << lines.front() << '\n';
+    if (error_line) *error_line = lines.front();
   }
 
   ScratchDirectory scratch_;
@@ -506,6 +513,19 @@ TEST_F(RefusalTest, UnwritableOutputIsRejectedBeforeAttaching) {
   expect_refusal({"attach", std::to_string(workload.python_pid()), "--output",
                   "/proc/nonexistent/x.pt.trace.json"});
   // The target was never disturbed: it still trains and exits normally.
+  workload.run_steps();
+  workload.wait_until_done();
+  workload.finish();
+}
+
+TEST_F(RefusalTest, MissingPrivilegeNamesTheCapability) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to start tprof as another user";
+  ParkedWorkload workload(host_environment(scratch_.path()), kMeasuredSteps);
+  // As user nobody with every capability dropped: tprof must say which one it lacks.
+  std::string error;
+  expect_refusal({"attach", std::to_string(workload.python_pid()), "--output", "/tmp/never.pt.trace.json"},
+                 {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"}, &error);
+  EXPECT_NE(error.find("CAP_BPF"), std::string::npos) << error;
   workload.run_steps();
   workload.wait_until_done();
   workload.finish();
