@@ -39,19 +39,19 @@ int64_t signed_difference_ns(uint64_t time_ns, uint64_t origin_ns) {
   return static_cast<int64_t>(time_ns - origin_ns);
 }
 
-// One stream of X events already in start order: one thread's op spans, or the annotations.
-// The writer merges these streams by start time.
+// One stream of X events already in start order: the annotations, one thread's python
+// spans, or one thread's op spans. The writer merges these streams by start time.
 struct SliceStream {
+  enum class Kind { kAnnotations, kPythonSpans, kOpSpans };
+  Kind kind = Kind::kAnnotations;
   const model::ThreadTrack* thread = nullptr;  // null for the annotation stream
   size_t next = 0;
   size_t position = 0;  // among the streams: the tie-break that keeps the merge stable
-
-  bool is_annotations() const { return thread == nullptr; }
 };
 
 // Kineto's event habit (and what viewers need to nest slices): by start time; at equal start
-// the longer slice (the enclosing one) first; then an annotation before the ops it covers;
-// then the order of the streams, so that the merge is stable.
+// the longer slice (the enclosing one) first; then by stream: an annotation before the python
+// spans and ops it covers, a python span before the ops it calls; so that the merge is stable.
 struct SliceOrderKey {
   uint64_t start_ns;
   uint64_t end_ns;
@@ -104,6 +104,12 @@ class ChromeTraceEmitter {
     append_json_integer(line_, metadata.unmatched_returns);
     line_ += ", \"torch_library\": ";
     append_json_string(line_, metadata.torch_library);
+    line_ += ", \"python_version\": ";
+    append_json_string(line_, metadata.python_version);
+    line_ += ", \"python_samples\": ";
+    append_json_integer(line_, metadata.python_samples);
+    line_ += ", \"python_stacks_lost\": ";
+    append_json_integer(line_, metadata.python_stacks_lost);
     line_ += "},\n";
     line_ += "  \"record_shapes\": 0,\n  \"displayTimeUnit\": \"ms\",\n";
     line_ += "  \"baseTimeNanoseconds\": ";
@@ -152,13 +158,16 @@ class ChromeTraceEmitter {
 
   // A k-way merge of the already-sorted streams: memory stays O(threads) however many events.
   void write_slices() {
+    using Kind = SliceStream::Kind;
     std::vector<SliceStream> streams;
-    streams.reserve(trace_.threads.size() + 1);
-    // The annotations go first, so that at equal start and end a step precedes its ops.
-    streams.push_back({.thread = nullptr, .next = 0, .position = 0});
-    for (const model::ThreadTrack& thread : trace_.threads) {
-      streams.push_back({.thread = &thread, .next = 0, .position = streams.size()});
-    }
+    streams.reserve(2 * trace_.threads.size() + 1);
+    // Stream order is the tie-break at equal start and end: annotations, then python spans,
+    // then ops.
+    streams.push_back({.kind = Kind::kAnnotations, .thread = nullptr, .next = 0, .position = 0});
+    for (const model::ThreadTrack& thread : trace_.threads)
+      streams.push_back({.kind = Kind::kPythonSpans, .thread = &thread, .next = 0, .position = streams.size()});
+    for (const model::ThreadTrack& thread : trace_.threads)
+      streams.push_back({.kind = Kind::kOpSpans, .thread = &thread, .next = 0, .position = streams.size()});
 
     using QueueEntry = std::pair<SliceOrderKey, SliceStream*>;
     auto comes_later = [](const QueueEntry& a, const QueueEntry& b) { return a.first > b.first; };
@@ -172,33 +181,76 @@ class ChromeTraceEmitter {
     while (!queue.empty()) {
       SliceStream& stream = *queue.top().second;
       queue.pop();
-      if (stream.is_annotations()) {
-        write_annotation(trace_.annotations[stream.next]);
-      } else {
-        write_op_span(*stream.thread, stream.thread->spans[stream.next]);
+      switch (stream.kind) {
+        case Kind::kAnnotations: write_annotation(trace_.annotations[stream.next]); break;
+        case Kind::kPythonSpans: write_python_span(*stream.thread, stream.thread->python_spans[stream.next]); break;
+        case Kind::kOpSpans: write_op_span(*stream.thread, stream.thread->spans[stream.next]); break;
       }
       ++stream.next;
       enqueue_next(stream);
     }
   }
 
+  template <typename Slice>
+  static std::optional<SliceOrderKey> key_of(const std::vector<Slice>& slices, const SliceStream& stream) {
+    if (stream.next == slices.size()) return std::nullopt;
+    return SliceOrderKey{slices[stream.next].start_ns, slices[stream.next].end_ns, stream.position};
+  }
+
   std::optional<SliceOrderKey> next_key(const SliceStream& stream) const {
-    if (stream.is_annotations()) {
-      if (stream.next == trace_.annotations.size()) return std::nullopt;
-      const model::Annotation& annotation = trace_.annotations[stream.next];
-      return SliceOrderKey{annotation.start_ns, annotation.end_ns, stream.position};
+    switch (stream.kind) {
+      case SliceStream::Kind::kAnnotations: return key_of(trace_.annotations, stream);
+      case SliceStream::Kind::kPythonSpans: return key_of(stream.thread->python_spans, stream);
+      case SliceStream::Kind::kOpSpans: return key_of(stream.thread->spans, stream);
     }
-    if (stream.next == stream.thread->spans.size()) return std::nullopt;
-    const model::OpSpan& span = stream.thread->spans[stream.next];
-    return SliceOrderKey{span.start_ns, span.end_ns, stream.position};
+    return std::nullopt;
+  }
+
+  // profiler_kineto.cpp AddTensorboardFields: "Python parent id" (null at the top),
+  // "Python id", and "Python module id" on nn.Module calls. No External id: python_function
+  // events are not ops.
+  void write_python_span(const model::ThreadTrack& thread, const model::PythonSpan& span) {
+    begin_event("python_function", span.name, thread.tid, span.start_ns, span.end_ns);
+    line_ += "\"Python parent id\": ";
+    if (span.parent_python_id == 0) {
+      line_ += "null";
+    } else {
+      append_json_integer(line_, span.parent_python_id);
+    }
+    line_ += ", \"Python id\": ";
+    append_json_integer(line_, span.python_id);
+    if (span.module_id >= 0) {
+      line_ += ", \"Python module id\": ";
+      append_json_integer(line_, static_cast<uint64_t>(span.module_id));
+    }
+    line_ += ", \"Ev Idx\": ";
+    append_json_integer(line_, next_event_index_++);
+    end_slice();
   }
 
   void write_op_span(const model::ThreadTrack& thread, const model::OpSpan& span) {
     const model::Operator& op = trace_.operators.at(span.operator_index);
     begin_slice("cpu_op", op.name, thread.tid, span.start_ns, span.end_ns, span.record_id);
+    if (span.python_stack >= 0) append_call_stack(trace_.python_stacks.at(static_cast<size_t>(span.python_stack)));
     if (span.closed_at_stop) append_true_arg(kClosedAtStopArg);
     if (span.return_missing) append_true_arg(kReturnMissingArg);
     end_slice();
+  }
+
+  // "Call stack": the op's Python frames, innermost first, "file(line): function" joined by
+  // ";" (torch's stacksToStr), with the executing line of each frame.
+  void append_call_stack(const model::PythonStack& stack) {
+    std::string joined;
+    for (const model::PythonFrame& frame : stack) {
+      if (!joined.empty()) joined += ';';
+      joined += frame.file;
+      joined += '(';
+      joined += std::to_string(frame.line);
+      joined += "): ";
+      joined += frame.function;
+    }
+    line_ += ", \"Call stack\": ";
+    append_json_string(line_, joined);
   }
 
   void write_annotation(const model::Annotation& annotation) {
@@ -211,6 +263,18 @@ class ChromeTraceEmitter {
   // id are both the tprof op id (formats.md §1.1). Leaves the args object open.
   void begin_slice(std::string_view category, std::string_view name, uint32_t tid,
                    uint64_t start_ns, uint64_t end_ns, uint64_t record_id) {
+    begin_event(category, name, tid, start_ns, end_ns);
+    line_ += "\"External id\": ";
+    append_json_integer(line_, record_id);
+    line_ += ", \"Record function id\": ";
+    append_json_integer(line_, record_id);
+    line_ += ", \"Ev Idx\": ";
+    append_json_integer(line_, next_event_index_++);
+  }
+
+  // An X event up to the opening of its args object.
+  void begin_event(std::string_view category, std::string_view name, uint32_t tid, uint64_t start_ns,
+                   uint64_t end_ns) {
     line_.assign("  {\"ph\": \"X\", \"cat\": \"");
     line_ += category;
     line_ += "\", \"name\": ";
@@ -223,12 +287,7 @@ class ChromeTraceEmitter {
     append_relative_us(line_, signed_difference_ns(start_ns, base_time_ns_));
     line_ += ", \"dur\": ";
     append_relative_us(line_, signed_difference_ns(end_ns, start_ns));
-    line_ += ", \"args\": {\"External id\": ";
-    append_json_integer(line_, record_id);
-    line_ += ", \"Record function id\": ";
-    append_json_integer(line_, record_id);
-    line_ += ", \"Ev Idx\": ";
-    append_json_integer(line_, next_event_index_++);
+    line_ += ", \"args\": {";
   }
 
   void append_true_arg(std::string_view key) {

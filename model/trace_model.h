@@ -16,6 +16,28 @@ struct Operator {
                        // empty when the schema string was not found in the library
 };
 
+// One Python frame of an op's call stack.
+struct PythonFrame {
+  std::string file;
+  int line = 0;           // the line executing in that frame (the call site); 0 if unknown
+  std::string function;   // co_qualname (co_name before 3.11)
+};
+
+// A call stack, innermost frame first.
+using PythonStack = std::vector<PythonFrame>;
+
+// One Python function invocation on one thread, as torch's Python tracer shows it
+// (python_function events). Its edges are known to within the nearest op or stack sample.
+struct PythonSpan {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint64_t python_id = 0;         // unique, from 1 in start order
+  uint64_t parent_python_id = 0;  // the enclosing python_function's id; 0: none
+  int64_t module_id = -1;         // "Python module id" of nn.Module calls; -1 otherwise
+  uint32_t depth = 0;             // enclosing python spans on this thread
+  std::string name;               // "path(line): function", "nn.Module: Linear_0", ...
+};
+
 // One op invocation on one thread. Times are wall-clock Unix nanoseconds.
 struct OpSpan {
   uint64_t start_ns = 0;
@@ -26,6 +48,7 @@ struct OpSpan {
   bool closed_at_stop = false;  // still running when recording stopped; end_ns is the stop time
   bool return_missing = false;  // its return was never seen (e.g. unwound by an exception);
                                 // end_ns is the return of the enclosing op
+  int32_t python_stack = -1;    // into Trace::python_stacks; -1: none captured
 };
 
 // A user-level range such as ProfilerStep#N.
@@ -41,6 +64,9 @@ struct ThreadTrack {
   uint32_t tid = 0;
   std::string name;            // /proc/PID/task/TID/comm
   std::vector<OpSpan> spans;   // sorted by start; a parent precedes its children
+  std::vector<PythonSpan> python_spans;  // sorted by start; a parent precedes its children;
+                                         // nested with `spans` (each op lies inside the python
+                                         // spans of its stack)
 };
 
 struct TraceMetadata {
@@ -53,12 +79,16 @@ struct TraceMetadata {
   uint64_t window_end_unix_ns = 0;
   uint64_t dropped_records = 0;   // ring-buffer reservation failures in BPF
   uint64_t unmatched_returns = 0; // returns whose entry was never seen (op began before attach)
-  std::string torch_library;      // path of libtorch_cpu as seen in the target
+  std::string torch_library;      // path of libtorch_cpu as seen in the target ("" if none)
+  std::string python_version;     // "3.11.2"; "" when Python stacks were not recorded
+  uint64_t python_samples = 0;    // stack samples taken between ops
+  uint64_t python_stacks_lost = 0;  // stacks that could not be walked or stored
 };
 
 struct Trace {
   TraceMetadata metadata;
   std::vector<Operator> operators;
+  std::vector<PythonStack> python_stacks;  // distinct op call stacks, referenced by OpSpan
   std::vector<ThreadTrack> threads;    // main thread (tid == pid) first, then by tid
   std::vector<Annotation> annotations; // sorted by start
 };

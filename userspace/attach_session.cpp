@@ -7,12 +7,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <unordered_map>
 
 #include "exporters/chrome_trace_writer.h"
 #include "exporters/output_file.h"
 #include "model/trace_model.h"
 #include "symbolizer/op_catalog.h"
+#include "symbolizer/python_runtime.h"
 #include "userspace/console.h"
 #include "userspace/error.h"
 #include "userspace/op_summary.h"
@@ -20,7 +23,12 @@
 #include "userspace/privileges.h"
 #include "userspace/probe_plan.h"
 #include "userspace/record_consumer.h"
+#include "userspace/python_frame_resolver.h"
+#include "userspace/python_sample_log.h"
+#include "userspace/python_stack_store.h"
+#include "userspace/python_walker_config.h"
 #include "userspace/span_builder.h"
+#include "userspace/trace_assembly.h"
 #include "userspace/stop_signals.h"
 #include "userspace/target_process.h"
 #include "userspace/unique_fd.h"
@@ -78,9 +86,10 @@ const char* describe(StopReason reason) {
 // Waits on the stop sources and drains the ring buffer every kDrainPeriodMs.
 class RecordingLoop {
  public:
-  RecordingLoop(const TargetProcess& target, const UniqueFd& stop_signals, RecordConsumer& consumer,
-                const OpTracer& tracer, Console& console)
-      : target_(target), stop_signals_(stop_signals), consumer_(consumer), tracer_(tracer), console_(console),
+  RecordingLoop(const TargetProcess& target, const UniqueFd& stop_signals, std::function<void()> drain,
+                const OpTracer& tracer, const RecordConsumer& consumer, Console& console)
+      : target_(target), stop_signals_(stop_signals), drain_(std::move(drain)), tracer_(tracer), consumer_(consumer),
+        console_(console),
         drain_timer_(periodic_timer(kDrainPeriodMs)), epoll_(::epoll_create1(EPOLL_CLOEXEC)) {
     if (!epoll_) throw Error(errno_message("epoll_create1", errno));
     watch(stop_signals_.get());
@@ -106,11 +115,12 @@ class RecordingLoop {
         uint64_t expirations = 0;
         (void)!::read(drain_timer_.get(), &expirations, sizeof(expirations));
       }
-      consumer_.drain();
+      drain_();
       const uint64_t now_ns = monotonic_now_ns();
       if (now_ns - start_ns >= duration_ns) return StopReason::kDuration;
       if (now_ns - last_status_ns >= kStatusPeriodNs) {
-        console_.status(static_cast<double>(now_ns - start_ns) / 1e9, consumer_.records(), tracer_.dropped_records());
+        console_.status(static_cast<double>(now_ns - start_ns) / 1e9, consumer_.records(),
+                        tracer_.losses().ring_buffer_full);
         last_status_ns = now_ns;
       }
     }
@@ -126,38 +136,40 @@ class RecordingLoop {
 
   const TargetProcess& target_;
   const UniqueFd& stop_signals_;
-  RecordConsumer& consumer_;
+  std::function<void()> drain_;
   const OpTracer& tracer_;
+  const RecordConsumer& consumer_;
   Console& console_;
   UniqueFd drain_timer_;
   UniqueFd epoll_;
 };
 
-model::Trace assemble_trace(const TargetProcess& target, ProbePlan&& plan, BuiltThreads&& built,
-                            std::unordered_map<uint32_t, std::string>&& thread_names, model::TraceMetadata metadata) {
-  model::Trace trace;
-  trace.metadata = std::move(metadata);
-  trace.metadata.unmatched_returns = built.unmatched_returns;
-  trace.operators = std::move(plan.operators);
-  trace.threads = std::move(built.threads);
-  const uint32_t main_tid = static_cast<uint32_t>(target.pid());
-  if (std::none_of(trace.threads.begin(), trace.threads.end(),
-                   [&](const model::ThreadTrack& thread) { return thread.tid == main_tid; }))
-    trace.threads.push_back(model::ThreadTrack{main_tid, {}, {}});
-  // Main thread first (it carries the step annotation), then by tid.
-  std::sort(trace.threads.begin(), trace.threads.end(), [&](const auto& a, const auto& b) {
-    return (a.tid == main_tid) != (b.tid == main_tid) ? a.tid == main_tid : a.tid < b.tid;
-  });
-  for (model::ThreadTrack& thread : trace.threads) {
-    auto name = thread_names.find(thread.tid);
-    thread.name = name != thread_names.end() ? name->second : target.thread_name(thread.tid);
-  }
-  // Until step detection exists, one step covers the whole window, as HTA and Chakra need a
-  // ProfilerStep annotation to exist.
-  trace.annotations.push_back(model::Annotation{"ProfilerStep#0", main_tid, trace.metadata.window_start_unix_ns,
-                                                trace.metadata.window_end_unix_ns, 0});
-  assign_record_ids(trace);
-  return trace;
+// The libtorch ops to probe, or none for a Python process without torch.
+struct OpProbes {
+  std::string library_path_in_target;
+  ProbePlan plan;
+};
+
+std::optional<OpProbes> plan_torch_probes(const TargetProcess& target, Console& console) {
+  const auto torch_library = target.find_mapped_library(kTorchLibraryPrefix);
+  if (!torch_library) return std::nullopt;
+  const symbolizer::OpCatalog catalog = symbolizer::build_op_catalog(torch_library->host_path);
+  if (catalog.unresolved_count > 0)
+    console.line(std::to_string(catalog.unresolved_count) +
+                 " ops have no schema in the library; their names are derived from their symbols");
+  return OpProbes{torch_library->path_in_target, plan_op_probes(catalog, torch_library->host_path)};
+}
+
+std::string describe_attachment(const TargetProcess& target, const std::optional<OpProbes>& ops,
+                                const std::optional<symbolizer::PythonLayout>& python, uint32_t sample_hz,
+                                double attach_ms) {
+  char milliseconds[32];
+  std::snprintf(milliseconds, sizeof(milliseconds), "%.1f", attach_ms);
+  std::string text = "attached to " + std::to_string(target.pid()) + " (" + target.name() + "): ";
+  if (ops) text += std::to_string(ops->plan.sites.offsets.size()) + " op sites in " + ops->library_path_in_target;
+  if (ops && python) text += ", ";
+  if (python) text += "Python " + python->version.to_string() + " stacks (sampler " + std::to_string(sample_hz) + " Hz)";
+  return text + " in " + milliseconds + " ms";
 }
 
 }  // namespace
@@ -167,22 +179,24 @@ int run_attach(const AttachOptions& options) {
   TargetProcess target(options.pid);
   require_tracing_privileges(target.uid());
   require_uprobe_multi_kernel();
-  const auto torch_library = target.find_mapped_library(kTorchLibraryPrefix);
-  if (!torch_library)
+
+  std::optional<symbolizer::PythonLayout> python;
+  std::string no_python_reason = "--no-python";
+  if (options.python_stacks) python = symbolizer::discover_python(target.pid(), &no_python_reason);
+  std::optional<OpProbes> ops = plan_torch_probes(target, console);
+  if (!ops && !python)
     throw Error("process " + std::to_string(target.pid()) + " (" + target.name() +
-                ") has not loaded libtorch_cpu: is it a PyTorch process, and has it imported torch yet?");
+                ") has not loaded libtorch_cpu and has no Python stacks to record (" + no_python_reason + ")");
+  if (!ops) console.line("no libtorch_cpu in the target: recording Python stacks only");
+  if (!python && options.python_stacks) console.line("no Python stacks: " + no_python_reason);
 
   const std::string output_path =
       options.output_path.empty() ? default_output_path(target.pid(), unix_now_ns()) : options.output_path;
   exporters::OutputFile output(output_path);  // fails now, not after recording, if unwritable
 
-  const symbolizer::OpCatalog catalog = symbolizer::build_op_catalog(torch_library->host_path);
-  if (catalog.unresolved_count > 0)
-    console.line(std::to_string(catalog.unresolved_count) +
-                 " ops have no schema in the library; their names are derived from their symbols");
-  ProbePlan plan = plan_op_probes(catalog, torch_library->host_path);
-
-  OpTracer tracer(options.ring_buffer_bytes);
+  OpTracerOptions tracer_options{options.ring_buffer_bytes, target.pid(), std::nullopt};
+  if (python) tracer_options.python = make_walker_config(*python);
+  OpTracer tracer(tracer_options);
   const UniqueFd stop_signals = block_stop_signals();
   const MonotonicToUnix clock = MonotonicToUnix::calibrate();
 
@@ -191,35 +205,48 @@ int run_attach(const AttachOptions& options) {
   metadata.process_name = target.name();
   metadata.hostname = host_name();
   metadata.tprof_version = TPROF_VERSION;
-  metadata.torch_library = torch_library->path_in_target;
+  if (ops) metadata.torch_library = ops->library_path_in_target;
+  if (python) metadata.python_version = python->version.to_string();
 
   SpanBuilder spans;
+  PythonSampleLog samples;
+  std::optional<PythonFrameResolver> frame_resolver;
+  std::optional<PythonStackStore> stacks;
+  if (python) {
+    frame_resolver.emplace(*python, target.pid());
+    stacks.emplace(tracer.python_stacks_fd(), [&](const python_stack& raw) { return frame_resolver->resolve(raw); });
+  }
   std::unordered_map<uint32_t, std::string> thread_names;
-  RecordConsumer consumer(tracer.ring_buffer_fd(), spans,
-                          [&](uint32_t tid) { thread_names.emplace(tid, target.thread_name(tid)); });
+  RecordConsumer consumer(tracer.ring_buffer_fd(), spans, samples,
+                          {.on_new_thread = [&](uint32_t tid) { thread_names.emplace(tid, target.thread_name(tid)); },
+                           .on_stack_id = [&](uint64_t stack_id) {
+                             if (stacks) stacks->note(stack_id);
+                           }});
+  auto drain = [&] {
+    consumer.drain();
+    if (stacks) stacks->resolve_pending();
+  };
 
   const uint64_t attach_start_ns = monotonic_now_ns();
   metadata.window_start_unix_ns = clock.to_unix(attach_start_ns);
-  tracer.attach(target.pid(), plan.sites);
+  if (ops) tracer.attach_ops(ops->plan.sites);
+  if (python) tracer.attach_python_sampler(options.sample_hz);
   const uint64_t attached_ns = monotonic_now_ns();
   metadata.attach_unix_ns = clock.to_unix(attached_ns);
-  char attach_ms[32];
-  std::snprintf(attach_ms, sizeof(attach_ms), "%.1f", static_cast<double>(attached_ns - attach_start_ns) / 1e6);
-  console.line("attached to " + std::to_string(target.pid()) + " (" + target.name() + "): " +
-               std::to_string(plan.sites.offsets.size()) + " op sites in " + torch_library->path_in_target +
-               " in " + attach_ms + " ms");
+  console.line(describe_attachment(target, ops, python, options.sample_hz,
+                                   static_cast<double>(attached_ns - attach_start_ns) / 1e6));
 
   StopReason reason;
   std::string fault;
   try {
-    reason = RecordingLoop(target, stop_signals, consumer, tracer, console).run(options.duration_s);
+    reason = RecordingLoop(target, stop_signals, drain, tracer, consumer, console).run(options.duration_s);
   } catch (const Error& error) {
     reason = StopReason::kFault;
     fault = error.what();
   }
   tracer.detach();
   try {
-    consumer.drain();
+    drain();
   } catch (const Error& error) {
     if (fault.empty()) fault = error.what();
     reason = StopReason::kFault;
@@ -227,21 +254,39 @@ int run_attach(const AttachOptions& options) {
   const uint64_t stop_ns = monotonic_now_ns();
   console.clear_status();
   metadata.window_end_unix_ns = clock.to_unix(stop_ns);
-  metadata.dropped_records = tracer.dropped_records();
+  const LossCounts losses = tracer.losses();
+  metadata.dropped_records = losses.ring_buffer_full;
+  metadata.python_samples = samples.count();
+  metadata.python_stacks_lost = losses.stack_unreadable + losses.stack_not_stored + (stacks ? stacks->lost() : 0);
+  if (!thread_names.contains(static_cast<uint32_t>(target.pid())))
+    thread_names.emplace(target.pid(), target.thread_name(static_cast<uint32_t>(target.pid())));
 
   const uint64_t records = consumer.records();
-  model::Trace trace = assemble_trace(target, std::move(plan), std::move(spans).build(stop_ns, clock),
-                                      std::move(thread_names), std::move(metadata));
+  RecordedRun run{.main_tid = static_cast<uint32_t>(target.pid()),
+                  .operators = ops ? std::move(ops->plan.operators) : std::vector<model::Operator>{},
+                  .ops = std::move(spans).build(stop_ns, clock),
+                  .samples = &samples,
+                  .stacks = stacks ? &*stacks : nullptr,
+                  .thread_names = std::move(thread_names)};
+  const model::Trace trace = assemble_trace(std::move(run), clock, std::move(metadata));
   exporters::write_chrome_trace(trace, base_name(output_path), output);
   output.commit();
 
   uint64_t op_count = 0;
-  for (const auto& thread : trace.threads) op_count += thread.spans.size();
+  uint64_t python_span_count = 0;
+  for (const auto& thread : trace.threads) {
+    op_count += thread.spans.size();
+    python_span_count += thread.python_spans.size();
+  }
   console.line(std::string("stopped: ") + describe(reason) + ". Wrote " + output_path);
-  console.line(group_thousands(op_count) + " ops on " + std::to_string(trace.threads.size()) + " threads from " +
+  console.line(group_thousands(op_count) + " ops and " + group_thousands(python_span_count) +
+               " python_function spans on " + std::to_string(trace.threads.size()) + " threads from " +
                group_thousands(records) + " events; " + group_thousands(trace.metadata.dropped_records) +
                " events dropped; " + group_thousands(trace.metadata.unmatched_returns) +
                " returns of calls that began before attach (ignored)");
+  if (python)
+    console.line(group_thousands(trace.metadata.python_samples) + " stack samples; " +
+                 group_thousands(trace.metadata.python_stacks_lost) + " Python stacks could not be read");
   if (trace.metadata.dropped_records > 0)
     console.line("warning: the ring buffer overflowed and events were lost; retry with a larger --buffer-mb");
   console.operator_table(top_operators_by_self_time(trace, 10));

@@ -16,6 +16,8 @@ struct AttachOptions {
   std::optional<double> duration_s;  // none: until Ctrl-C or target exit
   std::string output_path;           // empty: <hostname>_<pid>.<unix_ns>.pt.trace.json
   size_t ring_buffer_bytes = 64u << 20;
+  bool python_stacks = true;          // --no-python turns stacks and python_function spans off
+  uint32_t sample_hz = 1000;          // the stack sampler's rate per CPU
   bool quiet = false;
 };
 

@@ -12,8 +12,9 @@ namespace {
 constexpr const char* kDescription =
     "tprof: torch.profiler for a running PyTorch process, from outside it.\n"
     "Attaches eBPF uprobes to every ATen op of an unmodified process (no import, no env var,\n"
-    "no restart) and writes a Kineto-compatible Chrome trace that opens in Perfetto\n"
-    "(ui.perfetto.dev), chrome://tracing, HTA and TensorBoard.";
+    "no restart), walks the Python stack of each op, and writes a Kineto-compatible Chrome\n"
+    "trace that opens in Perfetto (ui.perfetto.dev), chrome://tracing, HTA and TensorBoard.\n"
+    "A Python process without torch gets its python_function timeline from stack samples.";
 
 constexpr const char* kAttachFooter =
     "\nExamples:\n"
@@ -33,9 +34,9 @@ int main(int argc, char** argv) {
   tprof::AttachOptions options;
   double duration_s = 0;
   size_t buffer_mb = options.ring_buffer_bytes >> 20;
-  CLI::App* attach = app.add_subcommand("attach", "Record the ATen ops of a running PyTorch process");
+  CLI::App* attach = app.add_subcommand("attach", "Record the ATen ops and Python stacks of a running process");
   attach->footer(kAttachFooter);
-  attach->add_option("pid", options.pid, "Process id of the Python process that imported torch")
+  attach->add_option("pid", options.pid, "Process id of the Python (PyTorch) process")
       ->required()
       ->check(CLI::PositiveNumber);
   attach->add_option("-d,--duration", duration_s, "Stop after this many seconds (default: until Ctrl-C)")
@@ -45,6 +46,13 @@ int main(int argc, char** argv) {
   attach->add_option("--buffer-mb", buffer_mb, "BPF ring buffer size in MiB, rounded up to a power of two")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
+  bool no_python = false;
+  attach->add_flag("--no-python", no_python,
+                   "Record ops only: no Python stacks, no python_function spans, no stack sampler");
+  attach->add_option("--sample-hz", options.sample_hz,
+                     "Rate of the stack sampler that bounds python_function spans between ops, per CPU")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   attach->add_flag("-q,--quiet", options.quiet, "Print only errors");
 
   try {
@@ -54,6 +62,7 @@ int main(int argc, char** argv) {
   }
   if (attach->count("--duration") > 0) options.duration_s = duration_s;
   options.ring_buffer_bytes = buffer_mb << 20;
+  options.python_stacks = !no_python;
 
   try {
     return tprof::run_attach(options);

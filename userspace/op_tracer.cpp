@@ -2,8 +2,12 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <linux/perf_event.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <vector>
@@ -16,13 +20,24 @@ namespace tprof {
 
 void OpTracer::SkeletonDeleter::operator()(op_tracer* skeleton) const { op_tracer__destroy(skeleton); }
 
-OpTracer::OpTracer(size_t ring_buffer_bytes) {
+OpTracer::OpTracer(const OpTracerOptions& options) : target_pid_(options.target_pid) {
   skeleton_.reset(op_tracer__open());
   if (!skeleton_) throw Error(errno_message("cannot open the op tracer BPF object", errno));
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  const size_t ring_bytes = std::bit_ceil(std::max(ring_buffer_bytes, page));
+  const size_t ring_bytes = std::bit_ceil(std::max(options.ring_buffer_bytes, page));
   if (bpf_map__set_max_entries(skeleton_->maps.op_records, static_cast<__u32>(ring_bytes)) != 0)
     throw Error("cannot size the ring buffer to " + std::to_string(ring_bytes) + " bytes");
+
+  // Record ids as tprof's own /proc shows them, so that a sidecar in the target's PID
+  // namespace reads the right thread names.
+  struct stat pid_namespace{};
+  if (::stat("/proc/self/ns/pid", &pid_namespace) != 0)
+    throw Error(errno_message("cannot stat /proc/self/ns/pid", errno));
+  skeleton_->rodata->pid_namespace_device = pid_namespace.st_dev;
+  skeleton_->rodata->pid_namespace_inode = pid_namespace.st_ino;
+  skeleton_->rodata->target_tgid = static_cast<__u32>(options.target_pid);
+  if (options.python) skeleton_->rodata->python_config = *options.python;
+
   if (op_tracer__load(skeleton_.get()) != 0) {
     const int err = errno;
     if (err == EPERM) throw Error("the kernel refused to load BPF programs (EPERM); run as root");
@@ -32,31 +47,61 @@ OpTracer::OpTracer(size_t ring_buffer_bytes) {
 
 OpTracer::~OpTracer() = default;
 
-void OpTracer::attach(pid_t pid, const UprobeSites& sites) {
+void OpTracer::attach_ops(const UprobeSites& sites) {
   // Returns first: a return probe only catches calls entered after it exists, so this order
   // guarantees that every recorded entry can also have its return recorded.
-  return_link_ = attach_uprobe_multi(skeleton_->progs.op_exit, pid, sites, /*on_return=*/true);
-  entry_link_ = attach_uprobe_multi(skeleton_->progs.op_enter, pid, sites, /*on_return=*/false);
+  return_link_ = attach_uprobe_multi(skeleton_->progs.op_exit, target_pid_, sites, /*on_return=*/true);
+  entry_link_ = attach_uprobe_multi(skeleton_->progs.op_enter, target_pid_, sites, /*on_return=*/false);
+}
+
+void OpTracer::attach_python_sampler(uint32_t frequency_hz) {
+  const int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) throw Error("cannot count the CPUs");
+  perf_event_attr attributes{};
+  attributes.size = sizeof(attributes);
+  attributes.type = PERF_TYPE_SOFTWARE;
+  attributes.config = PERF_COUNT_SW_CPU_CLOCK;
+  attributes.freq = 1;
+  attributes.sample_freq = frequency_hz;
+  for (int cpu = 0; cpu < cpus; ++cpu) {
+    // One event per CPU for all processes; the program keeps only the target's threads,
+    // which may come and go during recording.
+    UniqueFd event(static_cast<int>(::syscall(SYS_perf_event_open, &attributes, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC)));
+    if (!event) {
+      if (errno == ENODEV) continue;  // a possible CPU that is not online
+      throw Error(errno_message("cannot open the stack sampler's perf event on CPU " + std::to_string(cpu), errno));
+    }
+    bpf_link* link = bpf_program__attach_perf_event(skeleton_->progs.python_sample, event.get());
+    if (!link) throw Error(errno_message("cannot attach the stack sampler", errno));
+    sampler_links_.emplace_back(link);
+    sampler_events_.push_back(std::move(event));
+  }
 }
 
 void OpTracer::detach() {
   entry_link_.reset();
   return_link_.reset();
+  sampler_links_.clear();
+  sampler_events_.clear();
 }
 
 int OpTracer::ring_buffer_fd() const { return bpf_map__fd(skeleton_->maps.op_records); }
+int OpTracer::python_stacks_fd() const { return bpf_map__fd(skeleton_->maps.python_stacks); }
 
-uint64_t OpTracer::dropped_records() const {
+LossCounts OpTracer::losses() const {
   const int cpus = libbpf_num_possible_cpus();
-  if (cpus <= 0) return 0;
-  std::vector<uint64_t> per_cpu(static_cast<size_t>(cpus));
-  const __u32 slot = DROPPED_RECORDS_SLOT;
-  if (bpf_map__lookup_elem(skeleton_->maps.dropped_records, &slot, sizeof(slot), per_cpu.data(),
-                           per_cpu.size() * sizeof(uint64_t), 0) != 0)
-    return 0;
-  uint64_t total = 0;
-  for (uint64_t count : per_cpu) total += count;
-  return total;
+  auto read_counter = [&](__u32 slot) -> uint64_t {
+    if (cpus <= 0) return 0;
+    std::vector<uint64_t> per_cpu(static_cast<size_t>(cpus));
+    if (bpf_map__lookup_elem(skeleton_->maps.loss_counters, &slot, sizeof(slot), per_cpu.data(),
+                             per_cpu.size() * sizeof(uint64_t), 0) != 0)
+      return 0;
+    uint64_t total = 0;
+    for (uint64_t count : per_cpu) total += count;
+    return total;
+  };
+  return LossCounts{read_counter(LOSS_RING_BUFFER_FULL), read_counter(LOSS_STACK_UNREADABLE),
+                    read_counter(LOSS_STACK_NOT_STORED)};
 }
 
 }  // namespace tprof

@@ -12,8 +12,8 @@ namespace tprof {
 
 void RecordConsumer::RingBufferDeleter::operator()(ring_buffer* ring) const { ring_buffer__free(ring); }
 
-RecordConsumer::RecordConsumer(int ring_buffer_fd, SpanBuilder& spans, std::function<void(uint32_t)> on_new_thread)
-    : spans_(spans), on_new_thread_(std::move(on_new_thread)) {
+RecordConsumer::RecordConsumer(int ring_buffer_fd, SpanBuilder& spans, PythonSampleLog& samples, Callbacks callbacks)
+    : spans_(spans), samples_(samples), callbacks_(std::move(callbacks)) {
   ring_.reset(ring_buffer__new(ring_buffer_fd, &RecordConsumer::on_record, this, nullptr));
   if (!ring_) throw Error(errno_message("cannot map the BPF ring buffer", errno));
 }
@@ -34,8 +34,20 @@ int RecordConsumer::on_record(void* self, void* data, size_t size) {
   op_record record;
   std::memcpy(&record, data, sizeof(record));
   ++consumer->records_;
-  if (consumer->seen_threads_.insert(record.tid).second) consumer->on_new_thread_(record.tid);
-  consumer->spans_.add(record.tid, OpEvent{record.timestamp_ns, record.op_id, record.kind == OP_RECORD_EXIT});
+  if (consumer->seen_threads_.insert(record.tid).second) consumer->callbacks_.on_new_thread(record.tid);
+  if (record.python_stack_id != 0) consumer->callbacks_.on_stack_id(record.python_stack_id);
+  switch (record.kind) {
+    case OP_RECORD_ENTER:
+    case OP_RECORD_EXIT:
+      consumer->spans_.add(record.tid, OpEvent{record.timestamp_ns, record.op_id, record.kind == OP_RECORD_EXIT,
+                                               record.python_stack_id});
+      break;
+    case OP_RECORD_PYTHON_SAMPLE:
+      consumer->samples_.add(record.tid, PythonSample{record.timestamp_ns, record.python_stack_id});
+      break;
+    default:
+      ++consumer->malformed_;
+  }
   return 0;
 }
 

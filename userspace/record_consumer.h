@@ -1,5 +1,6 @@
-// Drains the op tracer's ring buffer into a SpanBuilder. The BPF side never wakes us
-// (BPF_RB_NO_WAKEUP), so drain() is called on a timer.
+// Drains the op tracer's ring buffer: op entries and exits into a SpanBuilder, stack samples
+// into a PythonSampleLog. The BPF side never wakes us (BPF_RB_NO_WAKEUP), so drain() is
+// called on a timer.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <memory>
 #include <unordered_set>
 
+#include "userspace/python_sample_log.h"
 #include "userspace/span_builder.h"
 
 struct ring_buffer;
@@ -15,9 +17,15 @@ namespace tprof {
 
 class RecordConsumer {
  public:
-  // `on_new_thread` runs the first time a thread id is seen, while the thread most likely
-  // still exists (so its name can be read).
-  RecordConsumer(int ring_buffer_fd, SpanBuilder& spans, std::function<void(uint32_t tid)> on_new_thread);
+  struct Callbacks {
+    // The first time a thread id is seen, while the thread most likely still exists (so
+    // that its name can be read).
+    std::function<void(uint32_t tid)> on_new_thread;
+    // Every Python stack id a record carries, so that its stack is copied while it is
+    // still in the BPF map.
+    std::function<void(uint64_t stack_id)> on_stack_id;
+  };
+  RecordConsumer(int ring_buffer_fd, SpanBuilder& spans, PythonSampleLog& samples, Callbacks callbacks);
   ~RecordConsumer();
   RecordConsumer(const RecordConsumer&) = delete;
   RecordConsumer& operator=(const RecordConsumer&) = delete;
@@ -36,7 +44,8 @@ class RecordConsumer {
   };
   std::unique_ptr<ring_buffer, RingBufferDeleter> ring_;
   SpanBuilder& spans_;
-  std::function<void(uint32_t)> on_new_thread_;
+  PythonSampleLog& samples_;
+  Callbacks callbacks_;
   std::unordered_set<uint32_t> seen_threads_;
   uint64_t records_ = 0;
   uint64_t malformed_ = 0;

@@ -12,7 +12,8 @@ struct OpenOp {
 };
 
 model::ThreadTrack replay_thread(uint32_t tid, std::vector<OpEvent>& events, uint64_t stop_monotonic_ns,
-                                 const MonotonicToUnix& clock, uint64_t& unmatched_returns) {
+                                 const MonotonicToUnix& clock, std::vector<uint64_t>& stack_ids,
+                                 uint64_t& unmatched_returns) {
   std::stable_sort(events.begin(), events.end(),
                    [](const OpEvent& a, const OpEvent& b) { return a.monotonic_ns < b.monotonic_ns; });
   model::ThreadTrack track;
@@ -26,6 +27,7 @@ model::ThreadTrack replay_thread(uint32_t tid, std::vector<OpEvent>& events, uin
       span.operator_index = event.op_id;
       span.depth = static_cast<uint32_t>(open.size() - 1);
       track.spans.push_back(span);
+      stack_ids.push_back(event.python_stack_id);
       continue;
     }
     auto match = std::find_if(open.rbegin(), open.rend(), [&](const OpenOp& op) { return op.op_id == event.op_id; });
@@ -66,7 +68,9 @@ BuiltThreads SpanBuilder::build(uint64_t stop_monotonic_ns, const MonotonicToUni
   std::sort(tids.begin(), tids.end());
   for (uint32_t tid : tids) {
     auto& events = events_by_thread_[tid];
-    built.threads.push_back(replay_thread(tid, events, stop_monotonic_ns, clock, built.unmatched_returns));
+    built.span_stack_ids.emplace_back();
+    built.threads.push_back(
+        replay_thread(tid, events, stop_monotonic_ns, clock, built.span_stack_ids.back(), built.unmatched_returns));
     std::vector<OpEvent>().swap(events);  // release as we go: traces can be large
   }
   return built;

@@ -16,10 +16,13 @@ struct OpEvent {
   uint64_t monotonic_ns = 0;
   uint32_t op_id = 0;
   bool is_exit = false;
+  uint64_t python_stack_id = 0;  // entries only; 0: none
 };
 
 struct BuiltThreads {
   std::vector<model::ThreadTrack> threads;  // by tid; names left empty; record ids unset
+  // Parallel to threads[i].spans: the Python stack id seen at each op's entry (0: none).
+  std::vector<std::vector<uint64_t>> span_stack_ids;
   uint64_t unmatched_returns = 0;           // exits whose entry was never seen
 };
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -56,7 +57,12 @@ std::optional<MappedLibrary> TargetProcess::find_mapped_library(const std::strin
     // (a container) that is its own path, reachable through /proc/PID/root; for a chrooted
     // target it is already our path. The mapping's own entry in map_files always works but
     // names a magic link. Take the first candidate that is the very file mapped.
-    for (const std::string& candidate : {proc_dir + "/root" + path, path, proc_dir + "/map_files/" + address}) {
+    // map_files names are the range without maps' zero padding: "400000-420000".
+    const auto dash = address.find('-');
+    char range[64];
+    std::snprintf(range, sizeof(range), "%llx-%llx", std::stoull(address.substr(0, dash), nullptr, 16),
+                  std::stoull(address.substr(dash + 1), nullptr, 16));
+    for (const std::string& candidate : {proc_dir + "/root" + path, path, proc_dir + "/map_files/" + range}) {
       struct stat st{};
       if (::stat(candidate.c_str(), &st) == 0 && st.st_ino == inode) return MappedLibrary{path, candidate};
     }

@@ -494,7 +494,7 @@ TEST_F(RefusalTest, NonexistentPid) {
   EXPECT_FALSE(fs::exists(trace_path));
 }
 
-TEST_F(RefusalTest, ProcessWithoutTorch) {
+TEST_F(RefusalTest, PythonWithoutTorchAndWithoutStacks) {
   // Lives until its stdin closes, so even a test binary killed outright leaves no stray.
   ChildProcess plain_python({.argv = {kHostPython.string(), "-c",
                                       "import sys; print('READY', flush=True); sys.stdin.read()"},
@@ -503,9 +503,24 @@ TEST_F(RefusalTest, ProcessWithoutTorch) {
   // Only once it printed is the process surely python (not still our own image mid-exec).
   ASSERT_TRUE(plain_python.stdout_lines().read_line_containing("READY", kWorkloadStartTimeout));
   const fs::path trace_path = scratch_.path() / "never.pt.trace.json";
-  expect_refusal({"attach", std::to_string(plain_python.pid()), "--output", trace_path});
+  // No torch and --no-python: nothing left to record.
+  expect_refusal({"attach", std::to_string(plain_python.pid()), "--no-python", "--output", trace_path});
   EXPECT_FALSE(fs::exists(trace_path));
   EXPECT_TRUE(plain_python.is_running()) << "tprof must leave a target it refuses alone";
+}
+
+TEST_F(RefusalTest, ProcessThatIsNeitherPythonNorTorch) {
+  ChildProcess sleeper({.argv = {"sleep", "60"}});
+  // posix_spawn returns before the new image is mapped: wait until it is sleep's.
+  const auto deadline = std::chrono::steady_clock::now() + kWorkloadStartTimeout;
+  while (fs::read_symlink("/proc/" + std::to_string(sleeper.pid()) + "/exe").filename() != "sleep" &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  const fs::path trace_path = scratch_.path() / "never.pt.trace.json";
+  std::string error;
+  expect_refusal({"attach", std::to_string(sleeper.pid()), "--output", trace_path}, {}, &error);
+  EXPECT_NE(error.find("has not loaded libtorch_cpu"), std::string::npos) << error;
+  EXPECT_FALSE(fs::exists(trace_path));
 }
 
 TEST_F(RefusalTest, UnwritableOutputIsRejectedBeforeAttaching) {

@@ -1,0 +1,241 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The Python frame walker, shared by the op probes and the stack sampler.
+ *
+ * ATen ops run with the GIL released, so neither "current thread state" pointer of CPython
+ * is set at an op probe. The walker instead finds the thread's PyThreadState in the
+ * interpreter's thread list by its thread_id, which is pthread_self(), i.e. the thread's
+ * fsbase, and caches it per thread. It then follows the frame chain, one read per frame, and
+ * stores each distinct stack once in python_stacks under a hash of its content.
+ */
+#ifndef TPROF_BPF_PYTHON_WALKER_BPF_H
+#define TPROF_BPF_PYTHON_WALKER_BPF_H
+
+#include "op_record.h"
+#include "python_stack.h"
+
+/* Filled by userspace before load; all zero (walker disabled) without a supported Python. */
+const volatile struct python_walker_config python_config = {};
+
+struct walk_scratch {
+	struct python_stack stack;
+	__u8 frame_bytes[PYTHON_FRAME_READ_MAX];
+	__u8 tstate_bytes[PYTHON_TSTATE_READ_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct walk_scratch);
+} walk_scratch SEC(".maps");
+
+/* Userspace copies each new stack within one drain period; LRU makes room for new ones. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct python_stack);
+} python_stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u64);
+} python_thread_states SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LOSS_COUNTER_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} loss_counters SEC(".maps");
+
+static __always_inline void count_loss(__u32 counter)
+{
+	__u64 *count = bpf_map_lookup_elem(&loss_counters, &counter);
+	if (count)
+		*count += 1;
+}
+
+static __always_inline __u64 read_user_u64(__u64 address)
+{
+	__u64 value = 0;
+	bpf_probe_read_user(&value, sizeof(value), (const void *)address);
+	return value;
+}
+
+/* A field of a prefix already read into `bytes`; offsets come from python_config. */
+static __always_inline __u64 field_u64(const __u8 *bytes, __u32 offset, __u32 capacity)
+{
+	if (offset > capacity - sizeof(__u64))
+		return 0;
+	return *(const __u64 *)(bytes + offset);
+}
+
+static __always_inline __u32 field_u32(const __u8 *bytes, __u32 offset, __u32 capacity)
+{
+	if (offset > capacity - sizeof(__u32))
+		return 0;
+	return *(const __u32 *)(bytes + offset);
+}
+
+static __always_inline __u8 field_u8(const __u8 *bytes, __u32 offset, __u32 capacity)
+{
+	if (offset > capacity - 1)
+		return 0;
+	return bytes[offset];
+}
+
+struct thread_search {
+	__u64 thread_state;
+	__u64 fsbase;
+	__u64 found;
+};
+
+static long thread_search_step(__u32 index, void *context)
+{
+	struct thread_search *search = context;
+	if (!search->thread_state)
+		return 1;
+	if (read_user_u64(search->thread_state + python_config.thread_thread_id) == search->fsbase) {
+		search->found = search->thread_state;
+		return 1;
+	}
+	search->thread_state = read_user_u64(search->thread_state + python_config.thread_next);
+	return 0;
+}
+
+/* The PyThreadState whose thread_id is this thread's pthread_self(), or 0. */
+static __always_inline __u64 find_thread_state(__u32 tid)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 fsbase = task->thread.fsbase;
+	__u64 *cached = bpf_map_lookup_elem(&python_thread_states, &tid);
+	if (cached && *cached &&
+	    read_user_u64(*cached + python_config.thread_thread_id) == fsbase)
+		return *cached;
+
+	__u64 interpreter = read_user_u64(python_config.runtime_address +
+					  python_config.runtime_interpreters_head);
+	if (!interpreter)
+		return 0;
+	struct thread_search search = {
+		.thread_state = read_user_u64(interpreter + python_config.interpreter_threads_head),
+		.fsbase = fsbase,
+	};
+	bpf_loop(PYTHON_MAX_THREAD_STATES, thread_search_step, &search, 0);
+	if (search.found)
+		bpf_map_update_elem(&python_thread_states, &tid, &search.found, BPF_ANY);
+	return search.found;
+}
+
+struct frame_walk {
+	struct walk_scratch *scratch;
+	__u64 frame;
+	__u64 hash;
+	__u32 depth;
+};
+
+static __always_inline __u64 mix_hash(__u64 hash, __u64 value)
+{
+	/* 64-bit multiply-xorshift (splitmix64's finalizer) chained over the frame fields. */
+	hash ^= value + 0x9e3779b97f4a7c15ULL + (hash << 6) + (hash >> 2);
+	hash ^= hash >> 30;
+	hash *= 0xbf58476d1ce4e5b9ULL;
+	hash ^= hash >> 27;
+	return hash;
+}
+
+static __always_inline bool is_shim_frame(const __u8 *bytes)
+{
+	if (python_config.frame_owner < 0)
+		return false;
+	__s32 owner = field_u8(bytes, python_config.frame_owner, PYTHON_FRAME_READ_MAX);
+	return owner == python_config.frame_owner_skip_a || owner == python_config.frame_owner_skip_b;
+}
+
+static __always_inline __u32 instruction_offset(const __u8 *bytes, __u64 code)
+{
+	if (python_config.instruction_encoding != PYTHON_INSTRUCTION_POINTER)
+		return field_u32(bytes, python_config.frame_instruction, PYTHON_FRAME_READ_MAX);
+	__u64 instruction = field_u64(bytes, python_config.frame_instruction, PYTHON_FRAME_READ_MAX);
+	__u64 bytecode = code + python_config.code_adaptive;
+	return instruction >= bytecode ? (__u32)((instruction - bytecode) / 2) : 0;
+}
+
+static long frame_walk_step(__u32 index, void *context)
+{
+	struct frame_walk *walk = context;
+	struct walk_scratch *scratch = walk->scratch;
+	if (!walk->frame)
+		return 1;
+	__u32 size = python_config.frame_read_size;
+	if (size > PYTHON_FRAME_READ_MAX)
+		size = PYTHON_FRAME_READ_MAX;
+	if (bpf_probe_read_user(scratch->frame_bytes, size, (const void *)walk->frame))
+		return 1;
+	const __u8 *bytes = scratch->frame_bytes;
+	__u64 code = field_u64(bytes, python_config.frame_code, PYTHON_FRAME_READ_MAX) &
+		     ~python_config.executable_tag_mask;
+	if (code && !is_shim_frame(bytes)) {
+		if (walk->depth >= PYTHON_STACK_MAX_FRAMES) {
+			scratch->stack.truncated = 1;
+			return 1;
+		}
+		struct python_frame *frame = &scratch->stack.frames[walk->depth & (PYTHON_STACK_MAX_FRAMES - 1)];
+		frame->frame = walk->frame;
+		frame->code = code;
+		frame->first_local = field_u64(bytes, python_config.frame_localsplus, PYTHON_FRAME_READ_MAX);
+		frame->instruction = instruction_offset(bytes, code);
+		frame->reserved = 0;
+		walk->hash = mix_hash(walk->hash, frame->frame);
+		walk->hash = mix_hash(walk->hash, frame->code);
+		walk->hash = mix_hash(walk->hash, frame->first_local);
+		walk->hash = mix_hash(walk->hash, frame->instruction);
+		walk->depth++;
+	}
+	walk->frame = field_u64(bytes, python_config.frame_previous, PYTHON_FRAME_READ_MAX);
+	return 0;
+}
+
+/* Walks the calling thread's Python stack and returns the id it is stored under, or 0. */
+static __always_inline __u64 capture_python_stack(__u32 tid)
+{
+	if (!python_config.enabled)
+		return 0;
+	__u32 zero = 0;
+	struct walk_scratch *scratch = bpf_map_lookup_elem(&walk_scratch, &zero);
+	if (!scratch)
+		return 0;
+	__u64 thread_state = find_thread_state(tid);
+	if (!thread_state) {
+		count_loss(LOSS_STACK_UNREADABLE);
+		return 0;
+	}
+	__u32 size = python_config.tstate_read_size;
+	if (size > PYTHON_TSTATE_READ_MAX)
+		size = PYTHON_TSTATE_READ_MAX;
+	if (bpf_probe_read_user(scratch->tstate_bytes, size, (const void *)thread_state)) {
+		count_loss(LOSS_STACK_UNREADABLE);
+		return 0;
+	}
+	__u64 frame = field_u64(scratch->tstate_bytes, python_config.thread_frame, PYTHON_TSTATE_READ_MAX);
+	if (python_config.cframe_current_frame >= 0 && frame)
+		frame = read_user_u64(frame + python_config.cframe_current_frame);
+
+	struct frame_walk walk = {.scratch = scratch, .frame = frame, .hash = 0x74707266ULL};
+	scratch->stack.truncated = 0;
+	bpf_loop(PYTHON_STACK_MAX_FRAMES + 64, frame_walk_step, &walk, 0);
+	scratch->stack.depth = walk.depth;
+	__u64 stack_id = walk.hash | 1; /* never 0, which means "no stack" */
+	long stored = bpf_map_update_elem(&python_stacks, &stack_id, &scratch->stack, BPF_NOEXIST);
+	if (stored && stored != -17 /* EEXIST: already there */) {
+		count_loss(LOSS_STACK_NOT_STORED);
+		return 0;
+	}
+	return stack_id;
+}
+
+#endif /* TPROF_BPF_PYTHON_WALKER_BPF_H */

@@ -1,0 +1,133 @@
+// python_function spans rebuilt from the stacks seen at ops and samples: invocation identity,
+// nesting with ops, torn stacks, and torch's naming and numbering.
+#include <gtest/gtest.h>
+
+#include "userspace/python_timeline.h"
+
+namespace tprof {
+namespace {
+
+ResolvedFrame frame(uint64_t address, uint64_t code, std::string function, int first_line = 1) {
+  ResolvedFrame resolved;
+  resolved.frame_address = address;
+  resolved.code_address = code;
+  resolved.file = "train.py";
+  resolved.function = std::move(function);
+  resolved.first_line = first_line;
+  return resolved;
+}
+
+// Stacks are written outermost first here for readability; the walker stores them innermost first.
+ResolvedStack stack(std::vector<ResolvedFrame> outermost_first) {
+  return ResolvedStack(outermost_first.rbegin(), outermost_first.rend());
+}
+
+StackObservation op(uint64_t start, uint64_t end, const ResolvedStack& frames) { return {start, end, &frames, true}; }
+StackObservation sample(uint64_t at, const ResolvedStack& frames) { return {at, at, &frames, false}; }
+
+struct Expected {
+  uint64_t start, end;
+  uint32_t depth;
+  std::string function;
+};
+
+void expect_spans(const std::vector<FrameSpan>& spans, const std::vector<Expected>& expected) {
+  ASSERT_EQ(spans.size(), expected.size());
+  for (size_t i = 0; i < spans.size(); ++i) {
+    SCOPED_TRACE("span " + std::to_string(i));
+    EXPECT_EQ(spans[i].start_ns, expected[i].start);
+    EXPECT_EQ(spans[i].end_ns, expected[i].end);
+    EXPECT_EQ(spans[i].depth, expected[i].depth);
+    EXPECT_EQ(spans[i].frame->function, expected[i].function);
+  }
+}
+
+const ResolvedFrame kMain = frame(0x100, 0xa, "main");
+const ResolvedFrame kStepA = frame(0x200, 0xb, "step");
+const ResolvedFrame kForward = frame(0x300, 0xc, "forward");
+const ResolvedFrame kLoss = frame(0x300, 0xd, "loss");  // same frame slot, other code
+
+TEST(PythonTimeline, SharedFramesSpanEveryOpTheyAppearIn) {
+  const ResolvedStack in_forward = stack({kMain, kStepA, kForward});
+  const ResolvedStack in_loss = stack({kMain, kStepA, kLoss});
+  expect_spans(build_frame_spans({op(10, 20, in_forward), op(30, 40, in_forward), op(50, 60, in_loss)}),
+               {{10, 60, 0, "main"}, {10, 60, 1, "step"}, {10, 40, 2, "forward"}, {50, 60, 2, "loss"}});
+}
+
+TEST(PythonTimeline, ANewFrameAddressOrCodeIsANewInvocation) {
+  const ResolvedFrame second_step = frame(0x280, 0xb, "step");
+  const ResolvedStack first = stack({kMain, kStepA});
+  const ResolvedStack second = stack({kMain, second_step});
+  expect_spans(build_frame_spans({op(10, 20, first), op(30, 40, second)}),
+               {{10, 40, 0, "main"}, {10, 20, 1, "step"}, {30, 40, 1, "step"}});
+}
+
+TEST(PythonTimeline, SamplesBoundSpansBetweenOps) {
+  const ResolvedStack in_forward = stack({kMain, kStepA, kForward});
+  const ResolvedStack only_step = stack({kMain, kStepA});
+  const ResolvedStack pure_python = stack({kMain, kStepA, kLoss});
+  expect_spans(build_frame_spans({op(10, 20, in_forward), sample(25, in_forward), sample(30, only_step),
+                                  sample(35, pure_python), op(40, 50, only_step)}),
+               {{10, 50, 0, "main"}, {10, 50, 1, "step"}, {10, 25, 2, "forward"}, {35, 35, 2, "loss"}});
+}
+
+TEST(PythonTimeline, PythonCalledFromInsideAnOpNestsInsideIt) {
+  // A C++ op calls back into Python (a hook): the nested op's stack continues the outer one.
+  const ResolvedStack outer = stack({kMain, kStepA});
+  const ResolvedStack hook = stack({kMain, kStepA, kForward});
+  expect_spans(build_frame_spans({op(10, 100, outer), op(20, 30, hook), op(110, 120, outer)}),
+               {{10, 120, 0, "main"}, {10, 120, 1, "step"}, {20, 30, 2, "forward"}});
+}
+
+TEST(PythonTimeline, IgnoresATornStackInsideAnOp) {
+  // A stack that does not continue the enclosing op's is a torn read: it must not split
+  // frames that the enclosing op proves are still running.
+  const ResolvedStack outer = stack({kMain, kStepA});
+  const ResolvedStack torn = stack({kMain, frame(0x999, 0xe, "garbage")});
+  expect_spans(build_frame_spans({op(10, 100, outer), sample(50, torn), op(60, 70, torn), op(110, 120, outer)}),
+               {{10, 120, 0, "main"}, {10, 120, 1, "step"}});
+}
+
+TEST(PythonTimeline, NamesModulesAndNumbersIdsLikeTorch) {
+  ResolvedFrame linear_a = frame(0x300, 0xc, "Module._call_impl");
+  linear_a.module_class = "Linear";
+  linear_a.module_self = 0xaaaa;
+  ResolvedFrame linear_b = linear_a;
+  linear_b.frame_address = 0x310;
+  linear_b.module_self = 0xbbbb;
+  ResolvedFrame linear_a_again = linear_a;
+  linear_a_again.frame_address = 0x320;
+  const ResolvedStack first = stack({kMain, linear_a});
+  const ResolvedStack second = stack({kMain, linear_b});
+  const ResolvedStack third = stack({kMain, linear_a_again});
+
+  model::Trace trace;
+  trace.threads.resize(1);
+  name_python_spans({build_frame_spans({op(10, 20, first), op(30, 40, second), op(50, 60, third)})}, trace);
+  const auto& spans = trace.threads[0].python_spans;
+  ASSERT_EQ(spans.size(), 4u);
+  EXPECT_EQ(spans[0].name, "train.py(1): main");
+  EXPECT_EQ(spans[0].python_id, 1u);
+  EXPECT_EQ(spans[0].parent_python_id, 0u);
+  EXPECT_EQ(spans[0].module_id, -1);
+  EXPECT_EQ(spans[1].name, "nn.Module: Linear_0");
+  EXPECT_EQ(spans[1].parent_python_id, 1u);
+  EXPECT_EQ(spans[2].name, "nn.Module: Linear_1");
+  EXPECT_EQ(spans[2].module_id, 1);
+  EXPECT_EQ(spans[3].name, "nn.Module: Linear_0") << "the same module object keeps its number";
+  EXPECT_EQ(spans[3].python_id, 4u);
+}
+
+TEST(PythonTimeline, NumbersPythonIdsInStartOrderAcrossThreads) {
+  const ResolvedStack main_stack = stack({kMain});
+  const ResolvedStack worker_stack = stack({frame(0x900, 0xf, "worker")});
+  model::Trace trace;
+  trace.threads.resize(2);
+  name_python_spans({build_frame_spans({op(20, 30, main_stack)}), build_frame_spans({op(10, 15, worker_stack)})},
+                    trace);
+  EXPECT_EQ(trace.threads[1].python_spans[0].python_id, 1u);
+  EXPECT_EQ(trace.threads[0].python_spans[0].python_id, 2u);
+}
+
+}  // namespace
+}  // namespace tprof

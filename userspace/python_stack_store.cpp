@@ -1,0 +1,30 @@
+#include "userspace/python_stack_store.h"
+
+#include <bpf/bpf.h>
+
+#include <memory>
+
+namespace tprof {
+
+PythonStackStore::PythonStackStore(int stacks_map_fd, Resolver resolve)
+    : stacks_map_fd_(stacks_map_fd), resolve_(std::move(resolve)) {}
+
+void PythonStackStore::resolve_pending() {
+  if (pending_.empty()) return;
+  auto raw = std::make_unique<python_stack>();  // 4 KiB: not on the stack
+  for (uint64_t stack_id : pending_) {
+    if (bpf_map_lookup_elem(stacks_map_fd_, &stack_id, raw.get()) != 0) {
+      ++lost_;
+      continue;
+    }
+    stacks_.emplace(stack_id, resolve_(*raw));
+  }
+  pending_.clear();
+}
+
+const ResolvedStack* PythonStackStore::find(uint64_t stack_id) const {
+  auto found = stacks_.find(stack_id);
+  return found == stacks_.end() ? nullptr : &found->second;
+}
+
+}  // namespace tprof
