@@ -34,6 +34,7 @@ ResolvedStack PythonFrameResolver::resolve(const python_stack& raw) {
     resolved.code_address = frame.code;
     resolved.file = code->filename;
     resolved.function = code->qualname;
+    resolved.instruction = frame.instruction;
     resolved.line = std::max(symbolizer::line(*code, frame.instruction), 0);
     resolved.first_line = code->first_line;
     if (is_module_call(*code) && frame.first_local != 0) {

@@ -14,6 +14,7 @@ struct ResolvedFrame {
   uint64_t code_address = 0;
   std::string file;
   std::string function;  // co_qualname (co_name before 3.11)
+  uint32_t instruction = 0;  // the instruction executing now, in the walker's units
   int line = 0;          // the line executing now (the call site of the next frame in)
   int first_line = 0;    // co_firstlineno: torch's python_function names use it
   // For nn.Module.__call__ frames: the module's class name and the module object.

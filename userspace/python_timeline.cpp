@@ -13,15 +13,23 @@ const ResolvedFrame& frame_at_depth(const ResolvedStack& stack, size_t depth) {
   return stack[stack.size() - 1 - depth];
 }
 
-bool same_invocation(const ResolvedFrame& a, const ResolvedFrame& b) {
-  return a.frame_address == b.frame_address && a.code_address == b.code_address;
+// Whether the frames at `depth` of two stacks are one invocation: same frame slot and code,
+// same module object, and their callers suspended at the same instruction (a caller cannot
+// move on while its callee runs).
+bool same_invocation(const ResolvedStack& a, const ResolvedStack& b, size_t depth) {
+  const ResolvedFrame& frame_a = frame_at_depth(a, depth);
+  const ResolvedFrame& frame_b = frame_at_depth(b, depth);
+  if (frame_a.frame_address != frame_b.frame_address || frame_a.code_address != frame_b.code_address ||
+      frame_a.module_self != frame_b.module_self)
+    return false;
+  return depth == 0 || frame_at_depth(a, depth - 1).instruction == frame_at_depth(b, depth - 1).instruction;
 }
 
 // Whether `inner` continues `outer`: every frame of `outer` sits at the same depth of `inner`.
 bool extends(const ResolvedStack& inner, const ResolvedStack& outer) {
   if (inner.size() < outer.size()) return false;
   for (size_t depth = 0; depth < outer.size(); ++depth)
-    if (!same_invocation(frame_at_depth(inner, depth), frame_at_depth(outer, depth))) return false;
+    if (!same_invocation(inner, outer, depth)) return false;
   return true;
 }
 
@@ -29,7 +37,6 @@ bool extends(const ResolvedStack& inner, const ResolvedStack& outer) {
 
 std::vector<FrameSpan> build_frame_spans(const std::vector<StackObservation>& observations) {
   struct OpenFrame {
-    const ResolvedFrame* frame;
     size_t span_index;
     uint64_t last_seen_ns;
   };
@@ -39,6 +46,7 @@ std::vector<FrameSpan> build_frame_spans(const std::vector<StackObservation>& ob
   };
   std::vector<FrameSpan> spans;
   std::vector<OpenFrame> open;
+  const ResolvedStack* open_stack = nullptr;  // the last stack applied: `open` mirrors its outer part
   std::vector<EnclosingOp> enclosing_ops;
 
   for (const StackObservation& observation : observations) {
@@ -52,19 +60,18 @@ std::vector<FrameSpan> build_frame_spans(const std::vector<StackObservation>& ob
     if (!consistent) continue;
 
     size_t shared = 0;
-    while (shared < open.size() && shared < stack.size() &&
-           same_invocation(*open[shared].frame, frame_at_depth(stack, shared)))
-      ++shared;
+    while (shared < open.size() && shared < stack.size() && same_invocation(*open_stack, stack, shared)) ++shared;
     while (open.size() > shared) {
       spans[open.back().span_index].end_ns = open.back().last_seen_ns;
       open.pop_back();
     }
     for (size_t depth = shared; depth < stack.size(); ++depth) {
-      open.push_back({&frame_at_depth(stack, depth), spans.size(), observation.end_ns});
-      spans.push_back({observation.start_ns, 0, static_cast<uint32_t>(depth), open.back().frame});
+      open.push_back({spans.size(), observation.end_ns});
+      spans.push_back({observation.start_ns, 0, static_cast<uint32_t>(depth), &frame_at_depth(stack, depth)});
     }
     for (size_t depth = 0; depth < shared; ++depth)
       open[depth].last_seen_ns = std::max(open[depth].last_seen_ns, observation.end_ns);
+    open_stack = &stack;
   }
   for (const OpenFrame& frame : open) spans[frame.span_index].end_ns = frame.last_seen_ns;
   return spans;

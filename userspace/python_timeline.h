@@ -2,7 +2,9 @@
 // stack seen at every op entry and at every stack sample between ops.
 //
 // A frame that stays at the same depth with the same frame address and code object across
-// consecutive observations is taken to be the same invocation. A span starts at the first
+// consecutive observations is taken to be the same invocation, unless its caller moved to
+// another call site or, for an nn.Module call, its module changed: frame slots are reused by
+// consecutive calls (`self.bn(self.conv(x))` runs two _call_impl frames in one slot). A span starts at the first
 // observation that shows its frame and ends at the end of the last one that does (an op's
 // return, or a sample's time), so its edges are exact to within the nearest op or one
 // sampling period. Spans nest with each other and with the ops by construction.

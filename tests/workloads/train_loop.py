@@ -91,17 +91,32 @@ def make_training_step(model, optimizer, batches):
 
 
 def profiled_aten_ops(run_steps):
-    """Runs the steps under torch's own profiler and returns every aten:: event name in start
-    order. The legacy (non-Kineto) profiler is used because it exists on both torch 1.13 and
-    2.6 and needs no Kineto build. Python stacks are recorded on torch 1.x only: Debian's
-    torch 2.6 (Python 3.13) segfaults in its Python tracer as soon as an nn.Module runs under
-    with_stack=True, with or without Kineto."""
+    """Runs the steps under torch's own profiler and returns every aten:: event in start
+    order: its name, where recorded its Python stack (innermost first, torch's
+    "file(line): function" strings), and whether the autograd engine ran it. The legacy (non-Kineto) profiler is used because it
+    exists on both torch 1.13 and 2.6 and needs no Kineto build. Python stacks are recorded on
+    torch 1.x only: Debian's torch 2.6 (Python 3.13) segfaults in its Python tracer as soon as
+    an nn.Module runs under with_stack=True, with or without Kineto."""
     record_python_stacks = int(torch.__version__.split(".")[0]) < 2
     with torch.autograd.profiler.profile(use_kineto=False, record_shapes=True,
                                          with_stack=record_python_stacks) as profiler:
         run_steps()
     events = sorted(profiler.function_events, key=lambda event: event.time_range.start)
-    return [event.name for event in events if event.name.startswith("aten::")]
+    aten = [event for event in events if event.name.startswith("aten::")]
+    stacks = [list(event.stack) for event in aten] if record_python_stacks else None
+    return [event.name for event in aten], stacks, [run_by_autograd_engine(event) for event in aten]
+
+
+def run_by_autograd_engine(event):
+    """Whether the autograd engine ran this op (it lies inside an evaluate_function range).
+    torch gives such backward ops the Python stack of the forward call, not the one that was
+    live (loss.backward()), so stack comparisons leave them out."""
+    parent = event.cpu_parent
+    while parent is not None:
+        if parent.name.startswith("autograd::engine::evaluate_function"):
+            return True
+        parent = parent.cpu_parent
+    return False
 
 
 def main():
@@ -125,9 +140,10 @@ def main():
             training_step()
 
     if args.reference_out:
-        ops = profiled_aten_ops(run_measured_steps)
+        ops, stacks, in_backward = profiled_aten_ops(run_measured_steps)
         with open(args.reference_out, "w") as out:
-            json.dump({"ops": ops, "torch": torch.__version__}, out)
+            json.dump({"ops": ops, "stacks": stacks, "in_backward": in_backward,
+                       "torch": torch.__version__}, out)
         return 0
 
     print(f"READY {os.getpid()}", flush=True)
