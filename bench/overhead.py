@@ -5,10 +5,13 @@ On the e2e training loop (torch 1.13, /usr/bin/python3), with rounds interleaved
 drift hits every mode alike, it measures the mean step time:
   none   - no probes
   floor  - empty BPF programs on the same op sites, same uprobe_multi mode (build/tprof-floor-probe)
-  tprof  - tprof attach (op tracing)
-  torch  - torch.autograd.profiler.profile(use_kineto=False) in-process
-and reports (tprof - none) / (floor - none), the per-op costs, and tprof's attach time on
-torch 1.13 and on torch 2.6 (the trixie root from scripts/make-trixie-root.sh).
+  ops    - tprof attach --no-python (op tracing only)
+  tprof  - tprof attach (ops, plus the Python stack walked at every op and the 1 kHz sampler)
+  torch  - torch.autograd.profiler.profile(use_kineto=False) in-process, names only
+  torchfull - the same with record_shapes=True and with_stack=True
+and reports (ops - none) / (floor - none), the cost of stack capture over op tracing, the
+per-op costs, and tprof's attach time on torch 1.13 and on torch 2.6 (the trixie root from
+scripts/make-trixie-root.sh).
 
 Usage (root): /usr/bin/python3 bench/overhead.py [--rounds R] [--steps N] [--markdown FILE]
 """
@@ -114,7 +117,7 @@ def main():
             raise SystemExit(f"{binary} missing: run scripts/build.sh")
 
     timer = StepTimer(["/usr/bin/python3", os.path.join(REPO, "bench", "step_timer.py")])
-    samples = {mode: [] for mode in ("none", "floor", "tprof", "torch", "torchfull")}
+    samples = {mode: [] for mode in ("none", "floor", "ops", "tprof", "torch", "torchfull")}
     per_step_ops = None
     try:
         for round_index in range(args.rounds):
@@ -122,13 +125,14 @@ def main():
             floor = Attached([FLOOR, str(timer.pid)])
             samples["floor"].append(timer.measure("run", args.steps))
             floor.close()
-            with tempfile.TemporaryDirectory() as scratch:
-                trace = os.path.join(scratch, "bench.pt.trace.json")
-                tprof = Attached([TPROF, "attach", str(timer.pid), "--output", trace])
-                samples["tprof"].append(timer.measure("run", args.steps))
-                tprof.close()
-                if per_step_ops is None:
-                    per_step_ops = ops_per_step(trace, args.steps)
+            for mode, extra in (("ops", ["--no-python"]), ("tprof", [])):
+                with tempfile.TemporaryDirectory() as scratch:
+                    trace = os.path.join(scratch, "bench.pt.trace.json")
+                    tprof = Attached([TPROF, "attach", str(timer.pid), "--output", trace] + extra)
+                    samples[mode].append(timer.measure("run", args.steps))
+                    tprof.close()
+                    if per_step_ops is None:
+                        per_step_ops = ops_per_step(trace, args.steps)
             samples["torch"].append(timer.measure("torch", args.steps))
             samples["torchfull"].append(timer.measure("torchfull", args.steps))
             print(f"round {round_index + 1}/{args.rounds}: " +
@@ -139,6 +143,7 @@ def main():
     median = {mode: statistics.median(values) for mode, values in samples.items()}
     none = median["none"]
     floor_cost = median["floor"] - none
+    ops_cost = median["ops"] - none
     tprof_cost = median["tprof"] - none
 
     attach_113 = attach_time_ms(["/usr/bin/python3"], "torch 1.13")
@@ -155,15 +160,22 @@ def main():
         "|---|---:|---:|---:|",
     ]
     for mode, label in (("none", "no probes"), ("floor", "empty BPF programs, same sites (floor)"),
-                        ("tprof", "tprof attach"), ("torch", "torch profiler (legacy, names only)"),
+                        ("ops", "tprof attach --no-python (ops only)"),
+                        ("tprof", "tprof attach (ops + Python stacks + sampler)"),
+                        ("torch", "torch profiler (legacy, names only)"),
                         ("torchfull", "torch profiler (record_shapes + with_stack)")):
         extra = median[mode] - none
         lines.append(f"| {label} | {median[mode]:.1f} | {extra:.1f} | {extra / per_step_ops:.3f} |")
     lines += [
         "",
-        f"- (tprof - none) / (floor - none) = **{tprof_cost / floor_cost:.2f}**",
-        f"- tprof overhead / torch profiler overhead (names only) = "
-        f"**{tprof_cost / (median['torch'] - none):.2f}**",
+        f"- op tracing: (ops - none) / (floor - none) = **{ops_cost / floor_cost:.2f}**",
+        f"- with Python stacks: (tprof - none) / (floor - none) = **{tprof_cost / floor_cost:.2f}**; "
+        f"stack capture over op tracing: (tprof - none) / (ops - none) = **{tprof_cost / ops_cost:.2f}**, "
+        f"i.e. **{(tprof_cost - ops_cost) / per_step_ops:.3f} us** more per op",
+        f"- tprof (ops only) overhead / torch profiler overhead (names only) = "
+        f"**{ops_cost / (median['torch'] - none):.2f}**",
+        f"- tprof (with stacks) overhead / torch profiler overhead (record_shapes + with_stack) = "
+        f"**{tprof_cost / (median['torchfull'] - none):.2f}**",
         f"- attach, torch 1.13.1 ({attach_113[2]} op sites): links created in **{attach_113[0]:.1f} ms**; "
         f"tprof start to 'attached' **{attach_113[1]:.0f} ms**",
     ]

@@ -63,7 +63,7 @@ int op_enter(struct pt_regs *ctx)
 {
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tid = current_thread_ids().tid;
-	__u64 stack_id = capture_python_stack(tid);
+	__u64 stack_id = python_config.enabled ? capture_python_stack(tid, op_walk_buffer()) : 0;
 	return emit(tid, (__u32)bpf_get_attach_cookie(ctx), OP_RECORD_ENTER, stack_id, now);
 }
 
@@ -81,7 +81,7 @@ int python_sample(void *ctx)
 	if (ids.tgid != target_tgid || !target_tgid)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	__u64 stack_id = capture_python_stack(ids.tid);
+	__u64 stack_id = capture_python_stack(ids.tid, sample_walk_buffer());
 	if (!stack_id)
 		return 0;
 	return emit(ids.tid, 0, OP_RECORD_PYTHON_SAMPLE, stack_id, now);

@@ -23,12 +23,37 @@ struct walk_scratch {
 	__u8 tstate_bytes[PYTHON_TSTATE_READ_MAX];
 };
 
+/*
+ * Walk buffers. A walk must own its buffer until it is done, and two kinds of walk can
+ * interleave: an op probe can be preempted by another thread's op probe on the same CPU, and
+ * interrupted by the sampler (on its own thread, too). So op probes use per-thread storage,
+ * and the sampler, which never nests with itself on a CPU, a per-CPU buffer.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct walk_scratch);
+} op_walk_scratch SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, struct walk_scratch);
-} walk_scratch SEC(".maps");
+} sample_walk_scratch SEC(".maps");
+
+static __always_inline struct walk_scratch *op_walk_buffer(void)
+{
+	return bpf_task_storage_get(&op_walk_scratch, bpf_get_current_task_btf(), 0,
+				    BPF_LOCAL_STORAGE_GET_F_CREATE);
+}
+
+static __always_inline struct walk_scratch *sample_walk_buffer(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&sample_walk_scratch, &zero);
+}
 
 /* Userspace copies each new stack within one drain period; LRU makes room for new ones. */
 struct {
@@ -200,15 +225,16 @@ static long frame_walk_step(__u32 index, void *context)
 	return 0;
 }
 
-/* Walks the calling thread's Python stack and returns the id it is stored under, or 0. */
-static __always_inline __u64 capture_python_stack(__u32 tid)
+/* Walks the calling thread's Python stack in `scratch` (owned by this walk until it returns)
+ * and returns the id the stack is stored under, or 0. */
+static __always_inline __u64 capture_python_stack(__u32 tid, struct walk_scratch *scratch)
 {
 	if (!python_config.enabled)
 		return 0;
-	__u32 zero = 0;
-	struct walk_scratch *scratch = bpf_map_lookup_elem(&walk_scratch, &zero);
-	if (!scratch)
+	if (!scratch) {
+		count_loss(LOSS_STACK_UNREADABLE);
 		return 0;
+	}
 	__u64 thread_state = find_thread_state(tid);
 	if (!thread_state) {
 		count_loss(LOSS_STACK_UNREADABLE);

@@ -30,6 +30,10 @@ int main(int argc, char** argv) {
   CLI::App app{kDescription, "tprof"};
   app.set_version_flag("--version", TPROF_VERSION);
   app.require_subcommand(1);
+  // One line, in the same form as every other tprof error.
+  app.failure_message([](const CLI::App*, const CLI::Error& error) {
+    return "tprof: error: " + std::string(error.what()) + " (see tprof attach --help)\n";
+  });
 
   tprof::AttachOptions options;
   double duration_s = 0;
@@ -38,9 +42,9 @@ int main(int argc, char** argv) {
   attach->footer(kAttachFooter);
   attach->add_option("pid", options.pid, "Process id of the Python (PyTorch) process")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 22));  // the kernel's largest pid_max
   attach->add_option("-d,--duration", duration_s, "Stop after this many seconds (default: until Ctrl-C)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(0.001, 1e7));
   attach->add_option("-o,--output", options.output_path,
                      "Trace file; a .gz suffix compresses it (default: <host>_<pid>.<unix_ns>.pt.trace.json)");
   attach->add_option("--buffer-mb", buffer_mb, "BPF ring buffer size in MiB, rounded up to a power of two")

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tests/support/process_harness.h"
+#include "tests/support/test_environment.h"
 #include "tests/support/trace_validator.h"
 
 namespace tprof::test {
@@ -29,6 +30,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using testing::fail_harness;
+using testing::has_tracing_capabilities;
 
 constexpr int kMeasuredSteps = 5;
 constexpr double kMinimumRecall = 0.99;
@@ -56,23 +59,6 @@ std::string join_lines(const std::vector<std::string>& lines) {
   return text;
 }
 
-[[noreturn]] void fail_harness(const std::string& message) { throw std::runtime_error(message); }
-
-// Attaching uprobes needs CAP_SYS_ADMIN, or CAP_BPF together with CAP_PERFMON.
-bool has_tracing_capabilities() {
-  constexpr int kCapSysAdmin = 21;
-  constexpr int kCapPerfmon = 38;
-  constexpr int kCapBpf = 39;
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (!line.starts_with("CapEff:")) continue;
-    const std::uint64_t effective =
-        std::stoull(line.substr(line.find_first_not_of(" \t", 7)), nullptr, 16);
-    const auto has = [effective](int capability) { return (effective >> capability) & 1U; };
-    return has(kCapSysAdmin) || (has(kCapBpf) && has(kCapPerfmon));
-  }
-  return false;
-}
 
 // How to run the workload in one Python environment, and where it can leave files for us.
 struct PythonEnvironment {

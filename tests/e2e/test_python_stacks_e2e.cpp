@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "tests/support/process_harness.h"
+#include "tests/support/test_environment.h"
 #include "tests/support/trace_validator.h"
 
 namespace tprof::test {
@@ -29,6 +31,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using testing::fail_harness;
+using testing::has_tracing_capabilities;
 
 // Generous: importing torch and attaching its uprobes take seconds on a loaded machine; none
 // of these is a performance assertion.
@@ -51,8 +55,6 @@ constexpr int kExtraThreads = 2;
 constexpr int kTorchWorkers = 4;
 constexpr int kTorchIterations = 200;
 
-[[noreturn]] void fail_harness(const std::string& message) { throw std::runtime_error(message); }
-
 std::vector<std::string> split_words(const std::string& line) {
   std::istringstream stream(line);
   std::vector<std::string> words;
@@ -60,22 +62,6 @@ std::vector<std::string> split_words(const std::string& line) {
   return words;
 }
 
-// Attaching uprobes and perf events needs CAP_SYS_ADMIN, or CAP_BPF together with
-// CAP_PERFMON.
-bool has_tracing_capabilities() {
-  constexpr int kCapSysAdmin = 21;
-  constexpr int kCapPerfmon = 38;
-  constexpr int kCapBpf = 39;
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);) {
-    if (!line.starts_with("CapEff:")) continue;
-    const std::uint64_t effective =
-        std::stoull(line.substr(line.find_first_not_of(" \t", 7)), nullptr, 16);
-    const auto has = [effective](int capability) { return (effective >> capability) & 1U; };
-    return has(kCapSysAdmin) || (has(kCapBpf) && has(kCapPerfmon));
-  }
-  return false;
-}
 
 // What a workload said about itself around the recording: the words after READY and TIDS.
 struct WorkloadReport {
@@ -84,11 +70,12 @@ struct WorkloadReport {
   std::vector<pid_t> tids;
 };
 
-// Starts the workload, attaches tprof once it is parked at READY, releases it, waits for DONE,
-// stops tprof with SIGINT and lets the workload exit. Every failure of the workload or of
-// tprof throws, with what they printed.
+// Starts the workload, attaches tprof (with `extra_tprof_arguments`) once it is parked at
+// READY, releases it, waits for DONE, stops tprof with SIGINT and lets the workload exit.
+// Every failure of the workload or of tprof throws, with what they printed.
 WorkloadReport record_workload(const std::vector<std::string>& workload_command,
-                               const fs::path& trace_path) {
+                               const fs::path& trace_path,
+                               const std::vector<std::string>& extra_tprof_arguments = {}) {
   ChildProcess workload({.argv = workload_command, .pipe_stdin = true, .pipe_stdout = true});
   const auto ready = workload.stdout_lines().read_line_containing("READY", kWorkloadStartTimeout);
   if (!ready) {
@@ -99,9 +86,12 @@ WorkloadReport record_workload(const std::vector<std::string>& workload_command,
   // The interpreter's own pid, which differs from the child's when a wrapper forks.
   report.pid = static_cast<pid_t>(std::stol(report.ready_words.at(0)));
 
-  ChildProcess tprof({.argv = {kTprofBinary.string(), "attach", std::to_string(report.pid),
-                               "--output", trace_path.string()},
-                      .pipe_stderr = true});
+  std::vector<std::string> tprof_command = {kTprofBinary.string(), "attach",
+                                            std::to_string(report.pid), "--output",
+                                            trace_path.string()};
+  tprof_command.insert(tprof_command.end(), extra_tprof_arguments.begin(),
+                       extra_tprof_arguments.end());
+  ChildProcess tprof({.argv = tprof_command, .pipe_stderr = true});
   if (!tprof.stderr_lines().read_line_containing("attached", kAttachTimeout)) {
     const auto status = tprof.wait_for_exit(tprof.stderr_lines().at_end() ? 5000ms : 0ms);
     fail_harness("tprof never printed 'attached' (" +
@@ -469,7 +459,8 @@ void expect_known_call_tree(const ThreadTimelines& timelines, const fs::path& sc
   for (const char* main_only : {"outer", "middle", "recurse", "consume", "produce", "catcher",
                                 "raise_inside", "run_main_tree"}) {
     const auto tids = timelines.tids_with_span_named(name_of(main_only));
-    EXPECT_EQ(tids, std::set<pid_t>{main_tid}) << main_only << " must appear on the main thread only";
+    EXPECT_EQ(tids, std::set<pid_t>{main_tid})
+        << main_only << " must appear on the main thread only";
   }
 
   std::ostringstream summary;
@@ -563,13 +554,24 @@ class TorchThreadsTest : public ::testing::Test {
   }
 };
 
-TEST_F(TorchThreadsTest, EveryOpCarriesItsOwnThreadsPythonStack) {
+std::string describe_frame_chains(const std::map<std::string, std::size_t>& chains) {
+  std::string listing;
+  for (const auto& [chain, ops] : chains) {
+    listing += "  " + std::to_string(ops) + ": " + chain + '\n';
+  }
+  return listing;
+}
+
+// Records torch_threads.py and checks that every op of worker i carries worker i's Python
+// stack, complete, and lies inside worker i's python_function span.
+void expect_ops_carry_their_own_threads_stacks(
+    const std::vector<std::string>& extra_tprof_arguments) {
   ScratchDirectory output;
   const fs::path trace_path = output.path() / "torch_threads.pt.trace.json";
   const WorkloadReport report =
       record_workload({kDebianTorchPython.string(), kTorchThreadsScript.string(), "--iterations",
                        std::to_string(kTorchIterations)},
-                      trace_path);
+                      trace_path, extra_tprof_arguments);
   ASSERT_EQ(report.tids.size(), static_cast<std::size_t>(kTorchWorkers)) << "TIDS line";
   ASSERT_EQ(std::set<pid_t>(report.tids.begin(), report.tids.end()).size(),
             static_cast<std::size_t>(kTorchWorkers))
@@ -592,6 +594,10 @@ TEST_F(TorchThreadsTest, EveryOpCarriesItsOwnThreadsPythonStack) {
     std::size_t ops_with_foreign_frame = 0;
     std::size_t ops_outside_own_span = 0;
     std::vector<std::string> examples;  // a few offending ops, for the failure message
+    // How many ops had each chain of frames (file and qualname, innermost first, lines left
+    // out): a worker's frames below multiply_and_activate never change, so every op of one
+    // thread must show the same chain, whatever the interpreter's threading module looks like.
+    std::map<std::string, std::size_t> frame_chains;
   };
   std::map<int, WorkerFindings> findings;
   for (const auto& op : timelines.cpu_ops()) {
@@ -602,6 +608,10 @@ TEST_F(TorchThreadsTest, EveryOpCarriesItsOwnThreadsPythonStack) {
     WorkerFindings& found = findings[worker->second];
     ++found.ops;
     ++found.op_counts[op.name];
+
+    std::string frame_chain;
+    for (const auto& frame : op.frames) frame_chain += frame.file + ": " + frame.qualname + ';';
+    ++found.frame_chains[frame_chain];
 
     bool has_own_frame = false;
     bool has_foreign_frame = !op.unparsable_frames.empty();
@@ -649,10 +659,24 @@ TEST_F(TorchThreadsTest, EveryOpCarriesItsOwnThreadsPythonStack) {
     EXPECT_EQ(found.ops_outside_own_span, 0U)
         << "ops not enclosed by their worker's python_function span\n"
         << examples << span_names_on(timelines, tid);
+    EXPECT_EQ(found.frame_chains.size(), 1U)
+        << "the ops of one thread must all show the same chain of frames; ops per chain:\n"
+        << describe_frame_chains(found.frame_chains);
     std::cout << "worker_" << index << " tid " << tid << ": " << found.ops << " ops ("
               << found.op_counts["aten::mm"] << " aten::mm, " << found.op_counts["aten::relu"]
               << " aten::relu), " << timelines.spans_on(tid).size() << " python_function spans\n";
   }
+}
+
+TEST_F(TorchThreadsTest, EveryOpCarriesItsOwnThreadsPythonStack) {
+  expect_ops_carry_their_own_threads_stacks({});
+}
+
+// The op probe and the sampler both walk Python stacks in BPF; a sample can land on a CPU while
+// an op's walk is under way there. At the default 1 kHz that is rare, so a race between the
+// two shows up only now and then; at 20 kHz it happens many times per run.
+TEST_F(TorchThreadsTest, EveryOpCarriesItsOwnThreadsPythonStackUnderADenseSampler) {
+  expect_ops_carry_their_own_threads_stacks({"--sample-hz", "20000"});
 }
 
 }  // namespace

@@ -12,4 +12,11 @@ std::string tprof_binary();
 // Debian's torch 1.13 libtorch_cpu, the library unit tests read.
 std::string debian_libtorch_cpu();
 
+// Whether this process may attach uprobes and perf events: CAP_SYS_ADMIN, or CAP_BPF
+// together with CAP_PERFMON.
+bool has_tracing_capabilities();
+
+// Ends a test's setup with a message: the harness itself could not do its job.
+[[noreturn]] void fail_harness(const std::string& message);
+
 }  // namespace tprof::testing
