@@ -132,28 +132,41 @@ static long thread_search_step(__u32 index, void *context)
 	return 0;
 }
 
-/* The PyThreadState whose thread_id is this thread's pthread_self(), or 0. */
-static __always_inline __u64 find_thread_state(__u32 tid)
+/* Reads the prefix of a thread state the walker needs into scratch->tstate_bytes and checks
+ * that it belongs to the thread whose pthread_self() is `fsbase`. */
+static __always_inline bool read_thread_state(struct walk_scratch *scratch, __u64 thread_state, __u64 fsbase)
+{
+	__u32 size = python_config.tstate_read_size;
+	if (size > PYTHON_TSTATE_READ_MAX)
+		size = PYTHON_TSTATE_READ_MAX;
+	if (!thread_state || bpf_probe_read_user(scratch->tstate_bytes, size, (const void *)thread_state))
+		return false;
+	return field_u64(scratch->tstate_bytes, python_config.thread_thread_id, PYTHON_TSTATE_READ_MAX) == fsbase;
+}
+
+/* Finds this thread's PyThreadState (cached per thread; the list walk only on a miss or a
+ * stale entry) and leaves its prefix in scratch->tstate_bytes. False if there is none. */
+static __always_inline bool load_thread_state(struct walk_scratch *scratch, __u32 tid)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 fsbase = task->thread.fsbase;
 	__u64 *cached = bpf_map_lookup_elem(&python_thread_states, &tid);
-	if (cached && *cached &&
-	    read_user_u64(*cached + python_config.thread_thread_id) == fsbase)
-		return *cached;
+	if (cached && read_thread_state(scratch, *cached, fsbase))
+		return true;
 
 	__u64 interpreter = read_user_u64(python_config.runtime_address +
 					  python_config.runtime_interpreters_head);
 	if (!interpreter)
-		return 0;
+		return false;
 	struct thread_search search = {
 		.thread_state = read_user_u64(interpreter + python_config.interpreter_threads_head),
 		.fsbase = fsbase,
 	};
 	bpf_loop(PYTHON_MAX_THREAD_STATES, thread_search_step, &search, 0);
-	if (search.found)
-		bpf_map_update_elem(&python_thread_states, &tid, &search.found, BPF_ANY);
-	return search.found;
+	if (!search.found || !read_thread_state(scratch, search.found, fsbase))
+		return false;
+	bpf_map_update_elem(&python_thread_states, &tid, &search.found, BPF_ANY);
+	return true;
 }
 
 struct frame_walk {
@@ -235,15 +248,7 @@ static __always_inline __u64 capture_python_stack(__u32 tid, struct walk_scratch
 		count_loss(LOSS_STACK_UNREADABLE);
 		return 0;
 	}
-	__u64 thread_state = find_thread_state(tid);
-	if (!thread_state) {
-		count_loss(LOSS_STACK_UNREADABLE);
-		return 0;
-	}
-	__u32 size = python_config.tstate_read_size;
-	if (size > PYTHON_TSTATE_READ_MAX)
-		size = PYTHON_TSTATE_READ_MAX;
-	if (bpf_probe_read_user(scratch->tstate_bytes, size, (const void *)thread_state)) {
+	if (!load_thread_state(scratch, tid)) {
 		count_loss(LOSS_STACK_UNREADABLE);
 		return 0;
 	}
@@ -256,6 +261,10 @@ static __always_inline __u64 capture_python_stack(__u32 tid, struct walk_scratch
 	bpf_loop(PYTHON_STACK_MAX_FRAMES + 64, frame_walk_step, &walk, 0);
 	scratch->stack.depth = walk.depth;
 	__u64 stack_id = walk.hash | 1; /* never 0, which means "no stack" */
+	/* Look first: an LRU update copies the whole 4 KiB value before it finds the key exists,
+	 * and almost every stack has been seen before. */
+	if (bpf_map_lookup_elem(&python_stacks, &stack_id))
+		return stack_id;
 	long stored = bpf_map_update_elem(&python_stacks, &stack_id, &scratch->stack, BPF_NOEXIST);
 	if (stored && stored != -17 /* EEXIST: already there */) {
 		count_loss(LOSS_STACK_NOT_STORED);

@@ -51,7 +51,7 @@ python_walker_config make_walker_config(const symbolizer::PythonLayout& layout) 
   config.frame_read_size = prefix_covering(
       {layout.frame_code, layout.frame_previous, layout.frame_instruction, layout.frame_localsplus}, 8);
   config.frame_read_size = std::max(config.frame_read_size, prefix_covering({layout.frame_owner}, 1));
-  config.tstate_read_size = prefix_covering({layout.thread_frame}, 8);
+  config.tstate_read_size = prefix_covering({layout.thread_frame, layout.thread_thread_id}, 8);
   if (config.frame_read_size > PYTHON_FRAME_READ_MAX || config.tstate_read_size > PYTHON_TSTATE_READ_MAX)
     throw Error("Python " + layout.version.to_string() + ": frame layout exceeds the stack walker's buffers");
   return config;
