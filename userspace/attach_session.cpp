@@ -1,12 +1,8 @@
 #include "userspace/attach_session.h"
 
-#include <sys/epoll.h>
-#include <sys/timerfd.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <functional>
 #include <optional>
 #include <unordered_map>
@@ -27,10 +23,11 @@
 #include "userspace/python_sample_log.h"
 #include "userspace/python_stack_store.h"
 #include "userspace/python_walker_config.h"
+#include "userspace/recording_loop.h"
 #include "userspace/span_builder.h"
-#include "userspace/trace_assembly.h"
 #include "userspace/stop_signals.h"
 #include "userspace/target_process.h"
+#include "userspace/trace_assembly.h"
 #include "userspace/unique_fd.h"
 #include "userspace/wall_clock.h"
 
@@ -41,8 +38,6 @@
 namespace tprof {
 namespace {
 
-constexpr long kDrainPeriodMs = 20;
-constexpr uint64_t kStatusPeriodNs = 250'000'000;
 constexpr const char* kTorchLibraryPrefix = "libtorch_cpu.so";
 
 std::string host_name() {
@@ -60,89 +55,6 @@ std::string base_name(const std::string& path) {
   const auto slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
-
-UniqueFd periodic_timer(long period_ms) {
-  UniqueFd fd(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
-  if (!fd) throw Error(errno_message("timerfd_create", errno));
-  itimerspec spec{};
-  spec.it_interval.tv_nsec = period_ms * 1'000'000;
-  spec.it_value = spec.it_interval;
-  if (::timerfd_settime(fd.get(), 0, &spec, nullptr) != 0) throw Error(errno_message("timerfd_settime", errno));
-  return fd;
-}
-
-enum class StopReason { kDuration, kSignal, kTargetExited, kFault };
-
-const char* describe(StopReason reason) {
-  switch (reason) {
-    case StopReason::kDuration: return "duration elapsed";
-    case StopReason::kSignal: return "interrupted";
-    case StopReason::kTargetExited: return "target exited";
-    case StopReason::kFault: return "recording failed";
-  }
-  return "";
-}
-
-// Waits on the stop sources and drains the ring buffer every kDrainPeriodMs.
-class RecordingLoop {
- public:
-  RecordingLoop(const TargetProcess& target, const UniqueFd& stop_signals, std::function<void()> drain,
-                const OpTracer& tracer, const RecordConsumer& consumer, Console& console)
-      : target_(target), stop_signals_(stop_signals), drain_(std::move(drain)), tracer_(tracer), consumer_(consumer),
-        console_(console),
-        drain_timer_(periodic_timer(kDrainPeriodMs)), epoll_(::epoll_create1(EPOLL_CLOEXEC)) {
-    if (!epoll_) throw Error(errno_message("epoll_create1", errno));
-    watch(stop_signals_.get());
-    watch(target_.exit_notifier().get());
-    watch(drain_timer_.get());
-  }
-
-  StopReason run(std::optional<double> duration_s) {
-    const uint64_t start_ns = monotonic_now_ns();
-    const uint64_t duration_ns = duration_s ? static_cast<uint64_t>(*duration_s * 1e9) : UINT64_MAX;
-    uint64_t last_status_ns = 0;
-    for (;;) {
-      epoll_event ready[3];
-      const int count = ::epoll_wait(epoll_.get(), ready, 3, -1);
-      if (count < 0) {
-        if (errno == EINTR) continue;
-        throw Error(errno_message("epoll_wait", errno));
-      }
-      for (int i = 0; i < count; ++i) {
-        const int fd = ready[i].data.fd;
-        if (fd == stop_signals_.get()) return StopReason::kSignal;
-        if (fd == target_.exit_notifier().get()) return StopReason::kTargetExited;
-        uint64_t expirations = 0;
-        (void)!::read(drain_timer_.get(), &expirations, sizeof(expirations));
-      }
-      drain_();
-      const uint64_t now_ns = monotonic_now_ns();
-      if (now_ns - start_ns >= duration_ns) return StopReason::kDuration;
-      if (now_ns - last_status_ns >= kStatusPeriodNs) {
-        console_.status(static_cast<double>(now_ns - start_ns) / 1e9, consumer_.records(),
-                        tracer_.losses().ring_buffer_full);
-        last_status_ns = now_ns;
-      }
-    }
-  }
-
- private:
-  void watch(int fd) {
-    epoll_event event{};
-    event.events = EPOLLIN;
-    event.data.fd = fd;
-    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) != 0) throw Error(errno_message("epoll_ctl", errno));
-  }
-
-  const TargetProcess& target_;
-  const UniqueFd& stop_signals_;
-  std::function<void()> drain_;
-  const OpTracer& tracer_;
-  const RecordConsumer& consumer_;
-  Console& console_;
-  UniqueFd drain_timer_;
-  UniqueFd epoll_;
-};
 
 // The libtorch ops to probe, or none for a Python process without torch.
 struct OpProbes {
@@ -189,6 +101,8 @@ int run_attach(const AttachOptions& options) {
                 ") has not loaded libtorch_cpu and has no Python stacks to record (" + no_python_reason + ")");
   if (!ops) console.line("no libtorch_cpu in the target: recording Python stacks only");
   if (!python && options.python_stacks) console.line("no Python stacks: " + no_python_reason);
+  if (python)
+    for (const std::string& warning : python->warnings) console.line("warning: " + warning);
 
   const std::string output_path =
       options.output_path.empty() ? default_output_path(target.pid(), unix_now_ns()) : options.output_path;
@@ -239,7 +153,10 @@ int run_attach(const AttachOptions& options) {
   StopReason reason;
   std::string fault;
   try {
-    reason = RecordingLoop(target, stop_signals, drain, tracer, consumer, console).run(options.duration_s);
+    reason = run_recording_loop(target, stop_signals, options.duration_s,
+                                {.drain = drain, .show_status = [&](double elapsed_s) {
+                                   console.status(elapsed_s, consumer.records(), tracer.losses().ring_buffer_full);
+                                 }});
   } catch (const Error& error) {
     reason = StopReason::kFault;
     fault = error.what();
