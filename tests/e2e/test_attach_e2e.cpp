@@ -352,17 +352,19 @@ bool under_backward(const std::vector<std::string>& outermost_first) {
 }
 
 struct StackComparison {
-  std::size_t excluded = 0;  // reference ops run inside loss.backward()
+  std::size_t excluded = 0;  // tprof's ops inside loss.backward()
   std::size_t compared = 0;
   std::size_t chains_equal = 0;
   std::size_t innermost_equal = 0;
-  std::vector<std::string> examples;  // a few reference ops that found no equal in tprof's trace
+  std::vector<std::string> examples;  // a few of tprof's ops that found no equal in torch's
 };
 
-// Matches ops as multisets of (name, comparable stack): each reference op needs its own
-// tprof op with the same name and the same stack. Order-free on purpose: torch stamps ops
-// at microsecond resolution, so its start order of nested ops that begin in the same
-// microsecond is arbitrary.
+// For each of tprof's ops (the direction), looks for an op of torch's with the same
+// name and the same comparable stack, each of torch's used once. Order-free on purpose:
+// torch stamps ops at microsecond resolution, so its start order of nested ops that begin in
+// the same microsecond is arbitrary. Ops inside loss.backward() are left out (see
+// under_backward); on torch's side only those it placed inside evaluate_function can be told
+// apart, the others stay in the pool.
 StackComparison compare_python_stacks(const std::vector<TracedOp>& traced, const Reference& reference) {
   constexpr std::size_t kExamples = 5;
   auto join = [](const std::string& name, const std::vector<std::string>& chain) {
@@ -370,30 +372,31 @@ StackComparison compare_python_stacks(const std::vector<TracedOp>& traced, const
     for (const auto& frame : chain) key += " > " + frame;
     return key;
   };
-  NameCounts tprof_chains;
-  NameCounts tprof_innermost;
-  for (const TracedOp& op : traced) {
-    if (!op.name.starts_with("aten::") || under_backward(op.python_chain)) continue;
-    ++tprof_chains[join(op.name, comparable_chain(op.python_chain, false))];
-    ++tprof_innermost[op.name + " @ " + innermost_file_frame(comparable_chain(op.python_chain, true))];
-  }
-  StackComparison comparison;
+  NameCounts torch_chains;
+  NameCounts torch_innermost;
   for (std::size_t i = 0; i < reference.ops.size(); ++i) {
     const std::vector<std::string> outermost_first((*reference.stacks)[i].rbegin(), (*reference.stacks)[i].rend());
-    if (reference.in_backward[i] || outermost_first.empty() || under_backward(outermost_first)) {
+    if (reference.in_backward[i] || under_backward(outermost_first)) continue;
+    ++torch_chains[join(reference.ops[i], comparable_chain(outermost_first, false))];
+    ++torch_innermost[reference.ops[i] + " @ " + innermost_file_frame(comparable_chain(outermost_first, true))];
+  }
+  StackComparison comparison;
+  for (const TracedOp& op : traced) {
+    if (!op.name.starts_with("aten::")) continue;
+    if (under_backward(op.python_chain)) {
       ++comparison.excluded;
       continue;
     }
     ++comparison.compared;
-    const std::string chain = join(reference.ops[i], comparable_chain(outermost_first, false));
-    if (auto found = tprof_chains.find(chain); found != tprof_chains.end() && found->second > 0) {
+    const std::string chain = join(op.name, comparable_chain(op.python_chain, false));
+    if (auto found = torch_chains.find(chain); found != torch_chains.end() && found->second > 0) {
       --found->second;
       ++comparison.chains_equal;
     } else if (comparison.examples.size() < kExamples) {
       comparison.examples.push_back(chain);
     }
-    const std::string innermost = reference.ops[i] + " @ " + innermost_file_frame(comparable_chain(outermost_first, true));
-    if (auto found = tprof_innermost.find(innermost); found != tprof_innermost.end() && found->second > 0) {
+    const std::string innermost = op.name + " @ " + innermost_file_frame(comparable_chain(op.python_chain, true));
+    if (auto found = torch_innermost.find(innermost); found != torch_innermost.end() && found->second > 0) {
       --found->second;
       ++comparison.innermost_equal;
     }
@@ -429,11 +432,11 @@ void expect_python_stacks_match(const TraceJson& trace, int64_t main_tid, const 
   const auto comparison = compare_python_stacks(ops_with_python_chains(trace, main_tid), reference);
   const double chains = double(comparison.chains_equal) / double(std::max<std::size_t>(comparison.compared, 1));
   const double innermost = double(comparison.innermost_equal) / double(std::max<std::size_t>(comparison.compared, 1));
-  std::cout << "python stacks: " << comparison.excluded << " reference ops inside loss.backward() not compared; "
+  std::cout << "python stacks: " << comparison.excluded << " of tprof's ops inside loss.backward() not compared; "
             << comparison.chains_equal << "/" << comparison.compared
             << " ops outside loss.backward() with the same user-frame chain as torch (" << chains << "), " << comparison.innermost_equal
             << " with the same innermost user file(line) (" << innermost << ")\n";
-  for (const auto& example : comparison.examples) std::cout << "  torch's, not found in tprof's: " << example << '\n';
+  for (const auto& example : comparison.examples) std::cout << "  tprof's, not found in torch's: " << example << '\n';
   ::testing::Test::RecordProperty("stack_match", std::to_string(chains));
   EXPECT_GE(chains, kMinimumStackMatch);
   EXPECT_GE(innermost, kMinimumStackMatch);
