@@ -69,7 +69,11 @@ std::optional<OpProbes> plan_torch_probes(const TargetProcess& target, Console& 
   if (catalog.unresolved_count > 0)
     console.line(std::to_string(catalog.unresolved_count) +
                  " ops have no schema in the library; their names are derived from their symbols");
-  return OpProbes{torch_library->path_in_target, plan_op_probes(catalog, torch_library->host_path)};
+  ProbePlan plan = plan_op_probes(catalog, torch_library->host_path);
+  if (plan.shared_address_skipped > 0)
+    console.line(std::to_string(plan.shared_address_skipped) +
+                 " ops share their code with another op and are recorded under its name");
+  return OpProbes{torch_library->path_in_target, std::move(plan)};
 }
 
 std::string describe_attachment(const TargetProcess& target, const std::optional<OpProbes>& ops,
@@ -204,6 +208,9 @@ int run_attach(const AttachOptions& options) {
   if (python)
     console.line(group_thousands(trace.metadata.python_samples) + " stack samples; " +
                  group_thousands(trace.metadata.python_stacks_lost) + " Python stacks could not be read");
+  if (consumer.malformed_records() > 0)
+    console.line("warning: " + group_thousands(consumer.malformed_records()) +
+                 " records of an unknown shape were ignored (tprof and its BPF object disagree?)");
   if (trace.metadata.dropped_records > 0)
     console.line("warning: the ring buffer overflowed and events were lost; retry with a larger --buffer-mb");
   console.operator_table(top_operators_by_self_time(trace, 10));

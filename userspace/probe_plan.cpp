@@ -27,10 +27,7 @@ ProbePlan plan_op_probes(const symbolizer::OpCatalog& catalog, const std::string
   plan.sites.binary_path = binary_path;
   std::unordered_set<uint64_t> probed_offsets;
   for (const symbolizer::OpCatalogEntry& entry : catalog.entries) {
-    if (is_unobserved(entry.op_name)) {
-      ++plan.unobserved_skipped;
-      continue;
-    }
+    if (is_unobserved(entry.op_name)) continue;
     // Two probes on one address would double every record, and the kernel refuses a
     // second uprobe_multi site at the same offset of the same program.
     if (!probed_offsets.insert(entry.site.file_offset).second) {

@@ -15,8 +15,9 @@ namespace tprof {
 struct ProbePlan {
   UprobeSites sites;                        // cookie i == index i of `operators`
   std::vector<model::Operator> operators;
-  size_t unobserved_skipped = 0;            // ops torch's profiler never records (see .cpp)
-  size_t shared_address_skipped = 0;        // a second op folded onto an already-probed address
+  // Ops whose code the linker folded onto an op already probed: their calls are recorded
+  // under that op's name.
+  size_t shared_address_skipped = 0;
 };
 
 ProbePlan plan_op_probes(const symbolizer::OpCatalog& catalog, const std::string& binary_path);

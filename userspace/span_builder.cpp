@@ -55,12 +55,6 @@ model::ThreadTrack replay_thread(uint32_t tid, std::vector<OpEvent>& events, uin
 
 }  // namespace
 
-uint64_t SpanBuilder::event_count() const {
-  uint64_t count = 0;
-  for (const auto& [tid, events] : events_by_thread_) count += events.size();
-  return count;
-}
-
 BuiltThreads SpanBuilder::build(uint64_t stop_monotonic_ns, const MonotonicToUnix& clock) && {
   BuiltThreads built;
   std::vector<uint32_t> tids;

@@ -29,7 +29,6 @@ struct BuiltThreads {
 class SpanBuilder {
  public:
   void add(uint32_t tid, const OpEvent& event) { events_by_thread_[tid].push_back(event); }
-  uint64_t event_count() const;
 
   // Replays every thread. An op still open at the end is closed at `stop_monotonic_ns` and
   // flagged closed_at_stop. An exit that skips open inner ops closes them at its own time,
