@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine, starts the demo training loop that ships with the repo, attaches
-# tprof to it for a few seconds, and leaves the trace in ./demo.pt.trace.json.
+# tprof to it for a few seconds, and leaves the trace in ./demo.pt.trace.json.gz.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -14,6 +14,6 @@ until grep -q READY "$workload_out"; do
   kill -0 "$workload_pid" 2>/dev/null || { echo "demo: the workload died" >&2; exit 1; }
   sleep 0.2
 done
-echo "demo: training loop running as pid $workload_pid; attaching for 5 s" >&2
-./build/tprof attach "$workload_pid" --duration 5 --output demo.pt.trace.json
-echo "demo: open demo.pt.trace.json in https://ui.perfetto.dev or chrome://tracing" >&2
+echo "demo: training loop running as pid $workload_pid; attaching for 3 s" >&2
+./build/tprof attach "$workload_pid" --duration 3 --output demo.pt.trace.json.gz
+echo "demo: open demo.pt.trace.json.gz in https://ui.perfetto.dev or chrome://tracing" >&2
