@@ -5,9 +5,11 @@
 #include <cerrno>
 #include <functional>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 
 #include "exporters/chrome_trace_writer.h"
+#include "exporters/execution_trace_writer.h"
 #include "exporters/output_file.h"
 #include "model/trace_model.h"
 #include "symbolizer/op_catalog.h"
@@ -49,6 +51,23 @@ std::string host_name() {
 std::string default_output_path(pid_t pid, uint64_t unix_ns) {
   // torch.profiler.tensorboard_trace_handler's "<worker>.<span>.pt.trace.json".
   return host_name() + "_" + std::to_string(pid) + "." + std::to_string(unix_ns) + ".pt.trace.json";
+}
+
+// The trace's path with ".pt.trace.json" (or a plain ".json") replaced by ".et.json", gzip
+// kept, as PARAM and Chakra inflate by the ".gz". The name keeps the TensorBoard plugin, which
+// loads every *.pt.trace.json, from taking the ET for a trace; HTA reads every .json in its
+// directory whatever the name (formats.md §1.6), which --help points out.
+std::string default_execution_trace_path(const std::string& trace_path) {
+  std::string stem = trace_path;
+  const bool compressed = stem.ends_with(".gz");
+  if (compressed) stem.resize(stem.size() - 3);
+  for (const std::string_view suffix : {".pt.trace.json", ".json"}) {
+    if (stem.ends_with(suffix)) {
+      stem.resize(stem.size() - suffix.size());
+      break;
+    }
+  }
+  return stem + (compressed ? ".et.json.gz" : ".et.json");
 }
 
 std::string base_name(const std::string& path) {
@@ -111,6 +130,14 @@ int run_attach(const AttachOptions& options) {
   const std::string output_path =
       options.output_path.empty() ? default_output_path(target.pid(), unix_now_ns()) : options.output_path;
   exporters::OutputFile output(output_path);  // fails now, not after recording, if unwritable
+  std::optional<exporters::OutputFile> execution_trace_output;
+  if (options.execution_trace) {
+    const std::string execution_trace_path = options.execution_trace_path.empty()
+                                                 ? default_execution_trace_path(output_path)
+                                                 : options.execution_trace_path;
+    if (execution_trace_path == output_path) throw Error("--et names the trace file itself: " + output_path);
+    execution_trace_output.emplace(execution_trace_path);
+  }
 
   OpTracerOptions tracer_options{options.ring_buffer_bytes, target.pid(), std::nullopt};
   if (python) tracer_options.python = make_walker_config(*python);
@@ -192,6 +219,10 @@ int run_attach(const AttachOptions& options) {
   const model::Trace trace = assemble_trace(std::move(run), clock, std::move(metadata));
   exporters::write_chrome_trace(trace, base_name(output_path), output);
   output.commit();
+  if (execution_trace_output) {
+    exporters::write_execution_trace(trace, *execution_trace_output);
+    execution_trace_output->commit();
+  }
 
   uint64_t op_count = 0;
   uint64_t python_span_count = 0;
@@ -199,7 +230,9 @@ int run_attach(const AttachOptions& options) {
     op_count += thread.spans.size();
     python_span_count += thread.python_spans.size();
   }
-  console.line(std::string("stopped: ") + describe(reason) + ". Wrote " + output_path);
+  std::string written = output_path;
+  if (execution_trace_output) written += " and " + execution_trace_output->path();
+  console.line(std::string("stopped: ") + describe(reason) + ". Wrote " + written);
   console.line(group_thousands(op_count) + " ops and " + group_thousands(python_span_count) +
                " python_function spans on " + std::to_string(trace.threads.size()) + " threads from " +
                group_thousands(records) + " events; " + group_thousands(trace.metadata.dropped_records) +

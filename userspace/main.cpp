@@ -20,9 +20,15 @@ constexpr const char* kAttachFooter =
     "\nExamples:\n"
     "  sudo tprof attach 12345 --duration 20            # 20 s, default file name\n"
     "  sudo tprof attach 12345 -o step.pt.trace.json.gz # until Ctrl-C, gzip output\n"
+    "                                                   # (and step.et.json.gz)\n"
     "\nRecording stops at --duration, on Ctrl-C/SIGTERM, or when the target exits; whatever\n"
     "was recorded is then written. Events the ring buffer could not hold are counted and\n"
-    "reported (raise --buffer-mb if any are dropped).";
+    "reported (raise --buffer-mb if any are dropped).\n"
+    "\nA PyTorch Execution Trace (schema 1.1.1-chakra.0.0.4, for Chakra and PARAM) is written\n"
+    "beside the trace, linked to it by rf_id == \"Record function id\". Its name ends in\n"
+    ".et.json, not .pt.trace.json, so that TensorBoard does not load it as a second trace; but\n"
+    "HTA's TraceAnalysis(trace_dir=...) reads every .json/.gz in a directory and may take the ET\n"
+    "for the rank-0 trace, so give HTA a directory without it (--et elsewhere, or --no-et).";
 
 }  // namespace
 
@@ -47,6 +53,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.001, 1e7));
   attach->add_option("-o,--output", options.output_path,
                      "Trace file; a .gz suffix compresses it (default: <host>_<pid>.<unix_ns>.pt.trace.json)");
+  attach->add_option("--et", options.execution_trace_path,
+                     "Execution Trace file; a .gz suffix compresses it (default: the trace's path "
+                     "with .pt.trace.json replaced by .et.json)");
+  bool no_execution_trace = false;
+  attach->add_flag("--no-et", no_execution_trace, "Write no Execution Trace")->excludes("--et");
   attach->add_option("--buffer-mb", buffer_mb, "BPF ring buffer size in MiB, rounded up to a power of two")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
@@ -67,6 +78,7 @@ int main(int argc, char** argv) {
   if (attach->count("--duration") > 0) options.duration_s = duration_s;
   options.ring_buffer_bytes = buffer_mb << 20;
   options.python_stacks = !no_python;
+  options.execution_trace = !no_execution_trace;
 
   try {
     return tprof::run_attach(options);
