@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "exporters/json_writer.h"
+#include "exporters/start_order.h"
 
 namespace tprof::exporters {
 namespace {
@@ -47,22 +48,6 @@ struct SliceStream {
   const model::ThreadTrack* thread = nullptr;  // null for the annotation stream
   size_t next = 0;
   size_t position = 0;  // among the streams: the tie-break that keeps the merge stable
-};
-
-// Kineto's event habit (and what viewers need to nest slices): by start time; at equal start
-// the longer slice (the enclosing one) first; then by stream: an annotation before the python
-// spans and ops it covers, a python span before the ops it calls; so that the merge is stable.
-struct SliceOrderKey {
-  uint64_t start_ns;
-  uint64_t end_ns;
-  size_t stream_position;
-
-  // "Comes later" for std::priority_queue, whose top is its greatest element.
-  bool operator>(const SliceOrderKey& other) const {
-    if (start_ns != other.start_ns) return start_ns > other.start_ns;
-    if (end_ns != other.end_ns) return end_ns < other.end_ns;
-    return stream_position > other.stream_position;
-  }
 };
 
 class ChromeTraceEmitter {
@@ -156,7 +141,8 @@ class ChromeTraceEmitter {
     out_.write(line_);
   }
 
-  // A k-way merge of the already-sorted streams: memory stays O(threads) however many events.
+  // A k-way merge of the already-sorted streams, in StartOrderKey order (Kineto's habit, and
+  // what viewers need to nest slices): memory stays O(threads) however many events.
   void write_slices() {
     using Kind = SliceStream::Kind;
     std::vector<SliceStream> streams;
@@ -169,7 +155,7 @@ class ChromeTraceEmitter {
     for (const model::ThreadTrack& thread : trace_.threads)
       streams.push_back({.kind = Kind::kOpSpans, .thread = &thread, .next = 0, .position = streams.size()});
 
-    using QueueEntry = std::pair<SliceOrderKey, SliceStream*>;
+    using QueueEntry = std::pair<StartOrderKey, SliceStream*>;
     auto comes_later = [](const QueueEntry& a, const QueueEntry& b) { return a.first > b.first; };
     std::priority_queue<QueueEntry, std::vector<QueueEntry>, decltype(comes_later)> queue(
         comes_later);
@@ -192,12 +178,12 @@ class ChromeTraceEmitter {
   }
 
   template <typename Slice>
-  static std::optional<SliceOrderKey> key_of(const std::vector<Slice>& slices, const SliceStream& stream) {
+  static std::optional<StartOrderKey> key_of(const std::vector<Slice>& slices, const SliceStream& stream) {
     if (stream.next == slices.size()) return std::nullopt;
-    return SliceOrderKey{slices[stream.next].start_ns, slices[stream.next].end_ns, stream.position};
+    return StartOrderKey{slices[stream.next].start_ns, slices[stream.next].end_ns, stream.position};
   }
 
-  std::optional<SliceOrderKey> next_key(const SliceStream& stream) const {
+  std::optional<StartOrderKey> next_key(const SliceStream& stream) const {
     switch (stream.kind) {
       case SliceStream::Kind::kAnnotations: return key_of(trace_.annotations, stream);
       case SliceStream::Kind::kPythonSpans: return key_of(stream.thread->python_spans, stream);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "exporters/json_writer.h"
+#include "exporters/start_order.h"
 
 namespace tprof::exporters {
 namespace {
@@ -68,21 +69,6 @@ struct NodeStream {
   size_t position = 0;  // tie-break among streams: annotations first, then threads in order
 };
 
-// Enter order: by start; at equal start the longer (enclosing) node first; then by stream,
-// so that an annotation precedes the ops it covers and the merge is stable.
-struct EnterOrderKey {
-  uint64_t start_ns;
-  uint64_t end_ns;
-  size_t stream_position;
-
-  // "Enters later", for std::priority_queue, whose top is its greatest element.
-  bool operator>(const EnterOrderKey& other) const {
-    if (start_ns != other.start_ns) return start_ns > other.start_ns;
-    if (end_ns != other.end_ns) return end_ns < other.end_ns;
-    return stream_position > other.stream_position;
-  }
-};
-
 bool encloses(const OpenNode& outer, uint64_t start_ns, uint64_t end_ns) {
   return outer.start_ns <= start_ns && end_ns <= outer.end_ns;
 }
@@ -134,7 +120,7 @@ class ExecutionTraceEmitter {
     for (const model::ThreadTrack& thread : trace_.threads)
       streams.push_back({.thread = &thread, .next = 0, .position = streams.size()});
 
-    using QueueEntry = std::pair<EnterOrderKey, NodeStream*>;
+    using QueueEntry = std::pair<StartOrderKey, NodeStream*>;
     auto enters_later = [](const QueueEntry& a, const QueueEntry& b) { return a.first > b.first; };
     std::priority_queue<QueueEntry, std::vector<QueueEntry>, decltype(enters_later)> queue(
         enters_later);
