@@ -48,8 +48,8 @@ constexpr auto kTraceWriteTimeout = 180s;
 constexpr auto kErrorExitTimeout = 60s;
 constexpr auto kTrixieRootBuildTimeout = 900s;
 
-const fs::path kSourceDir = TPROF_SOURCE_DIR;
-const fs::path kTprofBinary = TPROF_BINARY;
+const fs::path kSourceDir = testing::source_dir();
+const fs::path kTprofBinary = testing::tprof_binary();
 const fs::path kWorkloadScript = kSourceDir / "tests/workloads/train_loop.py";
 const fs::path kHostPython = "/usr/bin/python3";
 

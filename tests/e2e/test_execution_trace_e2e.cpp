@@ -38,8 +38,8 @@ constexpr auto kWriteTimeout = 180s;
 constexpr std::string_view kProcessRootName = "[pytorch|profiler|execution_trace|process]";
 constexpr std::string_view kThreadRootName = "[pytorch|profiler|execution_trace|thread]";
 
-const fs::path kSourceDir = TPROF_SOURCE_DIR;
-const fs::path kTprofBinary = TPROF_BINARY;
+const fs::path kSourceDir = testing::source_dir();
+const fs::path kTprofBinary = testing::tprof_binary();
 const fs::path kWorkloadScript = kSourceDir / "tests/workloads/train_loop.py";
 
 const nlohmann::json& attr(const nlohmann::json& node, std::string_view name) {

@@ -41,11 +41,11 @@ constexpr auto kAttachTimeout = 180s;
 constexpr auto kWorkloadRunTimeout = 180s;
 constexpr auto kTraceWriteTimeout = 180s;
 
-const fs::path kSourceDir = TPROF_SOURCE_DIR;
-const fs::path kTprofBinary = TPROF_BINARY;
+const fs::path kSourceDir = testing::source_dir();
+const fs::path kTprofBinary = testing::tprof_binary();
 const fs::path kCallTreeScript = kSourceDir / "tests/workloads/call_tree.py";
 const fs::path kTorchThreadsScript = kSourceDir / "tests/workloads/torch_threads.py";
-const fs::path kTrixieRoot = "/var/cache/tprof/trixie-torch";
+const fs::path kTrixieRoot = testing::trixie_root();
 const fs::path kDebianTorchPython = "/usr/bin/python3";
 
 // call_tree.py's shape: recurse(5) and two extra threads.

@@ -12,6 +12,9 @@ std::string tprof_binary();
 // Debian's torch 1.13 libtorch_cpu, the library unit tests read.
 std::string debian_libtorch_cpu();
 
+// The Debian trixie root with torch 2.6 that scripts/make-trixie-root.sh builds and caches.
+std::string trixie_root();
+
 // Whether this process may attach uprobes and perf events: CAP_SYS_ADMIN, or CAP_BPF
 // together with CAP_PERFMON.
 bool has_tracing_capabilities();

@@ -30,7 +30,7 @@ using namespace std::string_literals;
 
 // Debian trixie's torch 2.6, unpacked by the project's setup into a separate root; the marker file
 // appears once the unpacking has finished.
-const fs::path kTrixieRoot = "/var/cache/tprof/trixie-torch";
+const fs::path kTrixieRoot = testing::trixie_root();
 const fs::path kTrixieFinishedMarker = kTrixieRoot / ".tprof-complete";
 const fs::path kTrixieLibtorchCpu = kTrixieRoot / "usr/lib/x86_64-linux-gnu/libtorch_cpu.so.2.6";
 

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/test_environment.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -30,7 +32,7 @@ using namespace std::chrono_literals;
 
 // Debian trixie (Python 3.13.5), unpacked by the project's setup into a separate root; the
 // marker file appears once the unpacking has finished.
-const fs::path kTrixieRoot = "/var/cache/tprof/trixie-torch";
+const fs::path kTrixieRoot = testing::trixie_root();
 const fs::path kTrixieFinishedMarker = kTrixieRoot / ".tprof-complete";
 
 constexpr const char* kSleepingFunction = "tprof_sleeping_here";
