@@ -5,12 +5,13 @@ On the e2e training loop (torch 1.13, /usr/bin/python3), with rounds interleaved
 drift hits every mode alike, it measures the mean step time:
   none   - no probes
   floor  - empty BPF programs on the same op sites, same uprobe_multi mode (build/tprof-floor-probe)
-  ops    - tprof attach --no-python (op tracing only)
-  tprof  - tprof attach (ops, plus the Python stack walked at every op and the 1 kHz sampler)
+  ops    - tprof attach --no-python --no-shapes (op tracing only)
+  shapes - tprof attach --no-python (ops with their inputs and outputs: record_shapes)
+  tprof  - tprof attach (ops with shapes, plus the Python stack walked at every op and the 1 kHz sampler)
   torch  - torch.autograd.profiler.profile(use_kineto=False) in-process, names only
   torchfull - the same with record_shapes=True and with_stack=True
-and reports (ops - none) / (floor - none), the cost of stack capture over op tracing, the
-per-op costs, and tprof's attach time on torch 1.13 and on torch 2.6 (the trixie root from
+and reports (ops - none) / (floor - none), the cost of shape capture and of stack capture over
+op tracing, the per-op costs, and tprof's attach time on torch 1.13 and on torch 2.6 (the trixie root from
 scripts/make-trixie-root.sh).
 
 Usage (root): /usr/bin/python3 bench/overhead.py [--rounds R] [--steps N] [--markdown FILE]
@@ -117,7 +118,7 @@ def main():
             raise SystemExit(f"{binary} missing: run scripts/build.sh")
 
     timer = StepTimer(["/usr/bin/python3", os.path.join(REPO, "bench", "step_timer.py")])
-    samples = {mode: [] for mode in ("none", "floor", "ops", "tprof", "torch", "torchfull")}
+    samples = {mode: [] for mode in ("none", "floor", "ops", "shapes", "tprof", "torch", "torchfull")}
     per_step_ops = None
     try:
         for round_index in range(args.rounds):
@@ -125,7 +126,8 @@ def main():
             floor = Attached([FLOOR, str(timer.pid)])
             samples["floor"].append(timer.measure("run", args.steps))
             floor.close()
-            for mode, extra in (("ops", ["--no-python"]), ("tprof", [])):
+            for mode, extra in (("ops", ["--no-python", "--no-shapes"]), ("shapes", ["--no-python"]),
+                                ("tprof", [])):
                 with tempfile.TemporaryDirectory() as scratch:
                     trace = os.path.join(scratch, "bench.pt.trace.json")
                     tprof = Attached([TPROF, "attach", str(timer.pid), "--output", trace] + extra)
@@ -144,6 +146,7 @@ def main():
     none = median["none"]
     floor_cost = median["floor"] - none
     ops_cost = median["ops"] - none
+    shapes_cost = median["shapes"] - none
     tprof_cost = median["tprof"] - none
 
     attach_113 = attach_time_ms(["/usr/bin/python3"], "torch 1.13")
@@ -160,8 +163,9 @@ def main():
         "|---|---:|---:|---:|",
     ]
     for mode, label in (("none", "no probes"), ("floor", "empty BPF programs, same sites (floor)"),
-                        ("ops", "tprof attach --no-python (ops only)"),
-                        ("tprof", "tprof attach (ops + Python stacks + sampler)"),
+                        ("ops", "tprof attach --no-python --no-shapes (ops only)"),
+                        ("shapes", "tprof attach --no-python (ops + shapes)"),
+                        ("tprof", "tprof attach (ops + shapes + Python stacks + sampler)"),
                         ("torch", "torch profiler (legacy, names only)"),
                         ("torchfull", "torch profiler (record_shapes + with_stack)")):
         extra = median[mode] - none
@@ -169,12 +173,15 @@ def main():
     lines += [
         "",
         f"- op tracing: (ops - none) / (floor - none) = **{ops_cost / floor_cost:.2f}**",
-        f"- with Python stacks: (tprof - none) / (floor - none) = **{tprof_cost / floor_cost:.2f}**; "
-        f"stack capture over op tracing: (tprof - none) / (ops - none) = **{tprof_cost / ops_cost:.2f}**, "
-        f"i.e. **{(tprof_cost - ops_cost) / per_step_ops:.3f} us** more per op",
+        f"- with shapes: (shapes - none) / (floor - none) = **{shapes_cost / floor_cost:.2f}**; "
+        f"shape capture over op tracing: (shapes - none) / (ops - none) = **{shapes_cost / ops_cost:.2f}**, "
+        f"i.e. **{(shapes_cost - ops_cost) / per_step_ops:.3f} us** more per op",
+        f"- with shapes and Python stacks: (tprof - none) / (floor - none) = **{tprof_cost / floor_cost:.2f}**; "
+        f"stack capture over shapes: (tprof - none) / (shapes - none) = **{tprof_cost / shapes_cost:.2f}**, "
+        f"i.e. **{(tprof_cost - shapes_cost) / per_step_ops:.3f} us** more per op",
         f"- tprof (ops only) overhead / torch profiler overhead (names only) = "
         f"**{ops_cost / (median['torch'] - none):.2f}**",
-        f"- tprof (with stacks) overhead / torch profiler overhead (record_shapes + with_stack) = "
+        f"- tprof (shapes + stacks) overhead / torch profiler overhead (record_shapes + with_stack) = "
         f"**{tprof_cost / (median['torchfull'] - none):.2f}**",
         f"- attach, torch 1.13.1 ({attach_113[2]} op sites): links created in **{attach_113[0]:.1f} ms**; "
         f"tprof start to 'attached' **{attach_113[1]:.0f} ms**",

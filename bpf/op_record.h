@@ -12,12 +12,22 @@
 #endif
 
 enum op_record_kind {
-	OP_RECORD_ENTER = 1,
-	OP_RECORD_EXIT = 2,
+	OP_RECORD_ENTER = 1,         /* + struct op_arguments (inputs) when shapes are captured */
+	OP_RECORD_EXIT = 2,          /* + struct op_arguments (returns) when shapes are captured */
 	OP_RECORD_PYTHON_SAMPLE = 3, /* the sampler's look at a thread between ops; op_id unused */
+	OP_RECORD_ANNOTATION_ENTER = 4, /* + struct annotation_enter: record_function("name") began */
+	OP_RECORD_ANNOTATION_EXIT = 5,  /* + struct annotation_exit */
+	OP_RECORD_EVALUATE_ENTER = 6,   /* + struct autograd_node: the engine runs a backward node */
+	OP_RECORD_EVALUATE_EXIT = 7,
+	OP_RECORD_NODE_ENTER = 8,       /* + struct autograd_node + struct op_arguments (grad inputs) */
+	OP_RECORD_NODE_EXIT = 9,
 };
 
-/* One op entry or exit, or one stack sample. 32 bytes; the ring buffer adds an 8-byte header. */
+/*
+ * The head of every record: one op entry or exit, one stack sample, one annotation or
+ * autograd event. 32 bytes; the ring buffer adds an 8-byte header. Kinds with a payload append
+ * it right after.
+ */
 struct op_record {
 	__u64 timestamp_ns;    /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
 	__u64 python_stack_id; /* key in the python_stacks map; 0: none captured */
@@ -27,12 +37,34 @@ struct op_record {
 	__u8 reserved[7];
 };
 
+#define ANNOTATION_NAME_MAX 128
+
+struct annotation_enter {
+	__u64 handle;       /* the at::RecordFunction's address: its end() names it again */
+	__u32 name_length;  /* the std::string's length (the copy may be cut at ANNOTATION_NAME_MAX) */
+	__u32 reserved;
+	char name[ANNOTATION_NAME_MAX];
+};
+
+struct annotation_exit {
+	__u64 handle;
+};
+
+/* A torch::autograd::Node, as the engine is about to run it. */
+struct autograd_node {
+	__u64 node;         /* Node* */
+	__u64 vptr;         /* its vtable pointer: names the node's class */
+	__u64 sequence_nr;  /* Node::sequence_nr_; UINT64_MAX when unknown (or AccumulateGrad's) */
+	__u64 thread_id;    /* Node::thread_id_: the forward thread's RecordFunction id; 0 unknown */
+};
+
 /* Slots of the per-CPU `loss_counters` array: what could not be recorded, and why. */
 enum loss_counter {
 	LOSS_RING_BUFFER_FULL = 0,   /* a record was dropped */
 	LOSS_STACK_UNREADABLE = 1,   /* a Python stack could not be walked (no thread state found) */
 	LOSS_STACK_NOT_STORED = 2,   /* a walked stack could not be stored in python_stacks */
-	LOSS_COUNTER_COUNT = 3,
+	LOSS_ARGUMENTS_UNREADABLE = 3, /* an op's arguments could not be captured (no scratch) */
+	LOSS_COUNTER_COUNT = 4,
 };
 
 #endif /* TPROF_BPF_OP_RECORD_H */

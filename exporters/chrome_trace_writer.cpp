@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "exporters/chrome_input_args.h"
 #include "exporters/json_writer.h"
 #include "exporters/start_order.h"
 
@@ -95,8 +96,14 @@ class ChromeTraceEmitter {
     append_json_integer(line_, metadata.python_samples);
     line_ += ", \"python_stacks_lost\": ";
     append_json_integer(line_, metadata.python_stacks_lost);
+    line_ += ", \"tensor_layout\": ";
+    append_json_string(line_, metadata.tensor_layout);
+    line_ += ", \"arguments_lost\": ";
+    append_json_integer(line_, metadata.arguments_lost);
     line_ += "},\n";
-    line_ += "  \"record_shapes\": 0,\n  \"displayTimeUnit\": \"ms\",\n";
+    // Kineto's flag for whether ops carry Input Dims (profiler_kineto.cpp).
+    line_ += metadata.tensor_layout.empty() ? "  \"record_shapes\": 0," : "  \"record_shapes\": 1,";
+    line_ += "\n  \"displayTimeUnit\": \"ms\",\n";
     line_ += "  \"baseTimeNanoseconds\": ";
     append_json_integer(line_, base_time_ns_);
     line_ += ",\n  \"traceEvents\": [\n";
@@ -216,7 +223,17 @@ class ChromeTraceEmitter {
 
   void write_op_span(const model::ThreadTrack& thread, const model::OpSpan& span) {
     const model::Operator& op = trace_.operators.at(span.operator_index);
-    begin_slice("cpu_op", op.name, thread.tid, span.start_ns, span.end_ns, span.record_id);
+    const bool is_annotation = op.kind == model::RangeKind::kUserAnnotation;
+    begin_slice(is_annotation ? "user_annotation" : "cpu_op", op.name, thread.tid, span.start_ns, span.end_ns,
+                span.record_id);
+    if (span.arguments_recorded) append_input_args(line_, span.inputs);
+    // Kineto writes these only for a sequence number >= 0 (formats.md §2.5.1).
+    if (span.sequence_number >= 0) {
+      line_ += ", \"Sequence number\": ";
+      append_json_integer(line_, span.sequence_number);
+      line_ += ", \"Fwd thread id\": ";
+      append_json_integer(line_, span.forward_thread);
+    }
     if (span.python_stack >= 0) append_call_stack(trace_.python_stacks.at(static_cast<size_t>(span.python_stack)));
     if (span.closed_at_stop) append_true_arg(kClosedAtStopArg);
     if (span.return_missing) append_true_arg(kReturnMissingArg);

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "exporters/execution_trace_values.h"
 #include "exporters/json_writer.h"
 #include "exporters/start_order.h"
 
@@ -22,10 +23,11 @@ constexpr std::string_view kProcessRootName = "[pytorch|profiler|execution_trace
 constexpr std::string_view kThreadRootName = "[pytorch|profiler|execution_trace|thread]";
 constexpr uint64_t kProcessRootId = 1;
 
-// at::RecordScope values (formats.md §3.3): dispatcher ops are FUNCTION; record_function,
-// ProfilerStep#N and the root nodes are USER_SCOPE. tprof cannot yet tell backward ops apart,
-// so every op is FUNCTION.
+// at::RecordScope values (formats.md §3.3): dispatcher ops and the autograd engine's
+// evaluate_function ranges are FUNCTION, backward nodes BACKWARD_FUNCTION; record_function,
+// ProfilerStep#N and the root nodes are USER_SCOPE.
 constexpr uint64_t kFunctionScope = 0;
+constexpr uint64_t kBackwardFunctionScope = 1;
 constexpr uint64_t kUserScope = 7;
 constexpr int64_t kUnknownSequenceId = -1;
 
@@ -45,7 +47,21 @@ struct NodeFields {
   uint64_t scope = kUserScope;
   uint64_t logical_tid = 0;
   std::string_view op_schema;  // "" for annotations, root nodes and ops without a known schema
+  const std::vector<model::Value>* inputs = nullptr;   // null: none recorded
+  const std::vector<model::Value>* outputs = nullptr;
+  int64_t sequence_id = kUnknownSequenceId;
+  uint64_t forward_tid = 0;
 };
+
+uint64_t scope_of(model::RangeKind kind) {
+  switch (kind) {
+    case model::RangeKind::kUserAnnotation: return kUserScope;
+    case model::RangeKind::kBackwardNode: return kBackwardFunctionScope;
+    case model::RangeKind::kOperator:
+    case model::RangeKind::kBackwardEvaluate: break;
+  }
+  return kFunctionScope;
+}
 
 // A node whose interval may still enclose later nodes on its thread.
 struct OpenNode {
@@ -167,9 +183,13 @@ class ExecutionTraceEmitter {
                 .name = op.name,
                 .parent_id = parent_of(thread),
                 .record_id = span.record_id,
-                .scope = kFunctionScope,
+                .scope = scope_of(op.kind),
                 .logical_tid = thread.logical_tid,
-                .op_schema = op.schema});
+                .op_schema = op.schema,
+                .inputs = span.arguments_recorded ? &span.inputs : nullptr,
+                .outputs = span.arguments_recorded ? &span.outputs : nullptr,
+                .sequence_id = span.sequence_number,
+                .forward_tid = span.forward_thread});
     thread.open.push_back({id, span.start_ns, span.end_ns, true});
     ++thread.open_ops;
   }
@@ -228,21 +248,21 @@ class ExecutionTraceEmitter {
     line_ += ", \"ctrl_deps\": ";
     append_json_integer(line_, node.parent_id);
     line_ += ", \"inputs\": ";
-    line_ += kNoValues;
+    append_values(node.inputs);
     line_ += ", \"outputs\": ";
-    line_ += kNoValues;
+    append_values(node.outputs);
     line_ += ", \"attrs\": [";
     append_integer_attr("rf_id", "uint64", node.record_id);
     line_ += ", ";
     append_integer_attr("fw_parent", "uint64", 0);
     line_ += ", ";
-    append_integer_attr("seq_id", "int64", kUnknownSequenceId);
+    append_integer_attr("seq_id", "int64", node.sequence_id);
     line_ += ", ";
     append_integer_attr("scope", "uint64", node.scope);
     line_ += ", ";
     append_integer_attr("tid", "uint64", node.logical_tid);
     line_ += ", ";
-    append_integer_attr("fw_tid", "uint64", 0);
+    append_integer_attr("fw_tid", "uint64", node.forward_tid);
     line_ += ", ";
     append_string_attr("op_schema", node.op_schema);
     line_ += ", ";
@@ -250,6 +270,14 @@ class ExecutionTraceEmitter {
     line_ += ", ";
     append_string_attr("kernel_file", "");
     line_ += "]}";
+  }
+
+  void append_values(const std::vector<model::Value>* values) {
+    if (values == nullptr) {
+      line_ += kNoValues;
+    } else {
+      append_execution_trace_values(line_, *values, tensor_ids_);
+    }
   }
 
   void write_node(const NodeFields& node) {
@@ -299,6 +327,7 @@ class ExecutionTraceEmitter {
   OutputFile& out_;
   std::unordered_map<uint32_t, ThreadState> threads_;  // by OS tid
   uint64_t next_id_ = kProcessRootId + 1;
+  TensorIds tensor_ids_{next_id_};  // tensors and storages share the node id counter
   std::string line_;  // one node at a time, reused so that writing allocates nothing per node
 };
 

@@ -4,16 +4,65 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace tprof::model {
 
-// One ATen operator, as named by its schema.
+// What a recorded range is, in torch's terms (its RecordFunction scope and trace category).
+enum class RangeKind {
+  kOperator,          // an ATen op: cpu_op, RecordScope FUNCTION
+  kUserAnnotation,    // record_function("name"): user_annotation, RecordScope USER_SCOPE
+  kBackwardEvaluate,  // "autograd::engine::evaluate_function: <Node>": cpu_op, FUNCTION
+  kBackwardNode,      // the node itself, "MmBackward0": cpu_op, BACKWARD_FUNCTION
+};
+
+// One kind of recorded range: an ATen operator as named by its schema, or a named annotation
+// or autograd node.
 struct Operator {
   std::string name;    // "aten::add": the name torch.profiler shows (no overload)
   std::string schema;  // "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor";
-                       // empty when the schema string was not found in the library
+                       // empty when the schema string was not found in the library, and for
+                       // everything that is not an ATen op
+  RangeKind kind = RangeKind::kOperator;
+};
+
+// A tensor as an op saw it.
+struct TensorValue {
+  uint64_t impl_address = 0;     // the TensorImpl: the same address is the same tensor
+  uint64_t storage_address = 0;  // the storage's data pointer: views share it; 0: none
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  int64_t storage_offset = 0;    // elements
+  int64_t numel = 0;
+  std::string dtype;             // caffe2 name, as torch's "Input type": "float", "long int"
+  uint32_t itemsize = 0;         // bytes per element
+  std::string device;            // "cpu", "cuda:0"
+};
+
+enum class ValueKind {
+  kUnknown,          // not captured: the profiler could not reach or read it
+  kTensor,
+  kUndefinedTensor,  // an undefined at::Tensor; `tensor` holds only its impl_address
+  kNone,             // an absent optional
+  kInt,              // int64, SymInt, or an enum passed as an integer
+  kBool,
+  kDouble,
+  kTensorList,
+  kIntList,
+};
+
+// One argument or return value of an op.
+struct Value {
+  ValueKind kind = ValueKind::kUnknown;
+  std::string schema_type;           // "Tensor", "Tensor?", "int[]", "Scalar"; "" if unknown
+  TensorValue tensor;                // kTensor
+  std::vector<TensorValue> tensors;  // kTensorList: its first elements
+  std::vector<int64_t> ints;         // kInt: one; kIntList: its first elements
+  uint32_t list_length = 0;          // kTensorList, kIntList: the whole list's length
+  bool boolean = false;              // kBool
+  double real = 0;                   // kDouble
 };
 
 // One Python frame of an op's call stack.
@@ -49,6 +98,11 @@ struct OpSpan {
   bool return_missing = false;  // its return was never seen (e.g. unwound by an exception);
                                 // end_ns is the return of the enclosing op
   int32_t python_stack = -1;    // into Trace::python_stacks; -1: none captured
+  bool arguments_recorded = false;  // inputs/outputs were captured (record_shapes)
+  std::vector<Value> inputs;    // schema order
+  std::vector<Value> outputs;
+  int64_t sequence_number = -1; // autograd sequence number; -1: none
+  uint64_t forward_thread = 0;  // backward nodes: the forward thread's RecordFunction id; 0: none
 };
 
 // A user-level range such as ProfilerStep#N.
@@ -83,6 +137,8 @@ struct TraceMetadata {
   std::string python_version;     // "3.11.2"; "" when Python stacks were not recorded
   uint64_t python_samples = 0;    // stack samples taken between ops
   uint64_t python_stacks_lost = 0;  // stacks that could not be walked or stored
+  std::string tensor_layout;      // how TensorImpl was calibrated; "" when shapes were not recorded
+  uint64_t arguments_lost = 0;    // op records that went without their arguments
 };
 
 struct Trace {

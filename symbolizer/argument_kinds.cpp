@@ -66,6 +66,31 @@ std::string_view schema_argument_type(std::string_view argument) {
   return argument;
 }
 
+// "Tensor(a!) out=None" -> {"Tensor(a!)", "out"}.
+SchemaArgument parse_schema_argument(std::string_view argument) {
+  std::string_view type = schema_argument_type(argument);
+  std::string_view name = argument.substr(type.size());
+  name = trim(name.substr(0, name.find('=')));
+  return {type, name};
+}
+
+// The position of the ")" that closes the argument list, or npos if it never closes.
+size_t argument_list_end(std::string_view schema) {
+  size_t open = schema.find('(');
+  if (open == std::string_view::npos) return std::string_view::npos;
+  std::optional<std::string_view> arguments = parenthesized(schema, open);
+  if (!arguments) return std::string_view::npos;
+  return open + 1 + arguments->size();
+}
+
+std::string demangle(const char* mangled_symbol) {
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> demangled(
+      abi::__cxa_demangle(mangled_symbol, nullptr, nullptr, &status), &std::free);
+  if (status != 0 || !demangled) return {};
+  return demangled.get();
+}
+
 ArgumentKind schema_type_kind(std::string_view type) {
   constexpr std::string_view kTensor = "Tensor";
   // "Tensor", "Tensor?", "Tensor(a!)", "Tensor[]", "Tensor?[]", "Tensor(a!)[]"; not "TensorList"-
@@ -101,35 +126,67 @@ ArgumentKind cxx_type_kind(std::string_view type) {
 
 }  // namespace
 
-std::optional<std::vector<ArgumentKind>> schema_argument_kinds(std::string_view schema) {
+std::optional<std::vector<SchemaArgument>> schema_arguments(std::string_view schema) {
+  size_t end = argument_list_end(schema);
+  if (end == std::string_view::npos) return std::nullopt;
   size_t open = schema.find('(');
-  if (open == std::string_view::npos) return std::nullopt;
-  std::optional<std::string_view> arguments = parenthesized(schema, open);
+  std::vector<SchemaArgument> arguments;
+  for (std::string_view argument :
+       split_top_level_commas(schema.substr(open + 1, end - open - 1), kSchemaBrackets)) {
+    if (argument == "*") continue;  // marks the keyword-only arguments that follow
+    arguments.push_back(parse_schema_argument(argument));
+  }
+  return arguments;
+}
+
+std::optional<std::vector<SchemaArgument>> schema_returns(std::string_view schema) {
+  size_t end = argument_list_end(schema);
+  if (end == std::string_view::npos) return std::nullopt;
+  constexpr std::string_view kArrow = "->";
+  size_t arrow = schema.find(kArrow, end);
+  if (arrow == std::string_view::npos) return std::nullopt;
+  std::string_view returns = trim(schema.substr(arrow + kArrow.size()));
+  // "(Tensor a, Tensor b)" or "()"; a single return is never parenthesized as a whole (its alias
+  // annotation, "Tensor(a!)", follows a type name).
+  if (!returns.starts_with('(')) return std::vector<SchemaArgument>{parse_schema_argument(returns)};
+  std::optional<std::string_view> listed = parenthesized(returns, 0);
+  if (!listed) return std::nullopt;
+  std::vector<SchemaArgument> parsed;
+  for (std::string_view item : split_top_level_commas(*listed, kSchemaBrackets)) {
+    parsed.push_back(parse_schema_argument(item));
+  }
+  return parsed;
+}
+
+std::optional<std::vector<std::string>> call_parameter_types(const char* mangled_symbol) {
+  // "at::_ops::add_Tensor::call(at::Tensor const&, at::Tensor const&, c10::Scalar const&)"
+  std::string signature = demangle(mangled_symbol);
+  constexpr std::string_view kCall = "::call(";
+  size_t call = signature.find(kCall);
+  if (call == std::string::npos) return std::nullopt;
+  std::optional<std::string_view> parameters = parenthesized(signature, call + kCall.size() - 1);
+  if (!parameters) return std::nullopt;
+  std::vector<std::string> types;
+  for (std::string_view parameter : split_top_level_commas(*parameters, kCxxBrackets)) {
+    types.emplace_back(parameter);
+  }
+  return types;
+}
+
+std::optional<std::vector<ArgumentKind>> schema_argument_kinds(std::string_view schema) {
+  std::optional<std::vector<SchemaArgument>> arguments = schema_arguments(schema);
   if (!arguments) return std::nullopt;
   std::vector<ArgumentKind> kinds;
-  for (std::string_view argument : split_top_level_commas(*arguments, kSchemaBrackets)) {
-    if (argument == "*") continue;  // marks the keyword-only arguments that follow
-    kinds.push_back(schema_type_kind(schema_argument_type(argument)));
-  }
+  for (const SchemaArgument& argument : *arguments)
+    kinds.push_back(schema_type_kind(argument.type));
   return kinds;
 }
 
 std::optional<std::vector<ArgumentKind>> call_parameter_kinds(const char* mangled_symbol) {
-  int status = 0;
-  std::unique_ptr<char, decltype(&std::free)> demangled(
-      abi::__cxa_demangle(mangled_symbol, nullptr, nullptr, &status), &std::free);
-  if (status != 0 || !demangled) return std::nullopt;
-  // "at::_ops::add_Tensor::call(at::Tensor const&, at::Tensor const&, c10::Scalar const&)"
-  std::string_view signature = demangled.get();
-  constexpr std::string_view kCall = "::call(";
-  size_t call = signature.find(kCall);
-  if (call == std::string_view::npos) return std::nullopt;
-  std::optional<std::string_view> parameters = parenthesized(signature, call + kCall.size() - 1);
-  if (!parameters) return std::nullopt;
+  std::optional<std::vector<std::string>> types = call_parameter_types(mangled_symbol);
+  if (!types) return std::nullopt;
   std::vector<ArgumentKind> kinds;
-  for (std::string_view parameter : split_top_level_commas(*parameters, kCxxBrackets)) {
-    kinds.push_back(cxx_type_kind(parameter));
-  }
+  for (const std::string& type : *types) kinds.push_back(cxx_type_kind(type));
   return kinds;
 }
 

@@ -14,6 +14,7 @@
 #include "model/trace_model.h"
 #include "symbolizer/op_catalog.h"
 #include "symbolizer/python_runtime.h"
+#include "userspace/argument_decoder.h"
 #include "userspace/console.h"
 #include "userspace/error.h"
 #include "userspace/op_summary.h"
@@ -25,6 +26,8 @@
 #include "userspace/python_sample_log.h"
 #include "userspace/python_stack_store.h"
 #include "userspace/python_walker_config.h"
+#include "userspace/range_operators.h"
+#include "userspace/range_probes.h"
 #include "userspace/recording_loop.h"
 #include "userspace/span_builder.h"
 #include "userspace/stop_signals.h"
@@ -41,6 +44,7 @@ namespace tprof {
 namespace {
 
 constexpr const char* kTorchLibraryPrefix = "libtorch_cpu.so";
+constexpr const char* kTensorLibraryPrefix = "libc10.so";
 
 std::string host_name() {
   char name[256] = {};
@@ -77,22 +81,51 @@ std::string base_name(const std::string& path) {
 
 // The libtorch ops to probe, or none for a Python process without torch.
 struct OpProbes {
-  std::string library_path_in_target;
+  MappedLibrary library;
   ProbePlan plan;
+  // With shapes: how to read each op's arguments (by op id), and the TensorImpl layout.
+  std::vector<symbolizer::OpArgumentPlan> argument_plans;
+  std::optional<symbolizer::TensorImplLayout> tensor_layout;
 };
 
-std::optional<OpProbes> plan_torch_probes(const TargetProcess& target, Console& console) {
+// The TensorImpl layout of the target's libc10, or none (said on the console) when shapes
+// cannot be read: better no shapes than wrong ones.
+std::optional<symbolizer::TensorImplLayout> calibrate_tensors(const TargetProcess& target, Console& console) {
+  const auto libc10 = target.find_mapped_library(kTensorLibraryPrefix);
+  std::string why_not = "no libc10 is mapped in the target";
+  std::optional<symbolizer::TensorImplLayout> layout;
+  if (libc10) layout = symbolizer::calibrate_tensor_impl_layout(libc10->host_path, &why_not);
+  if (!layout) console.line("warning: recording without shapes: " + why_not);
+  return layout;
+}
+
+std::optional<OpProbes> plan_torch_probes(const TargetProcess& target, bool record_shapes, Console& console) {
   const auto torch_library = target.find_mapped_library(kTorchLibraryPrefix);
   if (!torch_library) return std::nullopt;
   const symbolizer::OpCatalog catalog = symbolizer::build_op_catalog(torch_library->host_path);
   if (catalog.unresolved_count > 0)
     console.line(std::to_string(catalog.unresolved_count) +
                  " ops have no schema in the library; their names are derived from their symbols");
-  ProbePlan plan = plan_op_probes(catalog, torch_library->host_path);
-  if (plan.shared_address_skipped > 0)
-    console.line(std::to_string(plan.shared_address_skipped) +
+  OpProbes probes{*torch_library, plan_op_probes(catalog, torch_library->host_path), {}, std::nullopt};
+  if (probes.plan.shared_address_skipped > 0)
+    console.line(std::to_string(probes.plan.shared_address_skipped) +
                  " ops share their code with another op and are recorded under its name");
-  return OpProbes{torch_library->path_in_target, std::move(plan)};
+  if (record_shapes) probes.tensor_layout = calibrate_tensors(target, console);
+  if (probes.tensor_layout) {
+    const auto optional_abi = symbolizer::optional_abi_of(catalog);
+    if (!optional_abi) {
+      console.line("warning: recording without shapes: the op symbols spell neither c10::optional nor std::optional");
+      probes.tensor_layout.reset();
+      return probes;
+    }
+    probes.argument_plans.reserve(probes.plan.catalog_entries.size());
+    for (const size_t entry_index : probes.plan.catalog_entries) {
+      const symbolizer::OpCatalogEntry& entry = catalog.entries[entry_index];
+      probes.argument_plans.push_back(
+          symbolizer::plan_op_arguments(entry.schema, entry.site.mangled_symbol.c_str(), *optional_abi));
+    }
+  }
+  return probes;
 }
 
 std::string describe_attachment(const TargetProcess& target, const std::optional<OpProbes>& ops,
@@ -101,7 +134,8 @@ std::string describe_attachment(const TargetProcess& target, const std::optional
   char milliseconds[32];
   std::snprintf(milliseconds, sizeof(milliseconds), "%.1f", attach_ms);
   std::string text = "attached to " + std::to_string(target.pid()) + " (" + target.name() + "): ";
-  if (ops) text += std::to_string(ops->plan.sites.offsets.size()) + " op sites in " + ops->library_path_in_target;
+  if (ops) text += std::to_string(ops->plan.sites.offsets.size()) + " op sites in " + ops->library.path_in_target;
+  if (ops && ops->tensor_layout) text += " with shapes";
   if (ops && python) text += ", ";
   if (python) text += "Python " + python->version.to_string() + " stacks (sampler " + std::to_string(sample_hz) + " Hz)";
   return text + " in " + milliseconds + " ms";
@@ -118,7 +152,7 @@ int run_attach(const AttachOptions& options) {
   std::optional<symbolizer::PythonLayout> python;
   std::string no_python_reason = "--no-python";
   if (options.python_stacks) python = symbolizer::discover_python(target.pid(), &no_python_reason);
-  std::optional<OpProbes> ops = plan_torch_probes(target, console);
+  std::optional<OpProbes> ops = plan_torch_probes(target, options.record_shapes, console);
   if (!ops && !python)
     throw Error("process " + std::to_string(target.pid()) + " (" + target.name() +
                 ") has not loaded libtorch_cpu and has no Python stacks to record (" + no_python_reason + ")");
@@ -139,9 +173,23 @@ int run_attach(const AttachOptions& options) {
     execution_trace_output.emplace(execution_trace_path);
   }
 
-  OpTracerOptions tracer_options{options.ring_buffer_bytes, target.pid(), std::nullopt};
+  std::optional<RangeProbes> range_probes;
+  if (ops) range_probes.emplace(ops->library, console);
+
+  OpTracerOptions tracer_options;
+  tracer_options.ring_buffer_bytes = options.ring_buffer_bytes;
+  tracer_options.target_pid = target.pid();
+  if (range_probes) {
+    tracer_options.node_sequence_nr_offset = range_probes->node_sequence_nr_offset();
+    tracer_options.node_thread_id_offset = range_probes->node_thread_id_offset();
+  }
   if (python) tracer_options.python = make_walker_config(*python);
+  if (ops) tracer_options.op_count = static_cast<uint32_t>(ops->plan.operators.size());
+  if (ops && ops->tensor_layout) tracer_options.tensors = ops->tensor_layout->to_bpf();
   OpTracer tracer(tracer_options);
+  if (ops && ops->tensor_layout)
+    for (uint32_t op_id = 0; op_id < ops->argument_plans.size(); ++op_id)
+      tracer.set_op_plan(op_id, ops->argument_plans[op_id].bpf);
   const UniqueFd stop_signals = block_stop_signals();
   const MonotonicToUnix clock = MonotonicToUnix::calibrate();
 
@@ -150,7 +198,8 @@ int run_attach(const AttachOptions& options) {
   metadata.process_name = target.name();
   metadata.hostname = host_name();
   metadata.tprof_version = TPROF_VERSION;
-  if (ops) metadata.torch_library = ops->library_path_in_target;
+  if (ops) metadata.torch_library = ops->library.path_in_target;
+  if (ops && ops->tensor_layout) metadata.tensor_layout = ops->tensor_layout->source;
   if (python) metadata.python_version = python->version.to_string();
 
   SpanBuilder spans;
@@ -162,11 +211,26 @@ int run_attach(const AttachOptions& options) {
     stacks.emplace(tracer.python_stacks_fd(), [&](const python_stack& raw) { return frame_resolver->resolve(raw); });
   }
   std::unordered_map<uint32_t, std::string> thread_names;
-  RecordConsumer consumer(tracer.ring_buffer_fd(), spans, samples,
-                          {.on_new_thread = [&](uint32_t tid) { thread_names.emplace(tid, target.thread_name(tid)); },
-                           .on_stack_id = [&](uint64_t stack_id) {
-                             if (stacks) stacks->note(stack_id);
-                           }});
+  std::vector<model::Operator> operators = ops ? std::move(ops->plan.operators) : std::vector<model::Operator>{};
+  std::optional<ArgumentDecoder> argument_decoder;
+  if (ops && ops->tensor_layout) argument_decoder.emplace(*ops->tensor_layout, std::move(ops->argument_plans));
+  RangeOperators range_operators(operators, [&](uint64_t vptr) {
+    return range_probes ? range_probes->node_name(vptr) : std::string();
+  });
+  RecordConsumer consumer(
+      tracer.ring_buffer_fd(), spans, samples,
+      {.on_new_thread = [&](uint32_t tid) { thread_names.emplace(tid, target.thread_name(tid)); },
+       .on_stack_id =
+           [&](uint64_t stack_id) {
+             if (stacks) stacks->note(stack_id);
+           },
+       .decode_arguments = [&](uint32_t op_id, bool returns,
+                               const op_arguments& arguments) -> std::vector<model::Value> {
+         if (!argument_decoder) return {};
+         return argument_decoder->decode(op_id, returns, arguments);
+       },
+       .annotation_operator = [&](std::string_view name) { return range_operators.annotation(name); },
+       .node_operator = [&](uint64_t vptr, model::RangeKind kind) { return range_operators.node(vptr, kind); }});
   auto drain = [&] {
     consumer.drain();
     if (stacks) stacks->resolve_pending();
@@ -175,6 +239,8 @@ int run_attach(const AttachOptions& options) {
   const uint64_t attach_start_ns = monotonic_now_ns();
   metadata.window_start_unix_ns = clock.to_unix(attach_start_ns);
   if (ops) tracer.attach_ops(ops->plan.sites);
+  if (range_probes) range_probes->attach(tracer);
+  tracer.start_recording();
   if (python) tracer.attach_python_sampler(options.sample_hz);
   const uint64_t attached_ns = monotonic_now_ns();
   metadata.attach_unix_ns = clock.to_unix(attached_ns);
@@ -192,6 +258,10 @@ int run_attach(const AttachOptions& options) {
     reason = StopReason::kFault;
     fault = error.what();
   }
+  tracer.stop_recording();
+  // The window ends here: removing the probes takes a while (see OpTracer::detach) and records
+  // nothing more.
+  const uint64_t stop_ns = monotonic_now_ns();
   tracer.detach();
   try {
     drain();
@@ -199,19 +269,19 @@ int run_attach(const AttachOptions& options) {
     if (fault.empty()) fault = error.what();
     reason = StopReason::kFault;
   }
-  const uint64_t stop_ns = monotonic_now_ns();
   console.clear_status();
   metadata.window_end_unix_ns = clock.to_unix(stop_ns);
   const LossCounts losses = tracer.losses();
   metadata.dropped_records = losses.ring_buffer_full;
   metadata.python_samples = samples.count();
   metadata.python_stacks_lost = losses.stack_unreadable + losses.stack_not_stored + (stacks ? stacks->lost() : 0);
+  metadata.arguments_lost = losses.arguments_unreadable;
   if (!thread_names.contains(static_cast<uint32_t>(target.pid())))
     thread_names.emplace(target.pid(), target.thread_name(static_cast<uint32_t>(target.pid())));
 
   const uint64_t records = consumer.records();
   RecordedRun run{.main_tid = static_cast<uint32_t>(target.pid()),
-                  .operators = ops ? std::move(ops->plan.operators) : std::vector<model::Operator>{},
+                  .operators = std::move(operators),
                   .ops = std::move(spans).build(stop_ns, clock),
                   .samples = &samples,
                   .stacks = stacks ? &*stacks : nullptr,

@@ -20,6 +20,7 @@ struct AttachOptions {
   size_t ring_buffer_bytes = 64u << 20;
   bool python_stacks = true;          // --no-python turns stacks and python_function spans off
   uint32_t sample_hz = 1000;          // the stack sampler's rate per CPU
+  bool record_shapes = true;          // --no-shapes: ops without their inputs and outputs
   bool quiet = false;
 };
 

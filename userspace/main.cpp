@@ -24,6 +24,11 @@ constexpr const char* kAttachFooter =
     "\nRecording stops at --duration, on Ctrl-C/SIGTERM, or when the target exits; whatever\n"
     "was recorded is then written. Events the ring buffer could not hold are counted and\n"
     "reported (raise --buffer-mb if any are dropped).\n"
+    "\nLike torch.profiler with record_shapes=True, each op carries its inputs' shapes, dtypes\n"
+    "and strides and the ints and bools among them (reported as unknown where they are out of\n"
+    "reach, e.g. floats passed in xmm registers); --no-shapes leaves them out. record_function()\n"
+    "ranges appear as user_annotation events and the autograd engine's backward nodes as\n"
+    "cpu_op events, as torch's profiler shows them.\n"
     "\nA PyTorch Execution Trace (schema 1.1.1-chakra.0.0.4, for Chakra and PARAM) is written\n"
     "beside the trace, linked to it by rf_id == \"Record function id\". Its name ends in\n"
     ".et.json, not .pt.trace.json, so that TensorBoard does not load it as a second trace; but\n"
@@ -64,6 +69,10 @@ int main(int argc, char** argv) {
   bool no_python = false;
   attach->add_flag("--no-python", no_python,
                    "Record ops only: no Python stacks, no python_function spans, no stack sampler");
+  bool no_shapes = false;
+  attach->add_flag("--no-shapes", no_shapes,
+                   "Record ops without their inputs (Input Dims/type/Strides, Concrete Inputs) and "
+                   "outputs, which costs less per op");
   attach->add_option("--sample-hz", options.sample_hz,
                      "Rate of the stack sampler that bounds python_function spans between ops, per CPU")
       ->capture_default_str()
@@ -78,6 +87,7 @@ int main(int argc, char** argv) {
   if (attach->count("--duration") > 0) options.duration_s = duration_s;
   options.ring_buffer_bytes = buffer_mb << 20;
   options.python_stacks = !no_python;
+  options.record_shapes = !no_shapes;
   options.execution_trace = !no_execution_trace;
 
   try {

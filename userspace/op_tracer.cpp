@@ -37,6 +37,11 @@ OpTracer::OpTracer(const OpTracerOptions& options) : target_pid_(options.target_
   skeleton_->rodata->pid_namespace_inode = pid_namespace.st_ino;
   skeleton_->rodata->target_tgid = static_cast<__u32>(options.target_pid);
   if (options.python) skeleton_->rodata->python_config = *options.python;
+  if (options.tensors) skeleton_->rodata->tensor_config = *options.tensors;
+  skeleton_->rodata->node_sequence_nr_offset = options.node_sequence_nr_offset;
+  skeleton_->rodata->node_thread_id_offset = options.node_thread_id_offset;
+  if (bpf_map__set_max_entries(skeleton_->maps.op_plans, std::max<uint32_t>(options.op_count, 1)) != 0)
+    throw Error("cannot size the op plan map to " + std::to_string(options.op_count) + " ops");
 
   if (op_tracer__load(skeleton_.get()) != 0) {
     const int err = errno;
@@ -52,6 +57,48 @@ void OpTracer::attach_ops(const UprobeSites& sites) {
   // guarantees that every recorded entry can also have its return recorded.
   return_link_ = attach_uprobe_multi(skeleton_->progs.op_exit, target_pid_, sites, /*on_return=*/true);
   entry_link_ = attach_uprobe_multi(skeleton_->progs.op_enter, target_pid_, sites, /*on_return=*/false);
+}
+
+void OpTracer::set_op_plan(uint32_t op_id, const op_plan& plan) {
+  if (bpf_map__update_elem(skeleton_->maps.op_plans, &op_id, sizeof(op_id), &plan, sizeof(plan), BPF_ANY) != 0)
+    throw Error(errno_message("cannot store the argument plan of op " + std::to_string(op_id), errno));
+}
+
+namespace {
+
+BpfLink attach_single_uprobe(const bpf_program* program, pid_t pid, const UprobeSite& site, bool on_return) {
+  bpf_link* link = bpf_program__attach_uprobe(program, on_return, pid, site.binary_path.c_str(), site.file_offset);
+  if (!link)
+    throw Error(errno_message("cannot attach a uprobe at offset " + std::to_string(site.file_offset) + " of " +
+                                  site.binary_path,
+                              errno));
+  return BpfLink(link);
+}
+
+}  // namespace
+
+void OpTracer::attach_annotations(const UprobeSites& name_kernels, const UprobeSite& constructor,
+                                  const UprobeSite& end) {
+  // The end probe first, then the constructor, then the names: an annotation is only opened
+  // once everything that closes it is in place.
+  record_function_links_.push_back(attach_single_uprobe(skeleton_->progs.annotation_end, target_pid_, end, false));
+  record_function_links_.push_back(
+      attach_single_uprobe(skeleton_->progs.annotation_begin, target_pid_, constructor, false));
+  record_function_links_.push_back(
+      attach_uprobe_multi(skeleton_->progs.annotation_name, target_pid_, name_kernels, /*on_return=*/false));
+}
+
+void OpTracer::attach_autograd(const UprobeSite& evaluate_function, const UprobeSites& node_apply) {
+  // Returns before entries, as for ops.
+  record_function_links_.push_back(
+      attach_single_uprobe(skeleton_->progs.evaluate_exit, target_pid_, evaluate_function, true));
+  record_function_links_.push_back(
+      attach_single_uprobe(skeleton_->progs.evaluate_enter, target_pid_, evaluate_function, false));
+  if (node_apply.offsets.empty()) return;
+  record_function_links_.push_back(
+      attach_uprobe_multi(skeleton_->progs.node_exit, target_pid_, node_apply, /*on_return=*/true));
+  record_function_links_.push_back(
+      attach_uprobe_multi(skeleton_->progs.node_enter, target_pid_, node_apply, /*on_return=*/false));
 }
 
 void OpTracer::attach_python_sampler(uint32_t frequency_hz) {
@@ -78,9 +125,14 @@ void OpTracer::attach_python_sampler(uint32_t frequency_hz) {
   }
 }
 
+void OpTracer::start_recording() { skeleton_->bss->recording = 1; }
+void OpTracer::stop_recording() { skeleton_->bss->recording = 0; }
+
 void OpTracer::detach() {
+  stop_recording();
   entry_link_.reset();
   return_link_.reset();
+  record_function_links_.clear();
   sampler_links_.clear();
   sampler_events_.clear();
 }
@@ -101,7 +153,7 @@ LossCounts OpTracer::losses() const {
     return total;
   };
   return LossCounts{read_counter(LOSS_RING_BUFFER_FULL), read_counter(LOSS_STACK_UNREADABLE),
-                    read_counter(LOSS_STACK_NOT_STORED)};
+                    read_counter(LOSS_STACK_NOT_STORED), read_counter(LOSS_ARGUMENTS_UNREADABLE)};
 }
 
 }  // namespace tprof

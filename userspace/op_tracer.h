@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
+#include "op_arguments.h"
 #include "python_stack.h"
 #include "userspace/unique_fd.h"
 #include "userspace/uprobe_multi.h"
@@ -23,12 +25,25 @@ struct OpTracerOptions {
   pid_t target_pid = 0;                  // in tprof's PID namespace
   // Where the target's interpreter keeps its frames; none: no Python stacks.
   std::optional<python_walker_config> python;
+  // The calibrated TensorImpl layout; none: ops are recorded without arguments (no shapes).
+  std::optional<tensor_layout> tensors;
+  uint32_t op_count = 0;  // entries of the op plan map (op ids are below it)
+  // Where torch::autograd::Node keeps these; 0: unknown, not read.
+  uint32_t node_sequence_nr_offset = 0;
+  uint32_t node_thread_id_offset = 0;
+};
+
+// A single probed function: where it is in which file.
+struct UprobeSite {
+  std::string binary_path;
+  uint64_t file_offset = 0;
 };
 
 struct LossCounts {
   uint64_t ring_buffer_full = 0;   // records dropped
   uint64_t stack_unreadable = 0;   // Python stacks that could not be walked
   uint64_t stack_not_stored = 0;   // walked stacks that found no room in the stack map
+  uint64_t arguments_unreadable = 0;  // records sent without their arguments (no scratch memory)
 };
 
 class OpTracer {
@@ -44,12 +59,25 @@ class OpTracer {
   // A CPU-clock sampler on every CPU at `frequency_hz` that records the target's Python
   // stacks between ops. Only with Python stacks enabled.
   void attach_python_sampler(uint32_t frequency_hz);
-  // Removes every probe. Records already in the ring buffer stay readable.
+  // Probes record only between these two calls: start once everything is attached, stop
+  // before detaching, so that all kinds of record begin and end at the same moment.
+  void start_recording();
+  void stop_recording();
+  // Removes every probe (stopping the recording first). Records already in the ring buffer
+  // stay readable.
   void detach();
 
   int ring_buffer_fd() const;
   int python_stacks_fd() const;
   LossCounts losses() const;  // summed over CPUs
+
+  // The argument plan of op `op_id` (only with `tensors` set). Call before attach_ops.
+  void set_op_plan(uint32_t op_id, const op_plan& plan);
+  // record_function() ranges: the kernels whose second argument is the name, at::RecordFunction's
+  // constructor and its end().
+  void attach_annotations(const UprobeSites& name_kernels, const UprobeSite& constructor, const UprobeSite& end);
+  // Backward nodes: Engine::evaluate_function and every Node subclass's apply().
+  void attach_autograd(const UprobeSite& evaluate_function, const UprobeSites& node_apply);
 
  private:
   struct SkeletonDeleter {
@@ -61,6 +89,7 @@ class OpTracer {
   BpfLink return_link_;
   std::vector<UniqueFd> sampler_events_;
   std::vector<BpfLink> sampler_links_;
+  std::vector<BpfLink> record_function_links_;  // annotations and autograd
 };
 
 }  // namespace tprof

@@ -26,7 +26,8 @@ ProbePlan plan_op_probes(const symbolizer::OpCatalog& catalog, const std::string
   ProbePlan plan;
   plan.sites.binary_path = binary_path;
   std::unordered_set<uint64_t> probed_offsets;
-  for (const symbolizer::OpCatalogEntry& entry : catalog.entries) {
+  for (size_t index = 0; index < catalog.entries.size(); ++index) {
+    const symbolizer::OpCatalogEntry& entry = catalog.entries[index];
     if (is_unobserved(entry.op_name)) continue;
     // Two probes on one address would double every record, and the kernel refuses a
     // second uprobe_multi site at the same offset of the same program.
@@ -37,6 +38,7 @@ ProbePlan plan_op_probes(const symbolizer::OpCatalog& catalog, const std::string
     plan.sites.offsets.push_back(entry.site.file_offset);
     plan.sites.cookies.push_back(plan.operators.size());
     plan.operators.push_back(model::Operator{entry.op_name, entry.schema});
+    plan.catalog_entries.push_back(index);
   }
   return plan;
 }

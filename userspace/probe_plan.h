@@ -15,6 +15,7 @@ namespace tprof {
 struct ProbePlan {
   UprobeSites sites;                        // cookie i == index i of `operators`
   std::vector<model::Operator> operators;
+  std::vector<size_t> catalog_entries;      // op id -> index into the catalog's entries
   // Ops whose code the linker folded onto an op already probed: their calls are recorded
   // under that op's name.
   size_t shared_address_skipped = 0;

@@ -2,9 +2,14 @@
 
 #include <bpf/libbpf.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstddef>
 #include <cstring>
+#include <optional>
 
+#include "op_arguments.h"
 #include "op_record.h"
 #include "userspace/error.h"
 
@@ -31,24 +36,116 @@ int RecordConsumer::on_record(void* self, void* data, size_t size) {
     ++consumer->malformed_;
     return 0;
   }
-  op_record record;
-  std::memcpy(&record, data, sizeof(record));
+  op_record head;
+  std::memcpy(&head, data, sizeof(head));
   ++consumer->records_;
-  if (consumer->seen_threads_.insert(record.tid).second) consumer->callbacks_.on_new_thread(record.tid);
-  if (record.python_stack_id != 0) consumer->callbacks_.on_stack_id(record.python_stack_id);
-  switch (record.kind) {
+  consumer->consume(head, static_cast<const unsigned char*>(data) + sizeof(head), size - sizeof(head));
+  return 0;
+}
+
+namespace {
+
+// A payload struct copied out of the ring buffer, or nullopt if the record is too short.
+template <typename Payload>
+std::optional<Payload> payload_as(const unsigned char* payload, size_t size) {
+  if (size < sizeof(Payload)) return std::nullopt;
+  Payload value;
+  std::memcpy(&value, payload, sizeof(value));
+  return value;
+}
+
+int64_t signed_sequence_number(uint64_t raw) {
+  // Nodes without a forward op (AccumulateGrad) carry UINT64_MAX; torch shows -1.
+  return raw > static_cast<uint64_t>(INT64_MAX) ? -1 : static_cast<int64_t>(raw);
+}
+
+}  // namespace
+
+std::vector<model::Value> RecordConsumer::decode(uint32_t op_id, bool returns, const unsigned char* payload,
+                                                 size_t size) {
+  // BPF cuts the record after its last tensor copy; the missing tail reads as zeros.
+  op_arguments arguments{};
+  std::memcpy(&arguments, payload, std::min(size, sizeof(arguments)));
+  if (arguments.tensor_count > OP_TENSORS_MAX ||
+      size < offsetof(op_arguments, tensors) + arguments.tensor_count * sizeof(tensor_copy)) {
+    ++malformed_;
+    return {};
+  }
+  return callbacks_.decode_arguments(op_id, returns, arguments);
+}
+
+void RecordConsumer::consume(const op_record& head, const unsigned char* payload, size_t payload_size) {
+  if (seen_threads_.insert(head.tid).second) callbacks_.on_new_thread(head.tid);
+  if (head.python_stack_id != 0) callbacks_.on_stack_id(head.python_stack_id);
+  OpEvent event;
+  event.monotonic_ns = head.timestamp_ns;
+  event.op_id = head.op_id;
+  event.python_stack_id = head.python_stack_id;
+  switch (head.kind) {
     case OP_RECORD_ENTER:
     case OP_RECORD_EXIT:
-      consumer->spans_.add(record.tid, OpEvent{record.timestamp_ns, record.op_id, record.kind == OP_RECORD_EXIT,
-                                               record.python_stack_id});
-      break;
+      event.is_exit = head.kind == OP_RECORD_EXIT;
+      if (payload_size > 0) {
+        event.arguments = decode(head.op_id, event.is_exit, payload, payload_size);
+        event.has_arguments = true;
+      }
+      spans_.add(head.tid, std::move(event));
+      return;
     case OP_RECORD_PYTHON_SAMPLE:
-      consumer->samples_.add(record.tid, PythonSample{record.timestamp_ns, record.python_stack_id});
-      break;
-    default:
-      ++consumer->malformed_;
+      samples_.add(head.tid, PythonSample{head.timestamp_ns, head.python_stack_id});
+      return;
+    case OP_RECORD_ANNOTATION_ENTER: {
+      const auto enter = payload_as<annotation_enter>(payload, payload_size);
+      if (!enter) break;
+      const size_t length = std::min<size_t>(enter->name_length, strnlen(enter->name, sizeof(enter->name)));
+      event.op_id = callbacks_.annotation_operator(std::string_view(enter->name, length));
+      open_annotations_[enter->handle] = event.op_id;
+      spans_.add(head.tid, std::move(event));
+      return;
+    }
+    case OP_RECORD_ANNOTATION_EXIT: {
+      const auto exit = payload_as<annotation_exit>(payload, payload_size);
+      if (!exit) break;
+      const auto open = open_annotations_.find(exit->handle);
+      if (open == open_annotations_.end()) return;  // its entry was lost
+      event.op_id = open->second;
+      event.is_exit = true;
+      open_annotations_.erase(open);
+      spans_.add(head.tid, std::move(event));
+      return;
+    }
+    case OP_RECORD_EVALUATE_ENTER:
+    case OP_RECORD_NODE_ENTER: {
+      const auto node = payload_as<autograd_node>(payload, payload_size);
+      if (!node) break;
+      const bool is_node = head.kind == OP_RECORD_NODE_ENTER;
+      event.op_id = callbacks_.node_operator(
+          node->vptr, is_node ? model::RangeKind::kBackwardNode : model::RangeKind::kBackwardEvaluate);
+      if (is_node) {
+        event.sequence_number = signed_sequence_number(node->sequence_nr);
+        event.forward_thread = node->thread_id;
+        if (payload_size > sizeof(autograd_node)) {
+          event.arguments = decode(kAutogradNodeInputs, false, payload + sizeof(autograd_node),
+                                   payload_size - sizeof(autograd_node));
+          event.has_arguments = true;
+        }
+      }
+      (is_node ? open_nodes_ : open_evaluations_)[head.tid].push_back(event.op_id);
+      spans_.add(head.tid, std::move(event));
+      return;
+    }
+    case OP_RECORD_EVALUATE_EXIT:
+    case OP_RECORD_NODE_EXIT: {
+      auto& open = (head.kind == OP_RECORD_NODE_EXIT ? open_nodes_ : open_evaluations_)[head.tid];
+      if (open.empty()) return;  // entered before attach
+      event.op_id = open.back();
+      event.is_exit = true;
+      open.pop_back();
+      spans_.add(head.tid, std::move(event));
+      return;
+    }
   }
-  return 0;
+  ++malformed_;
 }
 
 }  // namespace tprof

@@ -1,22 +1,32 @@
-// Drains the op tracer's ring buffer: op entries and exits into a SpanBuilder, stack samples
-// into a PythonSampleLog. The BPF side never wakes us (BPF_RB_NO_WAKEUP), so drain() is
-// called on a timer.
+// Drains the op tracer's ring buffer: op, annotation and autograd entries and exits into a
+// SpanBuilder, stack samples into a PythonSampleLog. The BPF side never wakes us
+// (BPF_RB_NO_WAKEUP), so drain() is called on a timer.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string_view>
+#include <unordered_map>
 #include <unordered_set>
+#include <vector>
+
+#include "model/trace_model.h"
 
 #include "userspace/python_sample_log.h"
 #include "userspace/span_builder.h"
 
 struct ring_buffer;
+struct op_arguments;
+struct op_record;
 
 namespace tprof {
 
 class RecordConsumer {
  public:
+  // The op id decode_arguments receives for an autograd node's inputs: every one a Tensor.
+  static constexpr uint32_t kAutogradNodeInputs = UINT32_MAX;
+
   struct Callbacks {
     // The first time a thread id is seen, while the thread most likely still exists (so
     // that its name can be read).
@@ -24,6 +34,14 @@ class RecordConsumer {
     // Every Python stack id a record carries, so that its stack is copied while it is
     // still in the BPF map.
     std::function<void(uint64_t stack_id)> on_stack_id;
+    // Decodes what BPF appended to a record: op `op_id`'s inputs, or its returns.
+    std::function<std::vector<model::Value>(uint32_t op_id, bool returns, const op_arguments& arguments)>
+        decode_arguments;
+    // The operator index of a record_function range with this name.
+    std::function<uint32_t(std::string_view name)> annotation_operator;
+    // The operator index of an autograd node's range (evaluate_function or the node itself),
+    // from the node's vtable pointer.
+    std::function<uint32_t(uint64_t vptr, model::RangeKind kind)> node_operator;
   };
   RecordConsumer(int ring_buffer_fd, SpanBuilder& spans, PythonSampleLog& samples, Callbacks callbacks);
   ~RecordConsumer();
@@ -38,6 +56,9 @@ class RecordConsumer {
 
  private:
   static int on_record(void* self, void* data, size_t size);
+  void consume(const op_record& head, const unsigned char* payload, size_t payload_size);
+  // The op arguments in a payload of `size` bytes; none (and counted malformed) if it is cut short.
+  std::vector<model::Value> decode(uint32_t op_id, bool returns, const unsigned char* payload, size_t size);
 
   struct RingBufferDeleter {
     void operator()(ring_buffer* ring) const;
@@ -47,6 +68,11 @@ class RecordConsumer {
   PythonSampleLog& samples_;
   Callbacks callbacks_;
   std::unordered_set<uint32_t> seen_threads_;
+  // Annotation handle (its RecordFunction's address) -> operator index, while open.
+  std::unordered_map<uint64_t, uint32_t> open_annotations_;
+  // Per thread: the operator indices of the evaluate_function and node ranges open there.
+  std::unordered_map<uint32_t, std::vector<uint32_t>> open_evaluations_;
+  std::unordered_map<uint32_t, std::vector<uint32_t>> open_nodes_;
   uint64_t records_ = 0;
   uint64_t malformed_ = 0;
 };

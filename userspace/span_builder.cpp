@@ -19,14 +19,18 @@ model::ThreadTrack replay_thread(uint32_t tid, std::vector<OpEvent>& events, uin
   model::ThreadTrack track;
   track.tid = tid;
   std::vector<OpenOp> open;
-  for (const OpEvent& event : events) {
+  for (OpEvent& event : events) {
     if (!event.is_exit) {
       open.push_back({event.op_id, track.spans.size()});
       model::OpSpan span;
       span.start_ns = clock.to_unix(event.monotonic_ns);
       span.operator_index = event.op_id;
       span.depth = static_cast<uint32_t>(open.size() - 1);
-      track.spans.push_back(span);
+      span.arguments_recorded = event.has_arguments;
+      span.inputs = std::move(event.arguments);
+      span.sequence_number = event.sequence_number;
+      span.forward_thread = event.forward_thread;
+      track.spans.push_back(std::move(span));
       stack_ids.push_back(event.python_stack_id);
       continue;
     }
@@ -37,6 +41,7 @@ model::ThreadTrack replay_thread(uint32_t tid, std::vector<OpEvent>& events, uin
     }
     const uint64_t end_ns = clock.to_unix(event.monotonic_ns);
     const size_t matched_depth = static_cast<size_t>(open.rend() - match) - 1;
+    if (event.has_arguments) track.spans[open[matched_depth].span_index].outputs = std::move(event.arguments);
     for (size_t depth = open.size(); depth-- > matched_depth;) {
       model::OpSpan& span = track.spans[open[depth].span_index];
       span.end_ns = end_ns;

@@ -12,11 +12,16 @@
 
 namespace tprof {
 
+// An entry or exit of a range: an op, an annotation or an autograd node.
 struct OpEvent {
   uint64_t monotonic_ns = 0;
-  uint32_t op_id = 0;
+  uint32_t op_id = 0;            // index of its model::Operator
   bool is_exit = false;
   uint64_t python_stack_id = 0;  // entries only; 0: none
+  bool has_arguments = false;    // entries: inputs were captured; exits: returns were
+  std::vector<model::Value> arguments;
+  int64_t sequence_number = -1;  // entries of autograd nodes
+  uint64_t forward_thread = 0;
 };
 
 struct BuiltThreads {
@@ -28,7 +33,7 @@ struct BuiltThreads {
 
 class SpanBuilder {
  public:
-  void add(uint32_t tid, const OpEvent& event) { events_by_thread_[tid].push_back(event); }
+  void add(uint32_t tid, OpEvent event) { events_by_thread_[tid].push_back(std::move(event)); }
 
   // Replays every thread. An op still open at the end is closed at `stop_monotonic_ns` and
   // flagged closed_at_stop. An exit that skips open inner ops closes them at its own time,

@@ -64,7 +64,8 @@ std::optional<MappedLibrary> TargetProcess::find_mapped_library(const std::strin
                   std::stoull(address.substr(dash + 1), nullptr, 16));
     for (const std::string& candidate : {proc_dir + "/root" + path, path, proc_dir + "/map_files/" + range}) {
       struct stat st{};
-      if (::stat(candidate.c_str(), &st) == 0 && st.st_ino == inode) return MappedLibrary{path, candidate};
+      if (::stat(candidate.c_str(), &st) == 0 && st.st_ino == inode)
+        return MappedLibrary{path, candidate, std::stoull(address.substr(0, dash), nullptr, 16)};
     }
     throw Error("cannot open " + path + " of process " + std::to_string(pid_) +
                 " (through /proc/PID/root or /proc/PID/map_files)");

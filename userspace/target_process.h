@@ -16,6 +16,9 @@ namespace tprof {
 struct MappedLibrary {
   std::string path_in_target;  // as in /proc/PID/maps: "/usr/lib/.../libtorch_cpu.so.1.13"
   std::string host_path;       // the same file opened from here: usually "/proc/PID/root" + path_in_target
+  // Where its first mapping (the ELF header's page) starts: a shared library's load bias,
+  // since its first segment is linked at address 0.
+  uint64_t load_address = 0;
 };
 
 class TargetProcess {

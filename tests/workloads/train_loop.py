@@ -53,6 +53,12 @@ def parse_args():
     parser.add_argument("--reference-out", metavar="FILE",
                         help="run the steps under torch's profiler, write the aten:: op names "
                              "to FILE as JSON and exit without waiting")
+    parser.add_argument("--execution-trace-out", metavar="FILE",
+                        help="run the steps under torch.profiler.ExecutionTraceObserver (torch 2.x), "
+                             "write its Execution Trace to FILE and exit without waiting")
+    parser.add_argument("--annotate-steps", action="store_true",
+                        help='wrap each measured step k in record_function("## LOOP k ##"), as '
+                             "torch's test_execution_trace.py does")
     parser.add_argument("--threads", type=int, default=1,
                         help="intra-op threads; the default 1 keeps every op on the main thread, "
                              "where torch's profiler sees it too")
@@ -90,10 +96,11 @@ def make_training_step(model, optimizer, batches):
     return training_step
 
 
-def profiled_aten_ops(run_steps):
-    """Runs the steps under torch's own profiler and returns every aten:: event in start
-    order: its name, where recorded its Python stack (innermost first, torch's
-    "file(line): function" strings), and whether the autograd engine ran it. The legacy (non-Kineto) profiler is used because it
+def profiled_events(run_steps):
+    """Runs the steps under torch's own profiler and returns, for every aten:: event in start
+    order, its name, its input shapes, where recorded its Python stack (innermost first,
+    torch's "file(line): function" strings) and whether the autograd engine ran it; and the
+    names of the autograd engine's own events. The legacy (non-Kineto) profiler is used because it
     exists on both torch 1.13 and 2.6 and needs no Kineto build. Python stacks are recorded on
     torch 1.x only: Debian's torch 2.6 (Python 3.13) segfaults in its Python tracer as soon as
     an nn.Module runs under with_stack=True, with or without Kineto."""
@@ -104,7 +111,38 @@ def profiled_aten_ops(run_steps):
     events = sorted(profiler.function_events, key=lambda event: event.time_range.start)
     aten = [event for event in events if event.name.startswith("aten::")]
     stacks = [list(event.stack) for event in aten] if record_python_stacks else None
-    return [event.name for event in aten], stacks, [run_by_autograd_engine(event) for event in aten]
+    return {"ops": [event.name for event in aten],
+            "shapes": [event.input_shapes for event in aten],
+            "stacks": stacks,
+            "in_backward": [run_by_autograd_engine(event) for event in aten],
+            "autograd": [event.name for event in events if is_autograd_event(event)],
+            "annotations": {event.name: count_aten_beneath(event) for event in events
+                            if event.name.startswith("## ")}}
+
+
+def count_aten_beneath(event):
+    """How many aten:: events torch nests beneath `event`, at any depth."""
+    return sum((child.name.startswith("aten::")) + count_aten_beneath(child) for child in event.cpu_children)
+
+
+EVALUATE_FUNCTION = "autograd::engine::evaluate_function: "
+
+
+def is_autograd_event(event):
+    """The autograd engine's ranges: evaluate_function and, inside it, the node it runs."""
+    if event.name.startswith(EVALUATE_FUNCTION):
+        return True
+    parent = event.cpu_parent
+    return parent is not None and parent.name == EVALUATE_FUNCTION + event.name
+
+
+def write_execution_trace(run_steps, path):
+    """torch's own Execution Trace of the steps: the reference for tprof's ET."""
+    observer = torch.profiler.ExecutionTraceObserver().register_callback(path)
+    observer.start()
+    run_steps()
+    observer.stop()
+    observer.unregister_callback()
 
 
 def run_by_autograd_engine(event):
@@ -136,14 +174,21 @@ def main():
         training_step()
 
     def run_measured_steps():
-        for _ in range(args.steps):
-            training_step()
+        for step in range(args.steps):
+            if args.annotate_steps:
+                with torch.autograd.profiler.record_function(f"## LOOP {step} ##"):
+                    training_step()
+            else:
+                training_step()
 
     if args.reference_out:
-        ops, stacks, in_backward = profiled_aten_ops(run_measured_steps)
+        reference = profiled_events(run_measured_steps)
+        reference["torch"] = torch.__version__
         with open(args.reference_out, "w") as out:
-            json.dump({"ops": ops, "stacks": stacks, "in_backward": in_backward,
-                       "torch": torch.__version__}, out)
+            json.dump(reference, out)
+        return 0
+    if args.execution_trace_out:
+        write_execution_trace(run_measured_steps, args.execution_trace_out)
         return 0
 
     print(f"READY {os.getpid()}", flush=True)

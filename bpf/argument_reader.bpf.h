@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Reads an op's arguments at its entry probe and its returns at its return probe, following
+ * the op's plan (op_arguments.h): where each argument lives under the SysV ABI and how to read
+ * it. Tensors are copied as raw TensorImpl windows; userspace decodes them with the layout it
+ * calibrated, so nothing here knows the layout beyond the offsets in tensor_config.
+ */
+#ifndef TPROF_BPF_ARGUMENT_READER_BPF_H
+#define TPROF_BPF_ARGUMENT_READER_BPF_H
+
+#include "op_arguments.h"
+#include "op_record.h"
+
+/* Calibrated by userspace before load; enabled == 0 leaves every record without arguments. */
+const volatile struct tensor_layout tensor_config = {};
+
+/* Indexed by op id; userspace fills one plan per probed op. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* resized by userspace to the op count before load */
+	__type(key, __u32);
+	__type(value, struct op_plan);
+} op_plans SEC(".maps");
+
+/*
+ * The integer argument registers and the stack pointer at function entry, copied out of
+ * pt_regs: the verifier forbids reading the context at a variable offset.
+ */
+struct entry_registers {
+	__u64 words[6]; /* rdi, rsi, rdx, rcx, r8, r9 */
+	__u64 stack_pointer;
+};
+
+static __always_inline void save_entry_registers(struct pt_regs *regs, struct entry_registers *saved)
+{
+	saved->words[0] = PT_REGS_PARM1(regs);
+	saved->words[1] = PT_REGS_PARM2(regs);
+	saved->words[2] = PT_REGS_PARM3(regs);
+	saved->words[3] = PT_REGS_PARM4(regs);
+	saved->words[4] = PT_REGS_PARM5(regs);
+	saved->words[5] = PT_REGS_PARM6(regs);
+	saved->stack_pointer = PT_REGS_SP(regs);
+}
+
+/* The word at an argument's location; false when it has none or the stack is unreadable. */
+static __always_inline bool location_word(const struct entry_registers *registers, struct argument_location where,
+					  __u64 *word)
+{
+	if (where.kind == LOCATION_REGISTER && where.index < 6) {
+		*word = registers->words[where.index];
+		return true;
+	}
+	if (where.kind == LOCATION_STACK) {
+		/* At function entry rsp points at the return address; slot 0 is just above it. */
+		__u64 address = registers->stack_pointer + 8 + 8 * (__u64)where.index;
+		return bpf_probe_read_user(word, sizeof(*word), (const void *)address) == 0;
+	}
+	return false;
+}
+
+/*
+ * Copies the TensorImpl `impl` into the next free tensor slot. Returns the slot, or -1 when
+ * every slot is taken or the impl cannot be read.
+ */
+static __noinline int copy_tensor(struct op_arguments *args, __u64 impl)
+{
+	__u32 slot = args->tensor_count;
+	if (slot >= OP_TENSORS_MAX || !impl)
+		return -1;
+	struct tensor_copy *copy = &args->tensors[slot & (OP_TENSORS_MAX - 1)];
+	__u32 window_bytes = tensor_config.window_bytes;
+	if (window_bytes > TENSOR_WINDOW_BYTES)
+		window_bytes = TENSOR_WINDOW_BYTES;
+	if (bpf_probe_read_user(copy->window, window_bytes,
+				(const void *)(impl + tensor_config.window_offset)))
+		return -1;
+	copy->impl = impl;
+	copy->storage_data = 0;
+	__u64 storage = 0;
+	if (!bpf_probe_read_user(&storage, sizeof(storage), (const void *)(impl + tensor_config.storage_field)) &&
+	    storage)
+		bpf_probe_read_user(&copy->storage_data, sizeof(copy->storage_data),
+				    (const void *)(storage + tensor_config.storage_data_field));
+
+	/* More than 5 dims live out of line: sizes then strides, behind the first inline slot. */
+	__u64 dims = *(__u64 *)copy->window;
+	if (dims > INLINE_DIMS_MAX && dims <= OUT_OF_LINE_DIMS_MAX &&
+	    args->out_of_line_tensor == NO_OUT_OF_LINE_TENSOR) {
+		__u64 out_of_line = *(__u64 *)(copy->window + 8);
+		__u32 bytes = (__u32)(dims * 2 * sizeof(__s64));
+		if (bytes > sizeof(args->out_of_line))
+			bytes = sizeof(args->out_of_line);
+		if (!bpf_probe_read_user(args->out_of_line, bytes, (const void *)out_of_line))
+			args->out_of_line_tensor = (__u8)slot;
+	}
+	args->tensor_count = slot + 1;
+	return (int)slot;
+}
+
+/* The TensorImpl* inside the at::Tensor at `tensor` (its only member). */
+static __always_inline __u64 tensor_impl(__u64 tensor)
+{
+	__u64 impl = 0;
+	if (!tensor || bpf_probe_read_user(&impl, sizeof(impl), (const void *)tensor))
+		return 0;
+	return impl;
+}
+
+static __always_inline void record_tensor(struct op_arguments *args, struct argument_value *value, __u64 impl)
+{
+	int slot = copy_tensor(args, impl);
+	if (slot < 0) {
+		value->status = ARGUMENT_UNREADABLE;
+		return;
+	}
+	value->status = ARGUMENT_TENSOR;
+	value->first_tensor = (__u8)slot;
+	value->tensor_count = 1;
+}
+
+#define TENSOR_LIST_COPIED_MAX 4 /* elements of one Tensor[] copied: shapes of the first few */
+
+static __always_inline void record_tensor_list(struct op_arguments *args, struct argument_value *value,
+					       __u64 data, __u64 length)
+{
+	value->status = ARGUMENT_TENSOR_LIST;
+	value->length = (__u32)length;
+	value->first_tensor = args->tensor_count;
+	value->tensor_count = 0;
+	for (__u32 i = 0; i < TENSOR_LIST_COPIED_MAX; i++) {
+		if (i >= length)
+			break;
+		/* ArrayRef<Tensor> elements are at::Tensor objects: one TensorImpl* each. */
+		if (copy_tensor(args, tensor_impl(data + 8 * (__u64)i)) < 0)
+			break;
+		value->tensor_count++;
+	}
+}
+
+#define INT_LIST_COPIED_MAX 8 /* elements of one int[] copied */
+
+static __always_inline void record_int_list(struct op_arguments *args, struct argument_value *value,
+					    __u64 data, __u64 length)
+{
+	value->status = ARGUMENT_INT_LIST;
+	value->length = (__u32)length;
+	__u32 first = args->int_count;
+	value->first_int = (__u8)first;
+	__u32 count = length < INT_LIST_COPIED_MAX ? (__u32)length : INT_LIST_COPIED_MAX;
+	if (first + count > INT_LIST_VALUES_MAX)
+		count = first < INT_LIST_VALUES_MAX ? INT_LIST_VALUES_MAX - first : 0;
+	if (count == 0 || first >= INT_LIST_VALUES_MAX) {
+		value->int_count = 0;
+		return;
+	}
+	/* int64_t and c10::SymInt elements are both 8 bytes; userspace tells them apart. */
+	if (bpf_probe_read_user(&args->int_values[first & (INT_LIST_VALUES_MAX - 1)],
+				(count & (2 * INT_LIST_COPIED_MAX - 1)) * sizeof(__s64),
+				(const void *)data)) {
+		value->int_count = 0;
+		return;
+	}
+	value->int_count = (__u8)count;
+	args->int_count = (__u8)(first + count);
+}
+
+struct argument_walk {
+	struct entry_registers registers;
+	const struct op_plan *plan;
+	struct op_arguments *args;
+};
+
+static long read_argument(__u32 index, void *context)
+{
+	struct argument_walk *walk = context;
+	if (index >= OP_ARGUMENTS_MAX || index >= walk->plan->argument_count)
+		return 1;
+	/* The verifier needs the bound on the register that indexes; keep the compiler from
+	 * indexing with an unmasked copy. */
+	__u32 slot = index & (OP_ARGUMENTS_MAX - 1);
+	asm volatile("" : "+r"(slot));
+	slot &= OP_ARGUMENTS_MAX - 1;
+	const struct argument_plan *plan = &walk->plan->arguments[slot];
+	struct argument_value *value = &walk->args->arguments[slot];
+	__builtin_memset(value, 0, sizeof(*value));
+	walk->args->argument_count = (__u8)(index + 1);
+
+	__u64 word = 0;
+	if (plan->read == READ_NOTHING || !location_word(&walk->registers, plan->word, &word))
+		return 0; /* ARGUMENT_UNKNOWN */
+	__u64 length = 0;
+	switch (plan->read) {
+	case READ_WORD:
+		value->status = ARGUMENT_WORD;
+		value->value = word;
+		break;
+	case READ_POINTED_WORD:
+		value->status = bpf_probe_read_user(&value->value, sizeof(value->value), (const void *)word)
+					? ARGUMENT_UNREADABLE : ARGUMENT_WORD;
+		break;
+	case READ_TENSOR:
+		record_tensor(walk->args, value, tensor_impl(word));
+		break;
+	case READ_OPTIONAL_TENSOR: {
+		__u8 engaged = 0;
+		if (bpf_probe_read_user(&engaged, 1, (const void *)(word + tensor_config.optional_tensor_flag))) {
+			value->status = ARGUMENT_UNREADABLE;
+			break;
+		}
+		if (!engaged) {
+			value->status = ARGUMENT_ABSENT;
+			break;
+		}
+		record_tensor(walk->args, value, tensor_impl(word + tensor_config.optional_tensor_payload));
+		break;
+	}
+	case READ_TENSOR_LIST:
+		if (!location_word(&walk->registers, plan->length, &length))
+			break;
+		record_tensor_list(walk->args, value, word, length);
+		break;
+	case READ_INT_LIST:
+		if (!location_word(&walk->registers, plan->length, &length))
+			break;
+		record_int_list(walk->args, value, word, length);
+		break;
+	case READ_SCALAR: {
+		__u64 scalar[2] = {};
+		if (bpf_probe_read_user(scalar, sizeof(scalar), (const void *)word)) {
+			value->status = ARGUMENT_UNREADABLE;
+			break;
+		}
+		value->status = ARGUMENT_SCALAR;
+		value->length = (__u32)scalar[0];
+		value->value = scalar[1];
+		break;
+	}
+	}
+	return 0;
+}
+
+static __always_inline void reset_arguments(struct op_arguments *args)
+{
+	args->argument_count = 0;
+	args->tensor_count = 0;
+	args->int_count = 0;
+	args->out_of_line_tensor = NO_OUT_OF_LINE_TENSOR;
+	args->reserved = 0;
+}
+
+/* The op's inputs, at its entry. */
+static __always_inline void read_op_inputs(struct pt_regs *regs, const struct op_plan *plan,
+					   struct op_arguments *args)
+{
+	reset_arguments(args);
+	struct argument_walk walk = {.plan = plan, .args = args};
+	save_entry_registers(regs, &walk.registers);
+	bpf_loop(OP_ARGUMENTS_MAX, read_argument, &walk, 0);
+}
+
+/* Each element of a std::vector<at::Tensor> as an argument of its own (autograd node inputs). */
+static __always_inline void read_tensor_vector(struct op_arguments *args, __u64 vector)
+{
+	__u64 bounds[2] = {};
+	if (!vector || bpf_probe_read_user(bounds, sizeof(bounds), (const void *)vector))
+		return;
+	__u64 count = (bounds[1] - bounds[0]) / 8;
+	for (__u32 i = 0; i < OP_TENSORS_MAX; i++) {
+		if (i >= count)
+			break;
+		struct argument_value *value = &args->arguments[i & (OP_ARGUMENTS_MAX - 1)];
+		__builtin_memset(value, 0, sizeof(*value));
+		args->argument_count = (__u8)(i + 1);
+		record_tensor(args, value, tensor_impl(bounds[0] + 8 * (__u64)i));
+	}
+}
+
+/* The op's returns, at its return probe: `result` is rax. */
+static __always_inline void read_op_outputs(__u64 result, const struct op_plan *plan, struct op_arguments *args)
+{
+	reset_arguments(args);
+	switch (plan->output_read) {
+	case OUTPUT_TENSOR:
+		args->argument_count = 1;
+		__builtin_memset(&args->arguments[0], 0, sizeof(args->arguments[0]));
+		record_tensor(args, &args->arguments[0], tensor_impl(result));
+		break;
+	case OUTPUT_TENSOR_TUPLE:
+	case OUTPUT_TENSOR_REF_TUPLE: {
+		__u8 count = plan->output_count;
+		for (__u32 i = 0; i < OP_TENSORS_MAX; i++) {
+			if (i >= count)
+				break;
+			/* libstdc++'s std::tuple stores its last element first. */
+			__u64 element = result + 8 * (__u64)(count - 1 - i);
+			if (plan->output_read == OUTPUT_TENSOR_REF_TUPLE)
+				element = tensor_impl(element); /* the element is a Tensor& (a pointer) */
+			struct argument_value *value = &args->arguments[i & (OP_ARGUMENTS_MAX - 1)];
+			__builtin_memset(value, 0, sizeof(*value));
+			args->argument_count = (__u8)(i + 1);
+			record_tensor(args, value, tensor_impl(element));
+		}
+		break;
+	}
+	case OUTPUT_TENSOR_VECTOR: {
+		__u64 bounds[2] = {};
+		if (bpf_probe_read_user(bounds, sizeof(bounds), (const void *)result))
+			break;
+		args->argument_count = 1;
+		__builtin_memset(&args->arguments[0], 0, sizeof(args->arguments[0]));
+		record_tensor_list(args, &args->arguments[0], bounds[0], (bounds[1] - bounds[0]) / 8);
+		break;
+	}
+	}
+}
+
+/* Bytes of `args` worth sending: everything up to the last tensor copied. */
+static __always_inline __u32 arguments_size(const struct op_arguments *args)
+{
+	__u32 tensors = args->tensor_count;
+	if (tensors > OP_TENSORS_MAX)
+		tensors = OP_TENSORS_MAX;
+	return (__u32)__builtin_offsetof(struct op_arguments, tensors) + tensors * (__u32)sizeof(struct tensor_copy);
+}
+
+#endif /* TPROF_BPF_ARGUMENT_READER_BPF_H */

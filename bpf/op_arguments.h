@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The argument ABI shared by the BPF op tracer and userspace:
+ *  - what userspace tells BPF about each op (where each argument lives under the x86-64
+ *    SysV ABI, and how to read it), in the op_plans map keyed by op id;
+ *  - how the calibrated c10::TensorImpl layout reaches BPF (read-only data);
+ *  - what BPF hands back: raw TensorImpl windows and argument values, appended to an op's
+ *    entry record (its inputs) or exit record (its outputs).
+ * BPF stays layout-agnostic: it copies bytes, userspace decodes them with the calibrated
+ * layout.
+ */
+#ifndef TPROF_BPF_OP_ARGUMENTS_H
+#define TPROF_BPF_OP_ARGUMENTS_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define OP_ARGUMENTS_MAX 16       /* schema arguments (or returns) described per op */
+#define OP_TENSORS_MAX 8          /* TensorImpls copied per record */
+#define TENSOR_WINDOW_BYTES 128   /* TensorImpl bytes copied from tensor_layout.window_offset */
+#define OUT_OF_LINE_DIMS_MAX 8    /* dims copied for the one tensor with more than 5 */
+#define INT_LIST_VALUES_MAX 16    /* int[] elements copied per record, over all int[] arguments */
+#define INLINE_DIMS_MAX 5         /* c10::impl::SizesAndStrides keeps up to 5 dims inline */
+
+/* Where an argument's 8-byte word is at the function's entry. */
+enum argument_location_kind {
+	LOCATION_NONE = 0,     /* not reachable: passed in an xmm register, or not understood */
+	LOCATION_REGISTER = 1, /* index: 0 rdi, 1 rsi, 2 rdx, 3 rcx, 4 r8, 5 r9 */
+	LOCATION_STACK = 2,    /* index: 8-byte slot above the return address (0 = rsp+8) */
+};
+
+struct argument_location {
+	__u8 kind;  /* enum argument_location_kind */
+	__u8 index;
+};
+
+/* How BPF reads one argument from its location's word. */
+enum argument_read {
+	READ_NOTHING = 0,          /* not captured; reported as unknown */
+	READ_WORD = 1,             /* the word is the value: int64_t, bool, optional<ScalarType>... */
+	READ_POINTED_WORD = 2,     /* the word points at an 8-byte value: c10::SymInt passed by reference */
+	READ_TENSOR = 3,           /* the word points at an at::Tensor: its first word is the TensorImpl* */
+	READ_OPTIONAL_TENSOR = 4,  /* the word points at an optional<at::Tensor> (tensor_layout's offsets) */
+	READ_TENSOR_LIST = 5,      /* ArrayRef<at::Tensor>: word = data, `length` = element count */
+	READ_INT_LIST = 6,         /* ArrayRef<int64_t> or ArrayRef<SymInt>: word = data, `length` = count */
+	READ_SCALAR = 7,           /* the word points at a c10::Scalar: tag word at 0, payload at 8 */
+};
+
+struct argument_plan {
+	__u8 read;                       /* enum argument_read */
+	__u8 reserved;
+	struct argument_location word;   /* the argument, or an ArrayRef's data pointer */
+	struct argument_location length; /* an ArrayRef's length; LOCATION_NONE otherwise */
+	__u8 reserved2[2];
+};
+
+/* How BPF reads an op's returns at its return probe, through rax. */
+enum output_read {
+	OUTPUT_NOTHING = 0,        /* void, or returns BPF does not read */
+	OUTPUT_TENSOR = 1,         /* rax points at an at::Tensor (sret slot, or the Tensor& returned) */
+	OUTPUT_TENSOR_TUPLE = 2,   /* rax points at std::tuple<Tensor...>: libstdc++ lays it out last element first */
+	OUTPUT_TENSOR_REF_TUPLE = 3, /* std::tuple<Tensor&...>: as above, each element a pointer to a Tensor */
+	OUTPUT_TENSOR_VECTOR = 4,  /* rax points at std::vector<at::Tensor>: {begin, end, capacity} */
+};
+
+/* One op's plan: the value type of the op_plans map, keyed by op id. */
+struct op_plan {
+	__u8 argument_count;  /* schema arguments, in schema order (at most OP_ARGUMENTS_MAX described) */
+	__u8 output_read;     /* enum output_read */
+	__u8 output_count;    /* tuple elements for OUTPUT_TENSOR_TUPLE / _REF_TUPLE */
+	__u8 reserved[5];
+	struct argument_plan arguments[OP_ARGUMENTS_MAX];
+};
+
+/* The calibrated c10::TensorImpl layout BPF needs (read-only data; offsets in bytes). */
+struct tensor_layout {
+	__u32 enabled;                  /* 0: shapes are not captured */
+	__u32 window_offset;            /* sizes_and_strides_: its size_ (dims) word first */
+	__u32 window_bytes;             /* bytes copied from there: covers up to device_opt_ */
+	__u32 storage_field;            /* TensorImpl::storage_ (StorageImpl*) */
+	__u32 storage_data_field;       /* the data pointer inside StorageImpl */
+	__u32 optional_tensor_payload;  /* where the Tensor sits inside optional<Tensor> */
+	__u32 optional_tensor_flag;     /* its engaged flag (one byte) */
+	__u32 reserved;
+};
+
+/* One TensorImpl as BPF saw it. */
+struct tensor_copy {
+	__u64 impl;          /* TensorImpl*; 0: unreadable */
+	__u64 storage_data;  /* StorageImpl's data pointer; 0: none or unreadable */
+	__u8 window[TENSOR_WINDOW_BYTES];
+};
+
+enum argument_status {
+	ARGUMENT_UNKNOWN = 0,     /* not captured (no plan, xmm, or past OP_ARGUMENTS_MAX) */
+	ARGUMENT_WORD = 1,        /* `value` holds it */
+	ARGUMENT_TENSOR = 2,      /* tensors[first_tensor] */
+	ARGUMENT_ABSENT = 3,      /* an optional<Tensor> that is nullopt */
+	ARGUMENT_TENSOR_LIST = 4, /* `length` elements; the first `tensor_count` copied from first_tensor */
+	ARGUMENT_INT_LIST = 5,    /* `length` elements; the first `int_count` in int_values from first_int */
+	ARGUMENT_SCALAR = 6,      /* `length` = the Scalar's tag, `value` = its payload word */
+	ARGUMENT_UNREADABLE = 7,  /* the plan said where, but the memory could not be read */
+};
+
+struct argument_value {
+	__u8 status;        /* enum argument_status */
+	__u8 first_tensor;
+	__u8 tensor_count;
+	__u8 first_int;
+	__u8 int_count;
+	__u8 reserved[3];
+	__u32 length;
+	__u32 reserved2;
+	__u64 value;
+};
+
+/*
+ * Appended to an op's entry record (inputs, in schema order) or exit record (returns). The
+ * record is cut after tensors[tensor_count]: the size tells userspace how much is there.
+ */
+struct op_arguments {
+	__u8 argument_count;
+	__u8 tensor_count;
+	__u8 int_count;
+	__u8 out_of_line_tensor;  /* index of the tensor whose dims are in out_of_line; 0xff: none */
+	__u32 reserved;
+	struct argument_value arguments[OP_ARGUMENTS_MAX];
+	__s64 int_values[INT_LIST_VALUES_MAX];
+	__s64 out_of_line[2 * OUT_OF_LINE_DIMS_MAX]; /* sizes, then strides */
+	struct tensor_copy tensors[OP_TENSORS_MAX];
+};
+
+#define NO_OUT_OF_LINE_TENSOR 0xff
+
+#endif /* TPROF_BPF_OP_ARGUMENTS_H */

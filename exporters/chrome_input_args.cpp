@@ -1,0 +1,103 @@
+#include "exporters/chrome_input_args.h"
+
+#include <string_view>
+
+#include "exporters/json_writer.h"
+
+namespace tprof::exporters {
+namespace {
+
+using model::Value;
+using model::ValueKind;
+
+bool is_scalar_schema_type(std::string_view type) {
+  if (type.ends_with('?')) type.remove_suffix(1);
+  return type == "int" || type == "SymInt" || type == "float" || type == "bool" || type == "Scalar" ||
+         type == "ScalarType" || type == "Layout" || type == "MemoryFormat" || type == "complex";
+}
+
+bool is_list_schema_type(std::string_view type) { return type.ends_with(']') || type.ends_with("]?"); }
+
+void append_int_list(std::string& out, const std::vector<int64_t>& values) {
+  out += '[';
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ", ";
+    append_json_integer(out, values[i]);
+  }
+  out += ']';
+}
+
+// Tensors give their sizes (or strides); everything else gives [] (util.cpp shapesToStr).
+void append_tensor_lists(std::string& out, const std::vector<Value>& inputs, bool strides) {
+  out += '[';
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i > 0) out += ", ";
+    const Value& input = inputs[i];
+    if (input.kind == ValueKind::kTensor) {
+      append_int_list(out, strides ? input.tensor.strides : input.tensor.sizes);
+    } else {
+      out += "[]";
+    }
+  }
+  out += ']';
+}
+
+// util.cpp inputTypes: a tensor's dtype name, "Scalar" for scalars, "ScalarList" and
+// "TensorList" for lists, "" for None, undefined tensors and what tprof could not read.
+std::string_view input_type(const Value& input) {
+  switch (input.kind) {
+    case ValueKind::kTensor: return input.tensor.dtype;
+    case ValueKind::kTensorList: return "TensorList";
+    case ValueKind::kIntList: return "ScalarList";
+    case ValueKind::kInt:
+    case ValueKind::kBool:
+    case ValueKind::kDouble: return "Scalar";
+    case ValueKind::kNone:
+    case ValueKind::kUndefinedTensor: return "";
+    case ValueKind::kUnknown: break;
+  }
+  // Not read, but the schema still says what kind of value it is.
+  if (input.schema_type.starts_with("Tensor[]")) return "TensorList";
+  if (is_list_schema_type(input.schema_type) && !input.schema_type.starts_with("Tensor")) return "ScalarList";
+  if (is_scalar_schema_type(input.schema_type)) return "Scalar";
+  return "";
+}
+
+// util.cpp ivalueToStr: the value for ints, bools, floats and int lists that were read in
+// full; "" for tensors, None and anything not (fully) read.
+std::string concrete_input(const Value& input) {
+  switch (input.kind) {
+    case ValueKind::kInt: return std::to_string(input.ints.at(0));
+    case ValueKind::kBool: return input.boolean ? "True" : "False";
+    case ValueKind::kDouble: return std::to_string(input.real);
+    case ValueKind::kIntList: {
+      if (input.ints.size() != input.list_length) return "";
+      std::string text;
+      append_int_list(text, input.ints);
+      return text;
+    }
+    default: return "";
+  }
+}
+
+}  // namespace
+
+void append_input_args(std::string& out, const std::vector<Value>& inputs) {
+  out += ", \"Input Dims\": ";
+  append_tensor_lists(out, inputs, /*strides=*/false);
+  out += ", \"Input type\": [";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i > 0) out += ", ";
+    append_json_string(out, input_type(inputs[i]));
+  }
+  out += "], \"Input Strides\": ";
+  append_tensor_lists(out, inputs, /*strides=*/true);
+  out += ", \"Concrete Inputs\": [";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i > 0) out += ", ";
+    append_json_string(out, concrete_input(inputs[i]));
+  }
+  out += ']';
+}
+
+}  // namespace tprof::exporters

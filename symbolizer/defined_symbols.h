@@ -1,0 +1,45 @@
+// The functions and objects an ELF file defines, by mangled name and by address: what the
+// code-reading symbolizers start from when a library has only .dynsym.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "symbolizer/elf_file.h"
+
+namespace tprof::symbolizer {
+
+struct DefinedSymbol {
+  std::string_view name;  // mangled; points into the symbol table's string table
+  uint64_t address = 0;   // st_value: a link-time address
+  uint64_t size = 0;      // st_size
+};
+
+class DefinedSymbols {
+ public:
+  // Every defined STT_FUNC and STT_OBJECT symbol of .dynsym and .symtab, each name once (a
+  // symbol listed in both tables is the same definition). `elf` must outlive this.
+  explicit DefinedSymbols(const ElfFile& elf);
+
+  // nullptr when the file defines no function or object of that name.
+  const DefinedSymbol* find(std::string_view mangled_name) const;
+
+  // The function (object) whose bytes [address, address + size) include `address`; nullptr
+  // when none does.
+  const DefinedSymbol* function_containing(uint64_t address) const;
+  const DefinedSymbol* object_containing(uint64_t address) const;
+
+  const std::vector<DefinedSymbol>& functions() const { return functions_; }  // by address
+  const std::vector<DefinedSymbol>& objects() const { return objects_; }      // by address
+
+ private:
+  std::vector<DefinedSymbol> functions_;
+  std::vector<DefinedSymbol> objects_;
+  // Positions rather than pointers, so that copies stay valid: (is a function, index).
+  std::unordered_map<std::string_view, std::pair<bool, size_t>> by_name_;
+};
+
+}  // namespace tprof::symbolizer

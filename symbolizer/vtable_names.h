@@ -1,0 +1,34 @@
+// Names a polymorphic object from its vptr: the vtable (a _ZTV... object symbol) the pointer
+// lands in says the object's dynamic class. The BPF side reads an autograd Node's vptr;
+// subtracting the library's load bias gives the link-time address looked up here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "symbolizer/defined_symbols.h"
+#include "symbolizer/elf_file.h"
+#include "symbolizer/node_names.h"
+
+namespace tprof::symbolizer {
+
+class VtableNames {
+ public:
+  // Reads the symbol tables; `elf` must outlive this.
+  explicit VtableNames(const ElfFile& elf);
+
+  // The class whose vtable holds `vptr_address` (a link-time address: the runtime vptr minus
+  // the load bias), demangled: "torch::autograd::generated::MmBackward0". An object's vptr
+  // points 16 bytes into its vtable, past offset-to-top and the typeinfo pointer. nullopt
+  // when no vtable this file defines holds the address.
+  std::optional<std::string> class_at(uint64_t vptr_address) const;
+
+  // profiler_node_name(class_at(vptr_address)): "MmBackward0".
+  std::optional<std::string> node_name_at(uint64_t vptr_address) const;
+
+ private:
+  DefinedSymbols symbols_;
+};
+
+}  // namespace tprof::symbolizer

@@ -1,0 +1,164 @@
+// End to end: what tprof records of each op's inputs (torch.profiler's record_shapes) and of the
+// autograd engine, held against torch's own profiler running the same training steps.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/process_harness.h"
+#include "tests/support/recorded_workload.h"
+#include "tests/support/test_environment.h"
+#include "tests/support/trace_validator.h"
+
+namespace tprof::test {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::has_tracing_capabilities;
+
+constexpr int kSteps = 3;
+constexpr double kMinimumShapeRecall = 0.98;     // the bar for (op, Input Dims)
+constexpr double kMinimumBackwardRecall = 0.95;  // and for the autograd engine's events
+constexpr std::string_view kEvaluateFunction = "autograd::engine::evaluate_function: ";
+
+using Multiset = std::map<std::string, size_t>;
+
+struct Recall {
+  size_t matched = 0;
+  size_t expected = 0;
+  double value() const { return expected == 0 ? 0.0 : static_cast<double>(matched) / static_cast<double>(expected); }
+};
+
+Recall recall_of(const Multiset& recorded, const Multiset& expected) {
+  Recall recall;
+  for (const auto& [key, count] : expected) {
+    recall.expected += count;
+    if (const auto found = recorded.find(key); found != recorded.end()) recall.matched += std::min(count, found->second);
+  }
+  return recall;
+}
+
+std::string describe_missing(const Multiset& recorded, const Multiset& expected, size_t limit = 12) {
+  std::string text;
+  for (const auto& [key, count] : expected) {
+    const auto found = recorded.find(key);
+    const size_t have = found == recorded.end() ? 0 : found->second;
+    if (have >= count || limit == 0) continue;
+    --limit;
+    text += "  " + key + ": torch " + std::to_string(count) + ", tprof " + std::to_string(have) + "\n";
+  }
+  return text;
+}
+
+// "aten::mm [[8, 10], [10, 32]]": an op with its Input Dims, as one comparable key.
+std::string op_key(const std::string& name, const nlohmann::json& dims) { return name + " " + dims.dump(); }
+
+struct Recorded {
+  Multiset op_shapes;
+  Multiset backward_events;
+  size_t ops_with_shapes = 0;
+  size_t ops = 0;
+};
+
+Recorded read_tprof_trace(const fs::path& path) {
+  const TraceJson trace = load_trace(path);
+  Recorded recorded;
+  for (const auto& event : trace.at("traceEvents")) {
+    if (event.value("ph", "") != "X" || event.value("cat", "") != "cpu_op") continue;
+    const std::string name = event.at("name").get<std::string>();
+    const auto& args = event.at("args");
+    if (name.starts_with("aten::")) {
+      ++recorded.ops;
+      if (!args.contains("Input Dims")) continue;
+      ++recorded.ops_with_shapes;
+      ++recorded.op_shapes[op_key(name, nlohmann::json::parse(args.at("Input Dims").dump()))];
+    } else {
+      // Every other cpu_op tprof writes is the autograd engine's.
+      ++recorded.backward_events[name];
+    }
+  }
+  return recorded;
+}
+
+struct Reference {
+  Multiset op_shapes;
+  Multiset backward_events;
+};
+
+Reference read_reference(const fs::path& path) {
+  std::ifstream in(path);
+  const nlohmann::json json = nlohmann::json::parse(in);
+  std::cout << "reference: torch " << json.at("torch").get<std::string>() << '\n';
+  Reference reference;
+  const auto& ops = json.at("ops");
+  const auto& shapes = json.at("shapes");
+  for (size_t i = 0; i < ops.size(); ++i) ++reference.op_shapes[op_key(ops[i].get<std::string>(), shapes[i])];
+  for (const auto& name : json.at("autograd")) ++reference.backward_events[name.get<std::string>()];
+  return reference;
+}
+
+void expect_shapes_and_backward_match_torch(const WorkloadEnvironment& environment) {
+  const fs::path trace_path = environment.scratch_for_us / "shapes.pt.trace.json";
+  const std::string stderr_text =
+      record_workload_with_tprof(environment, {"--steps", std::to_string(kSteps)}, trace_path, {"--no-et"});
+  std::cout << "tprof stderr:\n" << stderr_text;
+  EXPECT_NE(stderr_text.find("with shapes"), std::string::npos) << "tprof did not calibrate TensorImpl";
+  run_workload(environment, {"--steps", std::to_string(kSteps), "--reference-out",
+                             (environment.scratch_for_target / "reference.json").string()});
+
+  const Recorded recorded = read_tprof_trace(trace_path);
+  const Reference reference = read_reference(environment.scratch_for_us / "reference.json");
+  ASSERT_GT(recorded.ops, 0U);
+  EXPECT_EQ(recorded.ops_with_shapes, recorded.ops) << "every op carries Input Dims";
+
+  const Recall shapes = recall_of(recorded.op_shapes, reference.op_shapes);
+  std::cout << std::fixed << std::setprecision(4) << environment.description << ": (op, Input Dims) recall "
+            << shapes.value() << " (" << shapes.matched << "/" << shapes.expected << ")\nlargest shortfalls:\n"
+            << describe_missing(recorded.op_shapes, reference.op_shapes);
+  ::testing::Test::RecordProperty("shape_recall", std::to_string(shapes.value()));
+  EXPECT_GE(shapes.value(), kMinimumShapeRecall);
+
+  const Recall backward = recall_of(recorded.backward_events, reference.backward_events);
+  std::cout << environment.description << ": autograd event recall " << backward.value() << " ("
+            << backward.matched << "/" << backward.expected << ")\nlargest shortfalls:\n"
+            << describe_missing(recorded.backward_events, reference.backward_events);
+  ::testing::Test::RecordProperty("backward_recall", std::to_string(backward.value()));
+  size_t evaluate_functions = 0;
+  for (const auto& [name, count] : reference.backward_events)
+    if (name.starts_with(kEvaluateFunction)) evaluate_functions += count;
+  ASSERT_GT(evaluate_functions, 0U) << "torch recorded no backward pass";
+  EXPECT_GE(backward.value(), kMinimumBackwardRecall);
+}
+
+class ShapesEndToEndTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!has_tracing_capabilities())
+      GTEST_SKIP() << "\n*** SKIPPED: attaching uprobes needs root (CAP_SYS_ADMIN, or CAP_BPF + "
+                      "CAP_PERFMON); shapes and backward nodes are NOT tested ***";
+  }
+  ScratchDirectory scratch_;
+};
+
+TEST_F(ShapesEndToEndTest, MatchTorchProfilerOnTorch113) {
+  expect_shapes_and_backward_match_torch(host_workload(scratch_.path()));
+}
+
+TEST_F(ShapesEndToEndTest, MatchTorchProfilerOnTorch26InChroot) {
+  const auto trixie = TrixieWorkload::make();
+  if (!trixie)
+    GTEST_SKIP() << "\n**********\n*** SKIPPED: scripts/make-trixie-root.sh could not provide the torch 2.6 "
+                    "root; the torch 2.x TensorImpl layout is NOT tested\n**********";
+  expect_shapes_and_backward_match_torch(trixie->environment());
+}
+
+}  // namespace
+}  // namespace tprof::test

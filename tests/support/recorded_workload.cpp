@@ -1,0 +1,98 @@
+#include "tests/support/recorded_workload.h"
+
+#include <csignal>
+#include <chrono>
+
+#include "tests/support/test_environment.h"
+
+namespace tprof::test {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using testing::fail_harness;
+
+// Generous: importing torch and attaching thousands of uprobes take seconds on a loaded CI
+// machine, and the reference profilers slow the steps down; none is a performance assertion.
+constexpr auto kStartTimeout = 180s;
+constexpr auto kRunTimeout = 600s;
+constexpr auto kTrixieRootBuildTimeout = 900s;
+
+const fs::path kWorkloadScript = fs::path(testing::source_dir()) / "tests/workloads/train_loop.py";
+
+std::vector<std::string> workload_command(const WorkloadEnvironment& environment,
+                                          const std::vector<std::string>& arguments) {
+  std::vector<std::string> command = environment.interpreter;
+  command.push_back(environment.script.string());
+  command.insert(command.end(), arguments.begin(), arguments.end());
+  return command;
+}
+
+}  // namespace
+
+WorkloadEnvironment host_workload(const fs::path& scratch) {
+  return {.description = "torch 1.13 / Python 3.11 (host)",
+          .interpreter = {"/usr/bin/python3"},
+          .script = kWorkloadScript,
+          .scratch_for_target = scratch,
+          .scratch_for_us = scratch};
+}
+
+std::unique_ptr<TrixieWorkload> TrixieWorkload::make() {
+  const auto built =
+      run_command({"bash", (fs::path(testing::source_dir()) / "scripts/make-trixie-root.sh").string()},
+                  kTrixieRootBuildTimeout);
+  if (!built.status || !built.status->succeeded() || built.stdout_lines.empty()) return nullptr;
+  return std::unique_ptr<TrixieWorkload>(new TrixieWorkload(built.stdout_lines.back()));
+}
+
+TrixieWorkload::TrixieWorkload(const fs::path& root) : in_root_(root / "tmp") {
+  // The target sees the root as "/": the workload and its output live under its /tmp. torch
+  // leaves a temporary directory behind when killed; TMPDIR keeps it in the scratch directory.
+  fs::copy_file(kWorkloadScript, in_root_.path() / kWorkloadScript.filename());
+  const fs::path target_dir = "/tmp" / in_root_.path().filename();
+  environment_ = {.description = "torch 2.6 / Python 3.13 (chroot)",
+                  .interpreter = {"chroot", root.string(), "env", "TMPDIR=" + target_dir.string(), "python3"},
+                  .script = target_dir / kWorkloadScript.filename(),
+                  .scratch_for_target = target_dir,
+                  .scratch_for_us = in_root_.path()};
+}
+
+std::string record_workload_with_tprof(const WorkloadEnvironment& environment,
+                                       const std::vector<std::string>& workload_arguments,
+                                       const fs::path& trace_path, const std::vector<std::string>& tprof_arguments) {
+  std::vector<std::string> arguments = workload_arguments;
+  arguments.insert(arguments.end(), {"--trigger", "stdin"});
+  ChildProcess workload({.argv = workload_command(environment, arguments), .pipe_stdin = true, .pipe_stdout = true});
+  const auto ready = workload.stdout_lines().read_line_containing("READY", kStartTimeout);
+  if (!ready) fail_harness("workload never printed READY:\n" + workload.stdout_lines().transcript());
+  // The interpreter's own pid: what tprof must attach to even behind chroot.
+  const std::string python_pid = ready->substr(ready->find(' ') + 1);
+
+  std::vector<std::string> tprof_argv = {testing::tprof_binary(), "attach", python_pid, "--output", trace_path};
+  tprof_argv.insert(tprof_argv.end(), tprof_arguments.begin(), tprof_arguments.end());
+  ChildProcess tprof({.argv = tprof_argv, .pipe_stderr = true});
+  if (!tprof.stderr_lines().read_line_containing("attached", kStartTimeout))
+    fail_harness("tprof never printed 'attached':\n" + tprof.stderr_lines().transcript());
+  workload.write_stdin("go\n");
+  if (!workload.stdout_lines().read_line_containing("DONE", kRunTimeout))
+    fail_harness("workload never printed DONE:\n" + workload.stdout_lines().transcript());
+  tprof.send_signal(SIGINT);
+  tprof.stderr_lines().read_to_end(kRunTimeout);
+  const auto status = tprof.wait_for_exit(kRunTimeout);
+  if (!status || !status->succeeded())
+    fail_harness("tprof " + (status ? status->describe() : std::string("did not exit")) + ":\n" +
+                 tprof.stderr_lines().transcript());
+  workload.close_stdin();
+  workload.wait_for_exit(kRunTimeout);
+  return tprof.stderr_lines().transcript();
+}
+
+void run_workload(const WorkloadEnvironment& environment, const std::vector<std::string>& workload_arguments) {
+  const auto result = run_command(workload_command(environment, workload_arguments), kRunTimeout);
+  if (!result.status || !result.status->succeeded())
+    fail_harness(environment.description + " workload " +
+                 (result.status ? result.status->describe() : std::string("timed out")));
+}
+
+}  // namespace tprof::test

@@ -1,0 +1,52 @@
+// Runs the repo's training loop (tests/workloads/train_loop.py) on a real torch, either under
+// tprof or under torch's own profilers, for the end-to-end tests that hold one against the other.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tests/support/process_harness.h"
+
+namespace tprof::test {
+
+// One Python/torch installation and where the workload can leave files for the test.
+struct WorkloadEnvironment {
+  std::string description;               // "torch 1.13 / Python 3.11 (host)"
+  std::vector<std::string> interpreter;  // command prefix that runs python3
+  std::filesystem::path script;          // train_loop.py as that interpreter sees it
+  std::filesystem::path scratch_for_target;  // a directory the target may write, as it sees it
+  std::filesystem::path scratch_for_us;      // the same directory as the test sees it
+};
+
+// Debian's torch 1.13 on /usr/bin/python3; files go to `scratch`.
+WorkloadEnvironment host_workload(const std::filesystem::path& scratch);
+
+// torch 2.6 on Python 3.13 in the trixie root (scripts/make-trixie-root.sh builds or reuses
+// it), with a scratch directory inside the root; nullopt when the root cannot be had.
+class TrixieWorkload {
+ public:
+  static std::unique_ptr<TrixieWorkload> make();
+  const WorkloadEnvironment& environment() const { return environment_; }
+
+ private:
+  explicit TrixieWorkload(const std::filesystem::path& root);
+  ScratchDirectory in_root_;
+  WorkloadEnvironment environment_;
+};
+
+// Runs the workload parked at READY with `workload_arguments`, attaches
+// `tprof attach PID --output TRACE tprof_arguments...`, releases the steps, stops tprof with
+// SIGINT once they are done and lets the workload exit. Returns tprof's stderr; a harness
+// failure (no READY, tprof failing) ends the test.
+std::string record_workload_with_tprof(const WorkloadEnvironment& environment,
+                                       const std::vector<std::string>& workload_arguments,
+                                       const std::filesystem::path& trace_path,
+                                       const std::vector<std::string>& tprof_arguments = {});
+
+// Runs the workload to completion with `workload_arguments` (e.g. --reference-out FILE).
+void run_workload(const WorkloadEnvironment& environment, const std::vector<std::string>& workload_arguments);
+
+}  // namespace tprof::test

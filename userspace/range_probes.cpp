@@ -1,0 +1,53 @@
+#include "userspace/range_probes.h"
+
+namespace tprof {
+
+RangeProbes::RangeProbes(const MappedLibrary& torch_library, Console& console)
+    : library_(torch_library), elf_(std::make_unique<symbolizer::ElfFile>(torch_library.host_path)) {
+  annotations_ = symbolizer::find_record_function_sites(*elf_);
+  annotations_found_ = !annotations_.enter_functions.empty() && annotations_.user_scope_constructor != 0 &&
+                       annotations_.end != 0;
+  if (!annotations_found_)
+    console.line("warning: no record_function() entry points found in " + torch_library.path_in_target +
+                 "; user annotations are not recorded");
+  autograd_ = symbolizer::find_autograd_sites(*elf_);
+  autograd_found_ = autograd_.evaluate_function != 0;
+  if (autograd_found_) {
+    vtables_.emplace(*elf_);
+  } else {
+    console.line("warning: no torch::autograd::Engine::evaluate_function in " + torch_library.path_in_target +
+                 "; backward nodes are not recorded");
+  }
+}
+
+uint32_t RangeProbes::node_sequence_nr_offset() const { return autograd_.sequence_nr_offset.value_or(0); }
+uint32_t RangeProbes::node_thread_id_offset() const { return autograd_.thread_id_offset.value_or(0); }
+
+void RangeProbes::attach(OpTracer& tracer) const {
+  if (annotations_found_) {
+    UprobeSites kernels;
+    kernels.binary_path = library_.host_path;
+    for (const uint64_t offset : annotations_.enter_functions) {
+      kernels.offsets.push_back(offset);
+      kernels.cookies.push_back(0);
+    }
+    tracer.attach_annotations(kernels, {library_.host_path, annotations_.user_scope_constructor},
+                              {library_.host_path, annotations_.end});
+  }
+  if (autograd_found_) {
+    UprobeSites apply;
+    apply.binary_path = library_.host_path;
+    for (const auto& site : autograd_.apply_sites) {
+      apply.offsets.push_back(site.file_offset);
+      apply.cookies.push_back(0);
+    }
+    tracer.attach_autograd({library_.host_path, autograd_.evaluate_function}, apply);
+  }
+}
+
+std::string RangeProbes::node_name(uint64_t vptr) const {
+  if (!vtables_ || vptr < library_.load_address) return "";
+  return vtables_->node_name_at(vptr - library_.load_address).value_or("");
+}
+
+}  // namespace tprof

@@ -1,0 +1,45 @@
+// The probes beyond ATen ops that give what torch's RecordFunction would show: record_function()
+// ranges (user annotations) and the autograd engine's backward nodes. Found in the target's
+// libtorch_cpu; whatever is missing there is said once on the console and left out.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "symbolizer/autograd_sites.h"
+#include "symbolizer/elf_file.h"
+#include "symbolizer/record_function_sites.h"
+#include "symbolizer/vtable_names.h"
+#include "userspace/console.h"
+#include "userspace/op_tracer.h"
+#include "userspace/target_process.h"
+
+namespace tprof {
+
+class RangeProbes {
+ public:
+  RangeProbes(const MappedLibrary& torch_library, Console& console);
+
+  // Where torch::autograd::Node keeps these (for OpTracerOptions); 0: unknown.
+  uint32_t node_sequence_nr_offset() const;
+  uint32_t node_thread_id_offset() const;
+
+  // Attaches every probe that was found.
+  void attach(OpTracer& tracer) const;
+
+  // A node's name as torch's profiler shows it, from its runtime vtable pointer; "" if unknown.
+  std::string node_name(uint64_t vptr) const;
+
+ private:
+  MappedLibrary library_;
+  std::unique_ptr<symbolizer::ElfFile> elf_;
+  symbolizer::RecordFunctionSites annotations_;
+  symbolizer::AutogradSites autograd_;
+  std::optional<symbolizer::VtableNames> vtables_;
+  bool annotations_found_ = false;
+  bool autograd_found_ = false;
+};
+
+}  // namespace tprof
