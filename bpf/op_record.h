@@ -25,17 +25,22 @@ enum op_record_kind {
 
 /*
  * The head of every record: one op entry or exit, one stack sample, one annotation or
- * autograd event. 32 bytes; the ring buffer adds an 8-byte header. Kinds with a payload append
+ * autograd event. 40 bytes; the ring buffer adds an 8-byte header. Kinds with a payload append
  * it right after.
  */
 struct op_record {
 	__u64 timestamp_ns;    /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
 	__u64 python_stack_id; /* key in the python_stacks map; 0: none captured */
+	/* Op entries and exits: the thread's autograd sequence counter (at::sequence_number::peek(),
+	 * the number the next backward node made there gets); SEQUENCE_COUNTER_UNKNOWN otherwise. */
+	__u64 sequence_counter;
 	__u32 tid;             /* thread id in tprof's PID namespace (the target's, for a sidecar) */
 	__u32 op_id;           /* index into the userspace op table, from the attach cookie */
 	__u8 kind;             /* enum op_record_kind */
 	__u8 reserved[7];
 };
+
+#define SEQUENCE_COUNTER_UNKNOWN (~0ULL)
 
 #define ANNOTATION_NAME_MAX 128
 

@@ -34,6 +34,13 @@ const volatile __u32 target_tgid = 0;
  */
 volatile __u32 recording = 0;
 
+/*
+ * The thread's autograd sequence counter is in libtorch's TLS block of module
+ * `sequence_counter_module` (0: not located), at `sequence_counter_offset`.
+ */
+const volatile __u64 sequence_counter_module = 0;
+const volatile __u64 sequence_counter_offset = 0;
+
 /* Where torch::autograd::Node keeps sequence_nr_ and thread_id_; 0: unknown. */
 const volatile __u32 node_sequence_nr_offset = 0;
 const volatile __u32 node_thread_id_offset = 0;
@@ -84,19 +91,28 @@ static __always_inline struct thread_ids current_thread_ids(void)
 	return (struct thread_ids){.tgid = ids.tgid, .tid = ids.pid};
 }
 
-static __always_inline int emit(__u32 tid, __u32 op_id, __u8 kind, __u64 python_stack_id, __u64 now)
+static __always_inline void fill_head(struct op_record *head, __u32 tid, __u32 op_id, __u8 kind,
+				      __u64 python_stack_id, __u64 now, __u64 sequence_counter)
+{
+	head->timestamp_ns = now;
+	head->python_stack_id = python_stack_id;
+	head->sequence_counter = sequence_counter;
+	head->tid = tid;
+	head->op_id = op_id;
+	head->kind = kind;
+	__builtin_memset(head->reserved, 0, sizeof(head->reserved));
+}
+
+/* A record without payload. */
+static __always_inline int emit(__u32 tid, __u32 op_id, __u8 kind, __u64 python_stack_id, __u64 now,
+				__u64 sequence_counter)
 {
 	struct op_record *rec = bpf_ringbuf_reserve(&op_records, sizeof(*rec), 0);
 	if (!rec) {
 		count_loss(LOSS_RING_BUFFER_FULL);
 		return 0;
 	}
-	rec->timestamp_ns = now;
-	rec->python_stack_id = python_stack_id;
-	rec->tid = tid;
-	rec->op_id = op_id;
-	rec->kind = kind;
-	__builtin_memset(rec->reserved, 0, sizeof(rec->reserved));
+	fill_head(rec, tid, op_id, kind, python_stack_id, now, sequence_counter);
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	return 0;
 }
@@ -112,15 +128,40 @@ static __always_inline int emit_assembled(struct record_with_arguments *record, 
 	return 0;
 }
 
-static __always_inline void fill_head(struct op_record *head, __u32 tid, __u32 op_id, __u8 kind,
-				      __u64 python_stack_id, __u64 now)
+/*
+ * This thread's record buffer with its head filled in, or NULL (counted as a loss) when the
+ * kernel has no memory for it.
+ */
+static __always_inline struct record_with_arguments *begin_record(__u32 tid, __u32 op_id, __u8 kind,
+								  __u64 python_stack_id, __u64 now,
+								  __u64 sequence_counter)
 {
-	head->timestamp_ns = now;
-	head->python_stack_id = python_stack_id;
-	head->tid = tid;
-	head->op_id = op_id;
-	head->kind = kind;
-	__builtin_memset(head->reserved, 0, sizeof(head->reserved));
+	struct record_with_arguments *record = record_buffer();
+	if (!record) {
+		count_loss(LOSS_ARGUMENTS_UNREADABLE);
+		return NULL;
+	}
+	fill_head(&record->head, tid, op_id, kind, python_stack_id, now, sequence_counter);
+	return record;
+}
+
+/*
+ * at::sequence_number::peek() of the current thread, as __tls_get_addr would find it: the
+ * thread's DTV (tcbhead_t.dtv, at fsbase + 8) holds each module's TLS block, 16 bytes per
+ * entry. SEQUENCE_COUNTER_UNKNOWN when not located, or the block is not allocated yet.
+ */
+static __always_inline __u64 read_sequence_counter(void)
+{
+	if (!sequence_counter_module)
+		return SEQUENCE_COUNTER_UNKNOWN;
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 dtv = read_user_u64(task->thread.fsbase + 8);
+	__u64 block = dtv ? read_user_u64(dtv + 16 * sequence_counter_module) : 0;
+	__u64 counter = 0;
+	if (!block || block == ~0ULL ||
+	    bpf_probe_read_user(&counter, sizeof(counter), (const void *)(block + sequence_counter_offset)))
+		return SEQUENCE_COUNTER_UNKNOWN;
+	return counter;
 }
 
 /* The op's plan when its arguments are to be captured, else NULL. */
@@ -139,16 +180,14 @@ int op_enter(struct pt_regs *ctx)
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tid = current_thread_ids().tid;
 	__u32 op_id = (__u32)bpf_get_attach_cookie(ctx);
+	__u64 counter = read_sequence_counter();
 	__u64 stack_id = python_config.enabled ? capture_python_stack(tid, op_walk_buffer()) : 0;
 	const struct op_plan *plan = capture_plan(op_id);
 	if (!plan)
-		return emit(tid, op_id, OP_RECORD_ENTER, stack_id, now);
-	struct record_with_arguments *record = record_buffer();
-	if (!record) {
-		count_loss(LOSS_ARGUMENTS_UNREADABLE);
-		return emit(tid, op_id, OP_RECORD_ENTER, stack_id, now);
-	}
-	fill_head(&record->head, tid, op_id, OP_RECORD_ENTER, stack_id, now);
+		return emit(tid, op_id, OP_RECORD_ENTER, stack_id, now, counter);
+	struct record_with_arguments *record = begin_record(tid, op_id, OP_RECORD_ENTER, stack_id, now, counter);
+	if (!record)
+		return emit(tid, op_id, OP_RECORD_ENTER, stack_id, now, counter);
 	read_op_inputs(ctx, plan, &record->arguments);
 	return emit_assembled(record, arguments_size(&record->arguments));
 }
@@ -161,15 +200,13 @@ int op_exit(struct pt_regs *ctx)
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tid = current_thread_ids().tid;
 	__u32 op_id = (__u32)bpf_get_attach_cookie(ctx);
+	__u64 counter = read_sequence_counter();
 	const struct op_plan *plan = capture_plan(op_id);
 	if (!plan || plan->output_read == OUTPUT_NOTHING)
-		return emit(tid, op_id, OP_RECORD_EXIT, 0, now);
-	struct record_with_arguments *record = record_buffer();
-	if (!record) {
-		count_loss(LOSS_ARGUMENTS_UNREADABLE);
-		return emit(tid, op_id, OP_RECORD_EXIT, 0, now);
-	}
-	fill_head(&record->head, tid, op_id, OP_RECORD_EXIT, 0, now);
+		return emit(tid, op_id, OP_RECORD_EXIT, 0, now, counter);
+	struct record_with_arguments *record = begin_record(tid, op_id, OP_RECORD_EXIT, 0, now, counter);
+	if (!record)
+		return emit(tid, op_id, OP_RECORD_EXIT, 0, now, counter);
 	read_op_outputs(PT_REGS_RC(ctx), plan, &record->arguments);
 	return emit_assembled(record, arguments_size(&record->arguments));
 }
@@ -231,14 +268,13 @@ int annotation_begin(struct pt_regs *ctx)
 	struct pending_annotation *pending = bpf_map_lookup_elem(&pending_annotations, &tid);
 	if (!pending)
 		return 0;
-	struct record_with_arguments *record = record_buffer();
+	__u64 stack_id = python_config.enabled ? capture_python_stack(tid, op_walk_buffer()) : 0;
+	struct record_with_arguments *record = begin_record(tid, 0, OP_RECORD_ANNOTATION_ENTER, stack_id, now,
+			SEQUENCE_COUNTER_UNKNOWN);
 	if (!record) {
-		count_loss(LOSS_ARGUMENTS_UNREADABLE);
 		bpf_map_delete_elem(&pending_annotations, &tid);
 		return 0;
 	}
-	__u64 stack_id = python_config.enabled ? capture_python_stack(tid, op_walk_buffer()) : 0;
-	fill_head(&record->head, tid, 0, OP_RECORD_ANNOTATION_ENTER, stack_id, now);
 	struct annotation_enter *enter = &record->annotation_enter;
 	enter->handle = PT_REGS_PARM1(ctx);
 	enter->name_length = pending->name_length;
@@ -261,12 +297,11 @@ int annotation_end(struct pt_regs *ctx)
 		return 0;
 	bpf_map_delete_elem(&open_annotations, &handle);
 	__u64 now = bpf_ktime_get_ns();
-	struct record_with_arguments *record = record_buffer();
-	if (!record) {
-		count_loss(LOSS_ARGUMENTS_UNREADABLE);
+	struct record_with_arguments *record =
+		begin_record(current_thread_ids().tid, 0, OP_RECORD_ANNOTATION_EXIT, 0, now,
+				SEQUENCE_COUNTER_UNKNOWN);
+	if (!record)
 		return 0;
-	}
-	fill_head(&record->head, current_thread_ids().tid, 0, OP_RECORD_ANNOTATION_EXIT, 0, now);
 	struct annotation_exit *exit = &record->annotation_exit;
 	exit->handle = handle;
 	return emit_assembled(record, sizeof(*exit));
@@ -290,12 +325,12 @@ int evaluate_enter(struct pt_regs *ctx)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tid = current_thread_ids().tid;
-	struct record_with_arguments *record = record_buffer();
-	if (!record) {
-		count_loss(LOSS_ARGUMENTS_UNREADABLE);
+	/* Stacks here too: the Python frames (loss.backward()) must enclose the engine's ranges. */
+	__u64 stack_id = python_config.enabled ? capture_python_stack(tid, op_walk_buffer()) : 0;
+	struct record_with_arguments *record = begin_record(tid, 0, OP_RECORD_EVALUATE_ENTER, stack_id, now,
+			SEQUENCE_COUNTER_UNKNOWN);
+	if (!record)
 		return 0;
-	}
-	fill_head(&record->head, tid, 0, OP_RECORD_EVALUATE_ENTER, 0, now);
 	read_node(&record->node, PT_REGS_PARM3(ctx));
 	return emit_assembled(record, sizeof(record->node));
 }
@@ -305,7 +340,8 @@ int evaluate_exit(struct pt_regs *ctx)
 {
 	if (!recording)
 		return 0;
-	return emit(current_thread_ids().tid, 0, OP_RECORD_EVALUATE_EXIT, 0, bpf_ktime_get_ns());
+	return emit(current_thread_ids().tid, 0, OP_RECORD_EVALUATE_EXIT, 0, bpf_ktime_get_ns(),
+			SEQUENCE_COUNTER_UNKNOWN);
 }
 
 /*
@@ -319,12 +355,11 @@ int node_enter(struct pt_regs *ctx)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tid = current_thread_ids().tid;
-	struct record_with_arguments *record = record_buffer();
-	if (!record) {
-		count_loss(LOSS_ARGUMENTS_UNREADABLE);
+	__u64 stack_id = python_config.enabled ? capture_python_stack(tid, op_walk_buffer()) : 0;
+	struct record_with_arguments *record = begin_record(tid, 0, OP_RECORD_NODE_ENTER, stack_id, now,
+			SEQUENCE_COUNTER_UNKNOWN);
+	if (!record)
 		return 0;
-	}
-	fill_head(&record->head, tid, 0, OP_RECORD_NODE_ENTER, 0, now);
 	read_node(&record->node, PT_REGS_PARM2(ctx));
 	reset_arguments(&record->node_arguments);
 	if (tensor_config.enabled)
@@ -337,7 +372,8 @@ int node_exit(struct pt_regs *ctx)
 {
 	if (!recording)
 		return 0;
-	return emit(current_thread_ids().tid, 0, OP_RECORD_NODE_EXIT, 0, bpf_ktime_get_ns());
+	return emit(current_thread_ids().tid, 0, OP_RECORD_NODE_EXIT, 0, bpf_ktime_get_ns(),
+			SEQUENCE_COUNTER_UNKNOWN);
 }
 
 SEC("perf_event")
@@ -352,5 +388,5 @@ int python_sample(void *ctx)
 	__u64 stack_id = capture_python_stack(ids.tid, sample_walk_buffer());
 	if (!stack_id)
 		return 0;
-	return emit(ids.tid, 0, OP_RECORD_PYTHON_SAMPLE, stack_id, now);
+	return emit(ids.tid, 0, OP_RECORD_PYTHON_SAMPLE, stack_id, now, SEQUENCE_COUNTER_UNKNOWN);
 }

@@ -62,6 +62,7 @@ class ChromeTraceEmitter {
     write_header();
     write_metadata_events();
     write_slices();
+    write_forward_backward_flows();
     write_footer(trace_name);
   }
 
@@ -301,6 +302,36 @@ class ChromeTraceEmitter {
 
   void end_slice() {
     line_ += "}},\n";
+    out_.write(line_);
+  }
+
+  // formats.md §2.5.8: an "s" on the forward op and an "f" (binding to the enclosing slice)
+  // on the backward node, ids from 1, as collection.cpp generateForwardBackwardLink writes them.
+  void write_forward_backward_flows() {
+    uint64_t flow_id = 1;
+    for (const model::ForwardBackwardLink& link : trace_.forward_backward_links) {
+      const model::ThreadTrack& forward_thread = trace_.threads.at(link.forward_thread_index);
+      const model::ThreadTrack& backward_thread = trace_.threads.at(link.backward_thread_index);
+      write_flow_event("s", flow_id, forward_thread.tid, forward_thread.spans.at(link.forward_span_index).start_ns);
+      write_flow_event("f", flow_id, backward_thread.tid, backward_thread.spans.at(link.backward_span_index).start_ns);
+      ++flow_id;
+    }
+  }
+
+  void write_flow_event(std::string_view phase, uint64_t id, uint32_t tid, uint64_t ts_ns) {
+    line_.assign("  {\"ph\": \"");
+    line_ += phase;
+    line_ += "\", \"id\": ";
+    append_json_integer(line_, id);
+    line_ += ", \"pid\": ";
+    append_json_integer(line_, trace_.metadata.pid);
+    line_ += ", \"tid\": ";
+    append_json_integer(line_, tid);
+    line_ += ", \"ts\": ";
+    append_relative_us(line_, signed_difference_ns(ts_ns, base_time_ns_));
+    line_ += ", \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\"";
+    if (phase == "f") line_ += ", \"bp\": \"e\"";
+    line_ += "},\n";
     out_.write(line_);
   }
 

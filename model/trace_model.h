@@ -101,8 +101,18 @@ struct OpSpan {
   bool arguments_recorded = false;  // inputs/outputs were captured (record_shapes)
   std::vector<Value> inputs;    // schema order
   std::vector<Value> outputs;
-  int64_t sequence_number = -1; // autograd sequence number; -1: none
-  uint64_t forward_thread = 0;  // backward nodes: the forward thread's RecordFunction id; 0: none
+  // Autograd sequence number; -1: none. Backward ranges: their node's. Forward ops: the node
+  // the op itself created (not one made by an op it called).
+  int64_t sequence_number = -1;
+  uint64_t forward_thread = 0;  // backward ranges: the forward thread's RecordFunction id; 0: none
+};
+
+// A forward op and the backward node that differentiates it: Kineto's fwdbwd flow.
+struct ForwardBackwardLink {
+  uint32_t forward_thread_index = 0;  // into Trace::threads
+  uint32_t forward_span_index = 0;    // into that thread's spans
+  uint32_t backward_thread_index = 0;
+  uint32_t backward_span_index = 0;
 };
 
 // A user-level range such as ProfilerStep#N.
@@ -147,6 +157,7 @@ struct Trace {
   std::vector<PythonStack> python_stacks;  // distinct op call stacks, referenced by OpSpan
   std::vector<ThreadTrack> threads;    // main thread (tid == pid) first, then by tid
   std::vector<Annotation> annotations; // sorted by start
+  std::vector<ForwardBackwardLink> forward_backward_links;  // by forward op start
 };
 
 }  // namespace tprof::model

@@ -55,10 +55,7 @@ AutogradSites find_autograd_sites(const ElfFile& libtorch_cpu) {
   const Relocations relocations(libtorch_cpu);
   const ClassHierarchy hierarchy(symbols, relocations, sections);
   AutogradSites sites;
-
-  if (const DefinedSymbol* evaluate = symbols.find(kEvaluateFunction)) {
-    sites.evaluate_function = sections.file_offset_of(evaluate->address).value_or(0);
-  }
+  sites.evaluate_function = probe_offset(symbols.find(kEvaluateFunction), sections);
 
   // Any class deriving from Node overrides Node::apply with a member function of this exact
   // name and parameter list; other classes' apply(std::vector<at::Tensor>&&) are not nodes.

@@ -59,12 +59,25 @@ const DefinedSymbol* DefinedSymbols::find(std::string_view mangled_name) const {
   return is_function ? &functions_[index] : &objects_[index];
 }
 
+const DefinedSymbol* DefinedSymbols::find_first(
+    std::span<const std::string_view> mangled_names) const {
+  for (std::string_view name : mangled_names) {
+    if (const DefinedSymbol* symbol = find(name)) return symbol;
+  }
+  return nullptr;
+}
+
 const DefinedSymbol* DefinedSymbols::function_containing(uint64_t address) const {
   return containing(functions_, address);
 }
 
 const DefinedSymbol* DefinedSymbols::object_containing(uint64_t address) const {
   return containing(objects_, address);
+}
+
+uint64_t probe_offset(const DefinedSymbol* symbol, const SectionMap& sections) {
+  if (symbol == nullptr) return 0;
+  return sections.file_offset_of(symbol->address).value_or(0);
 }
 
 }  // namespace tprof::symbolizer

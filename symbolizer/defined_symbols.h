@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "symbolizer/elf_file.h"
+#include "symbolizer/section_map.h"
 
 namespace tprof::symbolizer {
 
@@ -27,6 +29,11 @@ class DefinedSymbols {
   // nullptr when the file defines no function or object of that name.
   const DefinedSymbol* find(std::string_view mangled_name) const;
 
+  // The first of `mangled_names` the file defines; nullptr when it defines none. For a
+  // constructor's C1 (complete object) and C2 (base object) names: GCC emits one body under
+  // both, but either may be the only one exported.
+  const DefinedSymbol* find_first(std::span<const std::string_view> mangled_names) const;
+
   // The function (object) whose bytes [address, address + size) include `address`; nullptr
   // when none does.
   const DefinedSymbol* function_containing(uint64_t address) const;
@@ -41,5 +48,10 @@ class DefinedSymbols {
   // Positions rather than pointers, so that copies stay valid: (is a function, index).
   std::unordered_map<std::string_view, std::pair<bool, size_t>> by_name_;
 };
+
+// Where a uprobe on `symbol` goes (SectionMap::file_offset_of); 0, which the probe-site
+// structs read as "not exported", when `symbol` is nullptr or lies in no section stored in the
+// file.
+uint64_t probe_offset(const DefinedSymbol* symbol, const SectionMap& sections);
 
 }  // namespace tprof::symbolizer

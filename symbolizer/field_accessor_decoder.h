@@ -16,11 +16,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <string_view>
-#include <unordered_map>
-#include <vector>
 
 #include "symbolizer/elf_file.h"
+#include "symbolizer/relocations.h"
+#include "symbolizer/section_map.h"
 
 namespace tprof::symbolizer {
 
@@ -28,7 +27,7 @@ class FieldAccessorDecoder {
  public:
   // `global_address`/`global_size`: where the global object whose fields we look for (for
   // CPython, _PyRuntime) lies, in the ELF's own address space (st_value, st_size). Reads
-  // the file's code sections and relocations; `elf` must outlive the decoder.
+  // the file's sections and relocations; `elf` must outlive the decoder.
   FieldAccessorDecoder(const ElfFile& elf, uint64_t global_address, uint64_t global_size);
 
   // X such that the function at `function_address` returns the 8-byte field at global + X.
@@ -41,19 +40,13 @@ class FieldAccessorDecoder {
                                                      std::string* why_not) const;
 
  private:
-  struct CodeSection {
-    uint64_t address = 0;
-    std::string_view bytes;
-  };
-
   // `of_global`: a field of the global, else of the object the first argument points at.
   std::optional<uint64_t> field_returned_by(uint64_t function_address, bool of_global,
                                             std::string* why_not) const;
-  std::string_view code_at(uint64_t address) const;
 
-  std::vector<CodeSection> code_sections_;
-  // GOT slot -> the address the dynamic linker stores there (global or function).
-  std::unordered_map<uint64_t, uint64_t> slot_targets_;
+  SectionMap sections_;
+  // What the dynamic linker stores in GOT slots: the global's address, or a function's.
+  Relocations relocations_;
   uint64_t global_address_;
   uint64_t global_size_;
 };

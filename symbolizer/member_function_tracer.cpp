@@ -3,6 +3,7 @@
 #include <array>
 #include <optional>
 
+#include "symbolizer/path_walk.h"
 #include "symbolizer/x86_disassembler.h"
 
 namespace tprof::symbolizer {
@@ -109,62 +110,50 @@ bool track(const cs_insn& instruction, Path& path) {
 }  // namespace
 
 std::vector<ReturningPath> MemberFunctionTracer::returning_paths(uint64_t function_address) const {
-  X86Disassembler disassembler;
   Path entry;
   entry.address = function_address;
   entry.registers[kRdi] = {Kind::kThisAddress, 0, 0};
-  std::vector<Path> pending = {entry};
   std::vector<ReturningPath> returning;
-  int paths_started = 0;
-  int instructions_left = kInstructionBudget;
+  walk_paths(sections_, std::move(entry), {.paths = kPathBudget, .instructions = kInstructionBudget},
+             [&](const X86Disassembler& disassembler, const cs_insn& instruction, Path& path,
+                 std::vector<Path>& forks) {
+               const cs_x86& x86 = instruction.detail->x86;
+               if (disassembler.in_group(&instruction, CS_GRP_RET)) {
+                 returning.push_back({path.registers[kRax], path.registers[kRdx],
+                                      std::move(path.compared_with_zero),
+                                      std::move(path.set_to_zero)});
+                 return false;
+               }
+               if (disassembler.in_group(&instruction, CS_GRP_CALL)) return false;
+               if (disassembler.in_group(&instruction, CS_GRP_JUMP)) {
+                 const bool direct = x86.op_count == 1 && x86.operands[0].type == X86_OP_IMM;
+                 if (instruction.id == X86_INS_JMP) {
+                   if (!direct) return false;  // a tail call through a register or the GOT
+                   path.address = static_cast<uint64_t>(x86.operands[0].imm);
+                   return true;
+                 }
+                 if (direct) {
+                   Path taken = path;
+                   taken.address = static_cast<uint64_t>(x86.operands[0].imm);
+                   forks.push_back(std::move(taken));
+                 }
+                 return true;  // and on along the fall-through
+               }
 
-  while (!pending.empty() && paths_started < kPathBudget) {
-    Path path = std::move(pending.back());
-    pending.pop_back();
-    ++paths_started;
-    while (instructions_left-- > 0) {
-      const cs_insn* instruction =
-          disassembler.decode(path.address, sections_.bytes_at(path.address));
-      if (instruction == nullptr) break;  // not code we can read: this path tells nothing
-      const cs_x86& x86 = instruction->detail->x86;
-
-      if (disassembler.in_group(instruction, CS_GRP_RET)) {
-        returning.push_back({path.registers[kRax], path.registers[kRdx],
-                             std::move(path.compared_with_zero), std::move(path.set_to_zero)});
-        break;
-      }
-      if (disassembler.in_group(instruction, CS_GRP_CALL)) break;
-      if (disassembler.in_group(instruction, CS_GRP_JUMP)) {
-        const bool direct = x86.op_count == 1 && x86.operands[0].type == X86_OP_IMM;
-        if (instruction->id == X86_INS_JMP) {
-          if (!direct) break;  // a tail call through a register or the GOT
-          path.address = static_cast<uint64_t>(x86.operands[0].imm);
-          continue;
-        }
-        if (direct) {
-          Path taken = path;
-          taken.address = static_cast<uint64_t>(x86.operands[0].imm);
-          pending.push_back(std::move(taken));
-        }
-        path.address = instruction->address + instruction->size;
-        continue;
-      }
-
-      if (instruction->id == X86_INS_MOV && x86.op_count == 2 &&
-          is_zero_immediate(x86.operands[1])) {
-        if (auto offset = this_offset(x86.operands[0], path.registers)) {
-          path.set_to_zero.push_back({*offset, x86.operands[0].size});
-        }
-      }
-      note_zero_comparison(*instruction, path);
-      if (!track(*instruction, path)) {
-        for (size_t index : disassembler.written_registers(instruction)) {
-          path.registers[index] = {};
-        }
-      }
-      path.address = instruction->address + instruction->size;
-    }
-  }
+               if (instruction.id == X86_INS_MOV && x86.op_count == 2 &&
+                   is_zero_immediate(x86.operands[1])) {
+                 if (auto offset = this_offset(x86.operands[0], path.registers)) {
+                   path.set_to_zero.push_back({*offset, x86.operands[0].size});
+                 }
+               }
+               note_zero_comparison(instruction, path);
+               if (!track(instruction, path)) {
+                 for (size_t index : disassembler.written_registers(&instruction)) {
+                   path.registers[index] = {};
+                 }
+               }
+               return true;
+             });
   return returning;
 }
 

@@ -2,20 +2,19 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdio>
 #include <cstring>
 #include <map>
 #include <set>
 #include <vector>
 
+#include "symbolizer/hex_text.h"
 #include "symbolizer/plt_stubs.h"
 #include "symbolizer/x86_disassembler.h"
 
 namespace tprof::symbolizer {
 namespace {
 
-// C1 (complete object) and C2 (base object) constructors; GCC emits one body under both
-// names, but either may be the only one exported.
+// Its C1 and C2 symbols: either may be the only one exported.
 constexpr std::array<std::string_view, 2> kAccumulateGradConstructors = {
     "_ZN5torch8autograd14AccumulateGradC1EN2at6TensorE",
     "_ZN5torch8autograd14AccumulateGradC2EN2at6TensorE",
@@ -26,14 +25,6 @@ constexpr std::string_view kCurrentThreadId = "_ZN2at14RecordFunction15currentTh
 // stops a walk through code that is not the expected constructor.
 constexpr int kInstructionBudget = 512;
 constexpr uint64_t kAllOnes = ~uint64_t{0};
-// What the System V ABI lets a called function change.
-constexpr std::array<size_t, 9> kCallerSavedRegisters = {0, 2, 3, 4, 5, 8, 9, 10, 11};
-
-std::string hex(uint64_t value) {
-  char text[24];
-  std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(value));
-  return text;
-}
 
 bool is_xmm(const cs_x86_op& operand) {
   return operand.type == X86_OP_REG && operand.reg >= X86_REG_XMM0 && operand.reg <= X86_REG_XMM31;
@@ -181,10 +172,7 @@ NodeFieldOffsets find_node_field_offsets(const ElfFile& elf, const DefinedSymbol
                                          const Relocations& relocations,
                                          const SectionMap& sections) {
   NodeFieldOffsets offsets;
-  const DefinedSymbol* constructor = nullptr;
-  for (std::string_view name : kAccumulateGradConstructors) {
-    if (!constructor) constructor = symbols.find(name);
-  }
+  const DefinedSymbol* constructor = symbols.find_first(kAccumulateGradConstructors);
   const DefinedSymbol* current_thread_id = symbols.find(kCurrentThreadId);
   if (!constructor || !current_thread_id) {
     offsets.source =

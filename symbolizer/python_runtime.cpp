@@ -17,6 +17,7 @@
 
 #include "symbolizer/elf_file.h"
 #include "symbolizer/field_accessor_decoder.h"
+#include "symbolizer/hex_text.h"
 #include "symbolizer/process_memory.h"
 #include "symbolizer/python_offsets.h"
 
@@ -32,12 +33,6 @@ constexpr int kSupportedMajor = 3;
 
 std::string supported_range() {
   return "3." + std::to_string(kFirstTableMinor) + "–3." + std::to_string(kLastDebugOffsetsMinor);
-}
-
-std::string hex(uint64_t value) {
-  std::ostringstream text;
-  text << "0x" << std::hex << value;
-  return text.str();
 }
 
 // ---- the process's mappings ------------------------------------------------------------------

@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdio>
 #include <cstring>
 #include <map>
 
 #include "symbolizer/defined_symbols.h"
 #include "symbolizer/function_bounds.h"
+#include "symbolizer/hex_text.h"
 #include "symbolizer/plt_stubs.h"
 #include "symbolizer/relocations.h"
 #include "symbolizer/section_map.h"
@@ -16,7 +16,7 @@
 namespace tprof::symbolizer {
 namespace {
 
-// C1 (complete object) and C2 (base object) constructors share one body; calls name either.
+// Calls name either of the constructor's C1 and C2 symbols (one body).
 constexpr std::array<std::string_view, 2> kScopeConstructors = {
     "_ZN2at14RecordFunctionC1ENS_11RecordScopeE",
     "_ZN2at14RecordFunctionC2ENS_11RecordScopeE",
@@ -31,17 +31,9 @@ constexpr std::string_view kExportedKernelPrefix =
 constexpr int64_t kUserScope = 7;  // at::RecordScope::USER_SCOPE
 constexpr uint8_t kCallRel32 = 0xe8;
 constexpr size_t kCallLength = 5;
-constexpr size_t kSecondArgument = 4;  // rsi, as an index into a 16-entry register file
-// What the System V ABI lets a called function change.
-constexpr std::array<size_t, 9> kCallerSavedRegisters = {0, 2, 3, 4, 5, 8, 9, 10, 11};
+constexpr size_t kSecondArgument = kRsi;
 // The kernels call record_function_enter a few instructions after the constructor.
 constexpr int kInstructionsToNextCall = 32;
-
-std::string hex(uint64_t value) {
-  char text[24];
-  std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(value));
-  return text;
-}
 
 // Link-time addresses of `call rel32` instructions to any of `targets`, in the executable
 // sections. Byte scanning also hits e8 bytes inside other instructions; the caller keeps only
@@ -162,19 +154,14 @@ RecordFunctionSites find_record_function_sites(const ElfFile& libtorch_cpu) {
   const Relocations relocations(libtorch_cpu);
   const FunctionBounds functions(libtorch_cpu, sections);
   RecordFunctionSites sites;
+  sites.end = probe_offset(symbols.find(kEnd), sections);
 
-  const DefinedSymbol* constructor = nullptr;
-  for (std::string_view name : kScopeConstructors) {
-    if (!constructor) constructor = symbols.find(name);
-  }
-  if (const DefinedSymbol* end = symbols.find(kEnd)) {
-    sites.end = sections.file_offset_of(end->address).value_or(0);
-  }
+  const DefinedSymbol* constructor = symbols.find_first(kScopeConstructors);
   if (constructor == nullptr) {
     sites.source = "RecordFunction::RecordFunction(RecordScope) is not exported";
     return sites;
   }
-  sites.user_scope_constructor = sections.file_offset_of(constructor->address).value_or(0);
+  sites.user_scope_constructor = probe_offset(constructor, sections);
 
   // Code of the same library reaches an exported function through its PLT entry (another
   // module could interpose it), or directly when linked -Bsymbolic.

@@ -1,6 +1,5 @@
 #include "symbolizer/x86_disassembler.h"
 
-#include <array>
 #include <stdexcept>
 
 namespace tprof::symbolizer {

@@ -4,6 +4,7 @@
 
 #include <capstone/capstone.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -16,7 +17,10 @@ constexpr size_t kGeneralRegisterCount = 16;
 // Indexes into a 16-entry register file, in the order general_register_index uses.
 constexpr size_t kRax = 0;
 constexpr size_t kRdx = 3;
+constexpr size_t kRsi = 4;
 constexpr size_t kRdi = 5;
+// What the System V ABI lets a called function change: rax, rcx, rdx, rsi, rdi, r8-r11.
+constexpr std::array<size_t, 9> kCallerSavedRegisters = {0, 2, 3, 4, 5, 8, 9, 10, 11};
 
 // The 64-bit general register (0 rax, 1 rbx, 2 rcx, 3 rdx, 4 rsi, 5 rdi, 6 rbp, 7 rsp,
 // 8..15 r8..r15) that `reg` is part of; writing any part of it changes the whole.

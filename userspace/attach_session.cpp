@@ -174,7 +174,7 @@ int run_attach(const AttachOptions& options) {
   }
 
   std::optional<RangeProbes> range_probes;
-  if (ops) range_probes.emplace(ops->library, console);
+  if (ops) range_probes.emplace(ops->library, target.pid(), console);
 
   OpTracerOptions tracer_options;
   tracer_options.ring_buffer_bytes = options.ring_buffer_bytes;
@@ -182,6 +182,10 @@ int run_attach(const AttachOptions& options) {
   if (range_probes) {
     tracer_options.node_sequence_nr_offset = range_probes->node_sequence_nr_offset();
     tracer_options.node_thread_id_offset = range_probes->node_thread_id_offset();
+    if (const auto& counter = range_probes->sequence_counter()) {
+      tracer_options.sequence_counter_module = counter->module;
+      tracer_options.sequence_counter_offset = counter->offset;
+    }
   }
   if (python) tracer_options.python = make_walker_config(*python);
   if (ops) tracer_options.op_count = static_cast<uint32_t>(ops->plan.operators.size());

@@ -40,6 +40,8 @@ OpTracer::OpTracer(const OpTracerOptions& options) : target_pid_(options.target_
   if (options.tensors) skeleton_->rodata->tensor_config = *options.tensors;
   skeleton_->rodata->node_sequence_nr_offset = options.node_sequence_nr_offset;
   skeleton_->rodata->node_thread_id_offset = options.node_thread_id_offset;
+  skeleton_->rodata->sequence_counter_module = options.sequence_counter_module;
+  skeleton_->rodata->sequence_counter_offset = options.sequence_counter_offset;
   if (bpf_map__set_max_entries(skeleton_->maps.op_plans, std::max<uint32_t>(options.op_count, 1)) != 0)
     throw Error("cannot size the op plan map to " + std::to_string(options.op_count) + " ops");
 

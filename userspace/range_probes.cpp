@@ -1,8 +1,31 @@
 #include "userspace/range_probes.h"
 
-namespace tprof {
+#include "symbolizer/process_memory.h"
+#include "symbolizer/sequence_counter.h"
 
-RangeProbes::RangeProbes(const MappedLibrary& torch_library, Console& console)
+namespace tprof {
+namespace {
+
+// The {module id, offset} pair the dynamic linker stored in the GOT for __tls_get_addr, read
+// from the running target, plus the counter's offset in the block.
+std::optional<RangeProbes::SequenceCounterTls> locate_sequence_counter(const symbolizer::ElfFile& elf,
+                                                                        uint64_t load_address, pid_t pid,
+                                                                        std::string* why_not) {
+  const auto location = symbolizer::find_sequence_counter(elf, why_not);
+  if (!location) return std::nullopt;
+  uint64_t tls_index[2] = {};
+  if (!symbolizer::ProcessMemory(pid).read(load_address + location->tls_index_address, tls_index,
+                                           sizeof(tls_index)) ||
+      tls_index[0] == 0) {
+    *why_not = "cannot read libtorch's TLS index in process " + std::to_string(pid);
+    return std::nullopt;
+  }
+  return RangeProbes::SequenceCounterTls{tls_index[0], tls_index[1] + location->field_offset};
+}
+
+}  // namespace
+
+RangeProbes::RangeProbes(const MappedLibrary& torch_library, pid_t pid, Console& console)
     : library_(torch_library), elf_(std::make_unique<symbolizer::ElfFile>(torch_library.host_path)) {
   annotations_ = symbolizer::find_record_function_sites(*elf_);
   annotations_found_ = !annotations_.enter_functions.empty() && annotations_.user_scope_constructor != 0 &&
@@ -14,6 +37,9 @@ RangeProbes::RangeProbes(const MappedLibrary& torch_library, Console& console)
   autograd_found_ = autograd_.evaluate_function != 0;
   if (autograd_found_) {
     vtables_.emplace(*elf_);
+    std::string why_not;
+    sequence_counter_ = locate_sequence_counter(*elf_, torch_library.load_address, pid, &why_not);
+    if (!sequence_counter_) console.line("warning: backward nodes are not linked to forward ops: " + why_not);
   } else {
     console.line("warning: no torch::autograd::Engine::evaluate_function in " + torch_library.path_in_target +
                  "; backward nodes are not recorded");

@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include <sys/types.h>
+
 #include "symbolizer/autograd_sites.h"
 #include "symbolizer/elf_file.h"
 #include "symbolizer/record_function_sites.h"
@@ -20,11 +22,19 @@ namespace tprof {
 
 class RangeProbes {
  public:
-  RangeProbes(const MappedLibrary& torch_library, Console& console);
+  RangeProbes(const MappedLibrary& torch_library, pid_t pid, Console& console);
 
   // Where torch::autograd::Node keeps these (for OpTracerOptions); 0: unknown.
   uint32_t node_sequence_nr_offset() const;
   uint32_t node_thread_id_offset() const;
+
+  // Where each thread's autograd sequence counter is: the TLS module id and offset in its
+  // block (for OpTracerOptions); none when it could not be located.
+  struct SequenceCounterTls {
+    uint64_t module = 0;
+    uint64_t offset = 0;
+  };
+  const std::optional<SequenceCounterTls>& sequence_counter() const { return sequence_counter_; }
 
   // Attaches every probe that was found.
   void attach(OpTracer& tracer) const;
@@ -40,6 +50,7 @@ class RangeProbes {
   std::optional<symbolizer::VtableNames> vtables_;
   bool annotations_found_ = false;
   bool autograd_found_ = false;
+  std::optional<SequenceCounterTls> sequence_counter_;
 };
 
 }  // namespace tprof

@@ -81,6 +81,7 @@ void RecordConsumer::consume(const op_record& head, const unsigned char* payload
   event.monotonic_ns = head.timestamp_ns;
   event.op_id = head.op_id;
   event.python_stack_id = head.python_stack_id;
+  event.sequence_counter = head.sequence_counter;
   switch (head.kind) {
     case OP_RECORD_ENTER:
     case OP_RECORD_EXIT:
@@ -121,14 +122,13 @@ void RecordConsumer::consume(const op_record& head, const unsigned char* payload
       const bool is_node = head.kind == OP_RECORD_NODE_ENTER;
       event.op_id = callbacks_.node_operator(
           node->vptr, is_node ? model::RangeKind::kBackwardNode : model::RangeKind::kBackwardEvaluate);
-      if (is_node) {
-        event.sequence_number = signed_sequence_number(node->sequence_nr);
-        event.forward_thread = node->thread_id;
-        if (payload_size > sizeof(autograd_node)) {
-          event.arguments = decode(kAutogradNodeInputs, false, payload + sizeof(autograd_node),
-                                   payload_size - sizeof(autograd_node));
-          event.has_arguments = true;
-        }
+      // torch gives both ranges the node's sequence number and forward thread.
+      event.sequence_number = signed_sequence_number(node->sequence_nr);
+      event.forward_thread = node->thread_id;
+      if (is_node && payload_size > sizeof(autograd_node)) {
+        event.arguments = decode(kAutogradNodeInputs, false, payload + sizeof(autograd_node),
+                                 payload_size - sizeof(autograd_node));
+        event.has_arguments = true;
       }
       (is_node ? open_nodes_ : open_evaluations_)[head.tid].push_back(event.op_id);
       spans_.add(head.tid, std::move(event));

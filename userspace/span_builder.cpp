@@ -1,15 +1,51 @@
 #include "userspace/span_builder.h"
 
 #include <algorithm>
+#include <optional>
 #include <tuple>
 
 namespace tprof {
 namespace {
 
+constexpr uint64_t kUnknownCounter = UINT64_MAX;
+
+struct SequenceRange {
+  uint64_t first;
+  uint64_t end;  // exclusive
+};
+
 struct OpenOp {
   uint32_t op_id;
   size_t span_index;
+  uint64_t counter_at_entry = kUnknownCounter;
+  std::vector<SequenceRange> made_by_children;  // nodes its finished children created
 };
+
+// The first sequence number in `made` (the op's whole counter range) that none of its children
+// claims: the backward node the op itself created, as the innermost op torch links it to.
+std::optional<uint64_t> own_node(SequenceRange made, const std::vector<SequenceRange>& made_by_children) {
+  for (uint64_t sequence = made.first; sequence < made.end; ++sequence) {
+    const bool claimed = std::any_of(made_by_children.begin(), made_by_children.end(), [&](const SequenceRange& child) {
+      return child.first <= sequence && sequence < child.end;
+    });
+    if (!claimed) return sequence;
+  }
+  return std::nullopt;
+}
+
+// At the return of open[depth]: which backward node it created, if any, from the thread's
+// sequence counter at its entry and here; its whole range is handed up to its parent.
+void attribute_created_node(std::vector<OpenOp>& open, size_t depth, uint64_t counter_at_exit,
+                            model::ThreadTrack& track) {
+  const OpenOp& op = open[depth];
+  if (op.counter_at_entry == kUnknownCounter || counter_at_exit == kUnknownCounter ||
+      counter_at_exit <= op.counter_at_entry)
+    return;
+  const SequenceRange made{op.counter_at_entry, counter_at_exit};
+  if (const auto sequence = own_node(made, op.made_by_children))
+    track.spans[op.span_index].sequence_number = static_cast<int64_t>(*sequence);
+  if (depth > 0) open[depth - 1].made_by_children.push_back(made);
+}
 
 model::ThreadTrack replay_thread(uint32_t tid, std::vector<OpEvent>& events, uint64_t stop_monotonic_ns,
                                  const MonotonicToUnix& clock, std::vector<uint64_t>& stack_ids,
@@ -21,7 +57,7 @@ model::ThreadTrack replay_thread(uint32_t tid, std::vector<OpEvent>& events, uin
   std::vector<OpenOp> open;
   for (OpEvent& event : events) {
     if (!event.is_exit) {
-      open.push_back({event.op_id, track.spans.size()});
+      open.push_back({event.op_id, track.spans.size(), event.sequence_counter, {}});
       model::OpSpan span;
       span.start_ns = clock.to_unix(event.monotonic_ns);
       span.operator_index = event.op_id;
@@ -42,6 +78,7 @@ model::ThreadTrack replay_thread(uint32_t tid, std::vector<OpEvent>& events, uin
     const uint64_t end_ns = clock.to_unix(event.monotonic_ns);
     const size_t matched_depth = static_cast<size_t>(open.rend() - match) - 1;
     if (event.has_arguments) track.spans[open[matched_depth].span_index].outputs = std::move(event.arguments);
+    attribute_created_node(open, matched_depth, event.sequence_counter, track);
     for (size_t depth = open.size(); depth-- > matched_depth;) {
       model::OpSpan& span = track.spans[open[depth].span_index];
       span.end_ns = end_ns;

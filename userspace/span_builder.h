@@ -22,6 +22,9 @@ struct OpEvent {
   std::vector<model::Value> arguments;
   int64_t sequence_number = -1;  // entries of autograd nodes
   uint64_t forward_thread = 0;
+  // Op entries and exits: the thread's autograd sequence counter; SEQUENCE_COUNTER_UNKNOWN
+  // (all ones) when not read.
+  uint64_t sequence_counter = UINT64_MAX;
 };
 
 struct BuiltThreads {

@@ -4,6 +4,7 @@
 #include <map>
 #include <tuple>
 
+#include "userspace/forward_backward_links.h"
 #include "userspace/python_timeline.h"
 
 namespace tprof {
@@ -98,6 +99,7 @@ model::Trace assemble_trace(RecordedRun&& run, const MonotonicToUnix& clock, mod
   trace.annotations.push_back(model::Annotation{"ProfilerStep#0", run.main_tid, trace.metadata.window_start_unix_ns,
                                                 trace.metadata.window_end_unix_ns, 0});
   assign_record_ids(trace);
+  link_forward_backward(trace);
   return trace;
 }
 

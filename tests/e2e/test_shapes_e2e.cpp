@@ -27,6 +27,7 @@ using testing::has_tracing_capabilities;
 constexpr int kSteps = 3;
 constexpr double kMinimumShapeRecall = 0.98;     // the bar for (op, Input Dims)
 constexpr double kMinimumBackwardRecall = 0.95;  // and for the autograd engine's events
+constexpr double kMinimumFlowRecall = 0.95;      // fwdbwd pairs, held to the same bar
 constexpr std::string_view kEvaluateFunction = "autograd::engine::evaluate_function: ";
 
 using Multiset = std::map<std::string, size_t>;
@@ -61,9 +62,13 @@ std::string describe_missing(const Multiset& recorded, const Multiset& expected,
 // "aten::mm [[8, 10], [10, 32]]": an op with its Input Dims, as one comparable key.
 std::string op_key(const std::string& name, const nlohmann::json& dims) { return name + " " + dims.dump(); }
 
+// "aten::mm -> MmBackward0": the two ends of a fwdbwd flow, by name.
+std::string flow_key(const std::string& forward, const std::string& backward) { return forward + " -> " + backward; }
+
 struct Recorded {
   Multiset op_shapes;
   Multiset backward_events;
+  Multiset flows;
   size_t ops_with_shapes = 0;
   size_t ops = 0;
 };
@@ -71,6 +76,27 @@ struct Recorded {
 Recorded read_tprof_trace(const fs::path& path) {
   const TraceJson trace = load_trace(path);
   Recorded recorded;
+  // A flow end names the slice that starts at its timestamp on its thread; where slices share
+  // a start, the innermost (written last) is the op that created the node.
+  using Place = std::pair<int64_t, long double>;  // (tid, ts)
+  std::map<Place, std::string> cpu_op_at;
+  std::map<uint64_t, Place> flow_starts;
+  std::vector<std::pair<uint64_t, Place>> flow_ends;
+  for (const auto& event : trace.at("traceEvents")) {
+    if (!event.contains("ts") || !event.contains("tid") || !event.at("tid").is_number()) continue;
+    const Place place{event.at("tid").get<int64_t>(), event.at("ts").get<long double>()};
+    if (event.value("cat", "") == "fwdbwd") {
+      if (event.at("ph") == "s") flow_starts[event.at("id").get<uint64_t>()] = place;
+      if (event.at("ph") == "f") flow_ends.emplace_back(event.at("id").get<uint64_t>(), place);
+    } else if (event.value("ph", "") == "X" && event.value("cat", "") == "cpu_op") {
+      cpu_op_at[place] = event.at("name").get<std::string>();
+    }
+  }
+  for (const auto& [id, end] : flow_ends) {
+    const auto start = flow_starts.find(id);
+    if (start == flow_starts.end() || !cpu_op_at.contains(start->second) || !cpu_op_at.contains(end)) continue;
+    ++recorded.flows[flow_key(cpu_op_at.at(start->second), cpu_op_at.at(end))];
+  }
   for (const auto& event : trace.at("traceEvents")) {
     if (event.value("ph", "") != "X" || event.value("cat", "") != "cpu_op") continue;
     const std::string name = event.at("name").get<std::string>();
@@ -91,6 +117,7 @@ Recorded read_tprof_trace(const fs::path& path) {
 struct Reference {
   Multiset op_shapes;
   Multiset backward_events;
+  Multiset flows;
 };
 
 Reference read_reference(const fs::path& path) {
@@ -102,6 +129,8 @@ Reference read_reference(const fs::path& path) {
   const auto& shapes = json.at("shapes");
   for (size_t i = 0; i < ops.size(); ++i) ++reference.op_shapes[op_key(ops[i].get<std::string>(), shapes[i])];
   for (const auto& name : json.at("autograd")) ++reference.backward_events[name.get<std::string>()];
+  for (const auto& pair : json.at("fwdbwd"))
+    ++reference.flows[flow_key(pair[0].get<std::string>(), pair[1].get<std::string>())];
   return reference;
 }
 
@@ -136,6 +165,14 @@ void expect_shapes_and_backward_match_torch(const WorkloadEnvironment& environme
     if (name.starts_with(kEvaluateFunction)) evaluate_functions += count;
   ASSERT_GT(evaluate_functions, 0U) << "torch recorded no backward pass";
   EXPECT_GE(backward.value(), kMinimumBackwardRecall);
+
+  const Recall flows = recall_of(recorded.flows, reference.flows);
+  std::cout << environment.description << ": fwdbwd flow recall " << flows.value() << " (" << flows.matched << "/"
+            << flows.expected << ")\nlargest shortfalls:\n"
+            << describe_missing(recorded.flows, reference.flows);
+  ::testing::Test::RecordProperty("flow_recall", std::to_string(flows.value()));
+  ASSERT_GT(flows.expected, 0U) << "torch linked no forward op to a backward node";
+  EXPECT_GE(flows.value(), kMinimumFlowRecall);
 }
 
 class ShapesEndToEndTest : public ::testing::Test {

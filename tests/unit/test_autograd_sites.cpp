@@ -11,7 +11,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <string>
 
 #include "symbolizer/class_hierarchy.h"
@@ -19,16 +18,10 @@
 #include "symbolizer/elf_file.h"
 #include "symbolizer/relocations.h"
 #include "symbolizer/section_map.h"
-#include "tests/support/test_environment.h"
+#include "tests/support/torch_libraries.h"
 
 namespace tprof::symbolizer {
 namespace {
-
-namespace fs = std::filesystem;
-
-const fs::path kTrixieRoot = testing::trixie_root();
-const fs::path kTrixieFinishedMarker = kTrixieRoot / ".tprof-complete";
-const fs::path kTrixieLibtorchCpu = kTrixieRoot / "usr/lib/x86_64-linux-gnu/libtorch_cpu.so.2.6";
 
 struct ExpectedSites {
   uint64_t evaluate_function;
@@ -95,41 +88,33 @@ void expect_sites(const std::string& library, const ExpectedSites& expected) {
 }
 
 TEST(AutogradSites, Torch113) {
-  if (!fs::exists(testing::debian_libtorch_cpu())) {
-    GTEST_SKIP() << "SKIPPED LOUDLY: " << testing::debian_libtorch_cpu()
-                 << " is missing (Debian libtorch1.13)";
-  }
-  expect_sites(testing::debian_libtorch_cpu(), {.evaluate_function = 0x3b37350,
-                                                .accumulate_grad_apply = 0x3b43f40,
-                                                .mm_backward_apply = 0x3086920,
-                                                .apply_sites = 606});
+  const testing::TorchInstall& torch = testing::debian_torch113();
+  if (const auto missing = torch.missing("libtorch_cpu")) GTEST_SKIP() << *missing;
+  expect_sites(torch.library("libtorch_cpu"), {.evaluate_function = 0x3b37350,
+                                               .accumulate_grad_apply = 0x3b43f40,
+                                               .mm_backward_apply = 0x3086920,
+                                               .apply_sites = 606});
 }
 
 TEST(AutogradSites, NodeOverridesAreFoundThroughTypeinfoTorch113) {
-  if (!fs::exists(testing::debian_libtorch_cpu())) {
-    GTEST_SKIP() << "SKIPPED LOUDLY: " << testing::debian_libtorch_cpu()
-                 << " is missing (Debian libtorch1.13)";
-  }
-  expect_hierarchy(testing::debian_libtorch_cpu());
+  const testing::TorchInstall& torch = testing::debian_torch113();
+  if (const auto missing = torch.missing("libtorch_cpu")) GTEST_SKIP() << *missing;
+  expect_hierarchy(torch.library("libtorch_cpu"));
 }
 
 TEST(AutogradSites, NodeOverridesAreFoundThroughTypeinfoTorch26) {
-  if (!fs::exists(kTrixieFinishedMarker) || !fs::exists(kTrixieLibtorchCpu)) {
-    GTEST_SKIP() << "SKIPPED LOUDLY: no finished trixie root with torch 2.6 at " << kTrixieRoot
-                 << " (scripts/make-trixie-root.sh builds it)";
-  }
-  expect_hierarchy(kTrixieLibtorchCpu.string());
+  const testing::TorchInstall& torch = testing::trixie_torch26();
+  if (const auto missing = torch.missing("libtorch_cpu")) GTEST_SKIP() << *missing;
+  expect_hierarchy(torch.library("libtorch_cpu"));
 }
 
 TEST(AutogradSites, Torch26) {
-  if (!fs::exists(kTrixieFinishedMarker) || !fs::exists(kTrixieLibtorchCpu)) {
-    GTEST_SKIP() << "SKIPPED LOUDLY: no finished trixie root with torch 2.6 at " << kTrixieRoot
-                 << " (scripts/make-trixie-root.sh builds it)";
-  }
-  expect_sites(kTrixieLibtorchCpu.string(), {.evaluate_function = 0x60df7f0,
-                                             .accumulate_grad_apply = 0x60ed2d0,
-                                             .mm_backward_apply = 0x53ba930,
-                                             .apply_sites = 706});
+  const testing::TorchInstall& torch = testing::trixie_torch26();
+  if (const auto missing = torch.missing("libtorch_cpu")) GTEST_SKIP() << *missing;
+  expect_sites(torch.library("libtorch_cpu"), {.evaluate_function = 0x60df7f0,
+                                               .accumulate_grad_apply = 0x60ed2d0,
+                                               .mm_backward_apply = 0x53ba930,
+                                               .apply_sites = 706});
 }
 
 }  // namespace

@@ -8,77 +8,75 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <filesystem>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "symbolizer/elf_file.h"
-#include "tests/support/test_environment.h"
+#include "tests/support/torch_libraries.h"
 
 namespace tprof::symbolizer {
 namespace {
 
-namespace fs = std::filesystem;
-
-const fs::path kTrixieRoot = testing::trixie_root();
-const fs::path kTrixieFinishedMarker = kTrixieRoot / ".tprof-complete";
-const fs::path kTrixieLibtorchCpu = kTrixieRoot / "usr/lib/x86_64-linux-gnu/libtorch_cpu.so.2.6";
+// File offsets in one torch's libtorch_cpu.
+struct ExpectedSites {
+  // record_function_enter_legacy, the static kernel of
+  // torch.ops.profiler._record_function_enter, and the exported record_function_enter_new.
+  uint64_t legacy_kernel;
+  uint64_t record_function_enter_new;
+  // rpc's UserRRef::toHere also constructs a USER_SCOPE RecordFunction; it is no kernel. Nor
+  // is a static function among ProcessGroupGloo's code (c10d's async-work profiling), which
+  // checks that its RecordFunction is active before handing anything on.
+  uint64_t user_rref_to_here;
+  uint64_t gloo_async_work_profiling;
+  uint64_t user_scope_constructor;
+  uint64_t end;
+};
 
 bool contains(const std::vector<uint64_t>& offsets, uint64_t offset) {
   return std::find(offsets.begin(), offsets.end(), offset) != offsets.end();
 }
 
-TEST(RecordFunctionSites, Torch113) {
-  if (!fs::exists(testing::debian_libtorch_cpu())) {
-    GTEST_SKIP() << "SKIPPED LOUDLY: " << testing::debian_libtorch_cpu()
-                 << " is missing (Debian libtorch1.13)";
-  }
-  const ElfFile elf(testing::debian_libtorch_cpu());
+void expect_sites(const testing::TorchInstall& torch, const ExpectedSites& expected) {
+  const ElfFile elf(torch.library("libtorch_cpu"));
   const RecordFunctionSites sites = find_record_function_sites(elf);
   SCOPED_TRACE(sites.source);
 
-  // record_function_enter_legacy, the static kernel of torch.ops.profiler._record_function_enter,
-  // which 1.13's record_function.__enter__ calls (gdb: hit once per block, $rsi -> the name), and
-  // the exported record_function_enter_new, which 1.13's Python does not call but is a kernel of
-  // the same kind.
-  constexpr uint64_t kLegacyKernel = 0x3b60060;
-  constexpr uint64_t kRecordFunctionEnterNew = 0x3b601d0;
-  EXPECT_EQ(sites.enter_functions, (std::vector<uint64_t>{kLegacyKernel, kRecordFunctionEnterNew}));
-  // rpc's UserRRef::toHere also constructs a USER_SCOPE RecordFunction; it is no kernel.
-  constexpr uint64_t kUserRRefToHere = 0x4512920;
-  EXPECT_FALSE(contains(sites.enter_functions, kUserRRefToHere));
+  EXPECT_EQ(sites.enter_functions, (std::vector<uint64_t>{expected.legacy_kernel,
+                                                          expected.record_function_enter_new}));
+  EXPECT_FALSE(contains(sites.enter_functions, expected.user_rref_to_here));
   EXPECT_NE(sites.source.find("UserRRef6toHere"), std::string::npos);
-  // Nor is a static function among ProcessGroupGloo's code (c10d's async-work profiling), which
-  // checks that its RecordFunction is active before handing anything on.
-  constexpr uint64_t kGlooAsyncWorkProfiling = 0x4473300;
-  EXPECT_FALSE(contains(sites.enter_functions, kGlooAsyncWorkProfiling));
+  EXPECT_FALSE(contains(sites.enter_functions, expected.gloo_async_work_profiling));
 
-  EXPECT_EQ(sites.user_scope_constructor, 0xf2a640u);
-  EXPECT_EQ(sites.end, 0xf276a0u);
+  EXPECT_EQ(sites.user_scope_constructor, expected.user_scope_constructor);
+  EXPECT_EQ(sites.end, expected.end);
+}
+
+TEST(RecordFunctionSites, Torch113) {
+  const testing::TorchInstall& torch = testing::debian_torch113();
+  if (const auto missing = torch.missing("libtorch_cpu")) GTEST_SKIP() << *missing;
+  // 1.13's record_function.__enter__ calls the legacy kernel (gdb: hit once per block, $rsi ->
+  // the name); it does not call record_function_enter_new, a kernel of the same kind.
+  expect_sites(torch, {.legacy_kernel = 0x3b60060,
+                       .record_function_enter_new = 0x3b601d0,
+                       .user_rref_to_here = 0x4512920,
+                       .gloo_async_work_profiling = 0x4473300,
+                       .user_scope_constructor = 0xf2a640,
+                       .end = 0xf276a0});
 }
 
 TEST(RecordFunctionSites, Torch26) {
-  if (!fs::exists(kTrixieFinishedMarker) || !fs::exists(kTrixieLibtorchCpu)) {
-    GTEST_SKIP() << "SKIPPED LOUDLY: no finished trixie root with torch 2.6 at " << kTrixieRoot
-                 << " (scripts/make-trixie-root.sh builds it)";
-  }
-  const ElfFile elf(kTrixieLibtorchCpu.string());
-  const RecordFunctionSites sites = find_record_function_sites(elf);
-  SCOPED_TRACE(sites.source);
-
-  // 2.6's record_function.__enter__ calls the exported record_function_enter_new (gdb: hit
-  // once per block, $rsi -> the name); record_function_enter_legacy is still registered (gdb:
-  // hit by a direct torch.ops.profiler._record_function_enter("legacy_direct") call).
-  constexpr uint64_t kLegacyKernel = 0x611a270;
-  constexpr uint64_t kRecordFunctionEnterNew = 0x611a330;
-  EXPECT_EQ(sites.enter_functions, (std::vector<uint64_t>{kLegacyKernel, kRecordFunctionEnterNew}));
-  constexpr uint64_t kUserRRefToHere = 0x6cc78d0;
-  EXPECT_FALSE(contains(sites.enter_functions, kUserRRefToHere));
-  constexpr uint64_t kGlooAsyncWorkProfiling = 0x6be7ac0;
-  EXPECT_FALSE(contains(sites.enter_functions, kGlooAsyncWorkProfiling));
-
-  EXPECT_EQ(sites.user_scope_constructor, 0x1ccb620u);
-  EXPECT_EQ(sites.end, 0x1cc8200u);
+  const testing::TorchInstall& torch = testing::trixie_torch26();
+  if (const auto missing = torch.missing("libtorch_cpu")) GTEST_SKIP() << *missing;
+  // 2.6's record_function.__enter__ calls record_function_enter_new (gdb: hit once per block,
+  // $rsi -> the name); record_function_enter_legacy is still registered (gdb: hit by a direct
+  // torch.ops.profiler._record_function_enter("legacy_direct") call).
+  expect_sites(torch, {.legacy_kernel = 0x611a270,
+                       .record_function_enter_new = 0x611a330,
+                       .user_rref_to_here = 0x6cc78d0,
+                       .gloo_async_work_profiling = 0x6be7ac0,
+                       .user_scope_constructor = 0x1ccb620,
+                       .end = 0x1cc8200});
 }
 
 }  // namespace

@@ -3,35 +3,27 @@
 // c10::DeviceTypeName for every DeviceType, straight from its libc10.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "symbolizer/scalar_types.h"
-#include "tests/support/process_harness.h"
-#include "tests/support/test_environment.h"
+#include "tests/support/torch_libraries.h"
 
 namespace tprof::symbolizer {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
-
-const fs::path kTrixieRoot = testing::trixie_root();
 
 // argv[1]: how many DeviceTypes to name (DeviceTypeName aborts the process on an unknown one).
 // TypeMeta's table is indexed by ScalarType and ends, for ATen dtypes, at Undefined's entry.
 // Each TypeMetaData is 72 bytes with its name (a string_view) at 56: c10::string_view
 // {data, size} in 1.13, std::string_view {size, data} in 2.x.
-constexpr const char* kNamesScript = R"PY(
-import ctypes, json, sys, torch
+constexpr std::string_view kNamesScript = R"PY(
 device_type_count = int(sys.argv[1])
-c10 = ctypes.CDLL("libc10.so." + ".".join(torch.__version__.split(".")[:2]))
-def word(address): return ctypes.c_uint64.from_address(address).value
 type_meta_datas = c10._ZN6caffe28TypeMeta13typeMetaDatasEv
 type_meta_datas.restype = ctypes.c_void_p
 base = type_meta_datas()
@@ -54,53 +46,36 @@ for device_type in range(device_type_count):
 )PY";
 
 struct TorchUnderTest {
-  std::string name;
-  std::vector<std::string> python;  // the script's "-c SCRIPT COUNT" is appended
-  fs::path must_exist;              // skip (loudly) when missing
-  int scalar_types;                 // ATen dtypes (ScalarType::NumOptions)
-  int device_types;                 // DeviceTypes (COMPILE_TIME_MAX_DEVICE_TYPES)
+  testing::TorchInstall torch;
+  int scalar_types;  // ATen dtypes (ScalarType::NumOptions)
+  int device_types;  // DeviceTypes (COMPILE_TIME_MAX_DEVICE_TYPES)
   // DeviceTypes this torch names differently from the 2.x names device_string uses.
   std::map<int, std::string> other_device_names;
 };
 
-void PrintTo(const TorchUnderTest& torch, std::ostream* out) { *out << torch.name; }
+void PrintTo(const TorchUnderTest& under_test, std::ostream* out) {
+  testing::PrintTo(under_test.torch, out);
+}
 
 std::vector<TorchUnderTest> torches() {
   return {
-      {"torch113",
-       {"/usr/bin/python3"},
-       "/usr/lib/x86_64-linux-gnu/libc10.so.1.13",
-       18,
-       20,
-       {{8, "ort"}, {19, "privateuseone"}}},
-      {"torch26_trixie_chroot",
-       {"chroot", kTrixieRoot.string(), "python3"},
-       kTrixieRoot / ".tprof-complete",
-       44,
-       21,
-       {}},
+      {testing::debian_torch113(), 18, 20, {{8, "ort"}, {19, "privateuseone"}}},
+      {testing::trixie_torch26(), 44, 21, {}},
   };
 }
 
 class ScalarTypesLive : public ::testing::TestWithParam<TorchUnderTest> {};
 
 TEST_P(ScalarTypesLive, NamesMatchTorch) {
-  const TorchUnderTest& torch = GetParam();
-  if (!fs::exists(torch.must_exist)) {
-    GTEST_SKIP() << "SKIPPED LOUDLY: " << torch.must_exist << " is missing";
-  }
-  std::vector<std::string> command = torch.python;
-  command.insert(command.end(), {"-c", kNamesScript, std::to_string(torch.device_types)});
-  const auto result = test::run_command(command, std::chrono::seconds(180));
-  ASSERT_TRUE(result.status && result.status->succeeded())
-      << "the script failed: "
-      << (result.status ? result.status->describe() : std::string("timed out"));
+  const TorchUnderTest& under_test = GetParam();
+  if (const auto missing = under_test.torch.missing("libc10")) GTEST_SKIP() << *missing;
+  const testing::TorchScriptRun run = testing::run_with_libc10(
+      under_test.torch, kNamesScript, {std::to_string(under_test.device_types)});
+  ASSERT_TRUE(run.failure.empty()) << "the script failed: " << run.failure;
 
   int scalar_types = 0;
   int device_types = 0;
-  for (const std::string& line : result.stdout_lines) {
-    if (!line.starts_with("{")) continue;
-    const json entry = json::parse(line);
+  for (const json& entry : run.objects) {
     if (entry.contains("scalar_type")) {
       const int scalar_type = entry["scalar_type"];
       SCOPED_TRACE("ScalarType " + std::to_string(scalar_type));
@@ -110,8 +85,8 @@ TEST_P(ScalarTypesLive, NamesMatchTorch) {
     } else {
       const int device_type = entry["device_type"];
       SCOPED_TRACE("DeviceType " + std::to_string(device_type));
-      const auto other = torch.other_device_names.find(device_type);
-      if (other != torch.other_device_names.end()) {
+      const auto other = under_test.other_device_names.find(device_type);
+      if (other != under_test.other_device_names.end()) {
         EXPECT_EQ(other->second, entry["name"].get<std::string>());
       } else {
         EXPECT_EQ(device_string(device_type, -1), entry["name"].get<std::string>());
@@ -119,12 +94,12 @@ TEST_P(ScalarTypesLive, NamesMatchTorch) {
       ++device_types;
     }
   }
-  EXPECT_EQ(scalar_types, torch.scalar_types);
-  EXPECT_EQ(device_types, torch.device_types);
+  EXPECT_EQ(scalar_types, under_test.scalar_types);
+  EXPECT_EQ(device_types, under_test.device_types);
 }
 
 INSTANTIATE_TEST_SUITE_P(Torches, ScalarTypesLive, ::testing::ValuesIn(torches()),
-                         [](const auto& info) { return info.param.name; });
+                         [](const auto& info) { return info.param.torch.name; });
 
 TEST(ScalarTypes, DeviceStrings) {
   EXPECT_EQ(device_string(0, -1), "cpu");

@@ -7,39 +7,31 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "symbolizer/scalar_types.h"
 #include "symbolizer/tensor_decoder.h"
 #include "symbolizer/tensor_impl_layout.h"
-#include "tests/support/process_harness.h"
 #include "tests/support/test_environment.h"
+#include "tests/support/torch_libraries.h"
 
 namespace tprof::symbolizer {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
-
-const fs::path kTrixieRoot = testing::trixie_root();
 
 // argv[1]: where the out-of-line array's pointer sits (the first inline size). Prints one JSON
 // object per tensor. `_cdata` is the TensorImpl*; `plain_tensor_impl` checks that against
 // TensorImpl's vtable exported from libc10.
-constexpr const char* kDumpScript = R"PY(
-import ctypes, json, sys, torch
+constexpr std::string_view kDumpScript = R"PY(
 pointer_slot = int(sys.argv[1])
-c10 = ctypes.CDLL("libc10.so." + ".".join(torch.__version__.split(".")[:2]))
 def address_of(symbol): return ctypes.addressof(ctypes.c_char.in_dll(c10, symbol))
-def word(address): return ctypes.c_uint64.from_address(address).value
 tensor_impl_vptr = address_of("_ZTVN3c1010TensorImplE") + 16
 def storage_of(t):
     return t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()._storage
@@ -82,28 +74,6 @@ const std::map<std::string, DtypeFacts, std::less<>> kDtypes = {
     {"torch.float32", {6, "float"}},     {"torch.float64", {7, "double"}},
     {"torch.bool", {11, "bool"}},        {"torch.bfloat16", {15, "c10::BFloat16"}},
 };
-
-struct TorchUnderTest {
-  std::string name;
-  std::vector<std::string> python;  // the script's "-c SCRIPT SLOT" is appended
-  fs::path libc10;                  // as this process sees it
-  fs::path must_exist;              // skip (loudly) when missing
-};
-
-void PrintTo(const TorchUnderTest& torch, std::ostream* out) { *out << torch.name; }
-
-std::vector<TorchUnderTest> torches() {
-  return {
-      {"torch113",
-       {"/usr/bin/python3"},
-       "/usr/lib/x86_64-linux-gnu/libc10.so.1.13",
-       "/usr/lib/x86_64-linux-gnu/libc10.so.1.13"},
-      {"torch26_trixie_chroot",
-       {"chroot", kTrixieRoot.string(), "python3"},
-       kTrixieRoot / "usr/lib/x86_64-linux-gnu/libc10.so.2.6",
-       kTrixieRoot / ".tprof-complete"},
-  };
-}
 
 std::string bytes_from_hex(const std::string& hex) {
   std::string bytes;
@@ -149,31 +119,21 @@ BpfView play_bpf(const json& report, const TensorImplLayout& layout) {
   return view;
 }
 
-class TensorDecoderLive : public ::testing::TestWithParam<TorchUnderTest> {};
+class TensorDecoderLive : public ::testing::TestWithParam<testing::TorchInstall> {};
 
 TEST_P(TensorDecoderLive, DecodesWhatTorchReports) {
-  const TorchUnderTest& torch = GetParam();
-  if (!fs::exists(torch.must_exist)) {
-    GTEST_SKIP() << "SKIPPED LOUDLY: " << torch.must_exist << " is missing";
-  }
+  const testing::TorchInstall& torch = GetParam();
+  if (const auto missing = torch.missing("libc10")) GTEST_SKIP() << *missing;
   std::string why_not;
-  const auto layout = calibrate_tensor_impl_layout(torch.libc10, &why_not);
+  const auto layout = calibrate_tensor_impl_layout(torch.library("libc10"), &why_not);
   ASSERT_TRUE(layout) << why_not;
 
-  std::vector<std::string> command = torch.python;
-  command.insert(command.end(), {"-c", kDumpScript, std::to_string(layout->inline_sizes)});
-  const auto result = test::run_command(command, std::chrono::seconds(180));
-  ASSERT_TRUE(result.status && result.status->succeeded())
-      << "the dump script failed: "
-      << (result.status ? result.status->describe() : std::string("timed out"));
+  const testing::TorchScriptRun run =
+      testing::run_with_libc10(torch, kDumpScript, {std::to_string(layout->inline_sizes)});
+  ASSERT_TRUE(run.failure.empty()) << "the dump script failed: " << run.failure;
 
   std::map<std::string, json> reports;
-  for (const std::string& line : result.stdout_lines) {
-    if (line.starts_with("{")) {
-      const json report = json::parse(line);
-      reports[report["name"]] = report;
-    }
-  }
+  for (const json& report : run.objects) reports[report["name"]] = report;
   ASSERT_EQ(reports.size(), 8u) << "the script reported " << reports.size() << " tensors";
 
   for (const auto& [name, report] : reports) {
@@ -215,7 +175,8 @@ TEST_P(TensorDecoderLive, DecodesWhatTorchReports) {
   EXPECT_GT(reports["five_dims_view"]["storage_offset"].get<int64_t>(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Torches, TensorDecoderLive, ::testing::ValuesIn(torches()),
+INSTANTIATE_TEST_SUITE_P(Torches, TensorDecoderLive,
+                         ::testing::Values(testing::debian_torch113(), testing::trixie_torch26()),
                          [](const auto& info) { return info.param.name; });
 
 // Hand-made windows for what live tensors cannot easily show.

@@ -8,85 +8,103 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 
 #include "symbolizer/tensor_impl_layout.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/test_environment.h"
+#include "tests/support/torch_libraries.h"
 
 namespace tprof::symbolizer {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kDebianLibc10 = "/usr/lib/x86_64-linux-gnu/libc10.so.1.13";
-const fs::path kTrixieRoot = testing::trixie_root();
-const fs::path kTrixieFinishedMarker = kTrixieRoot / ".tprof-complete";
-const fs::path kTrixieLibc10 = kTrixieRoot / "usr/lib/x86_64-linux-gnu/libc10.so.2.6";
+// What calibration must find in one torch's libc10.
+struct ExpectedCalibration {
+  TensorImplLayout layout;        // every offset, and optional_payload_first
+  std::string_view known_layout;  // how the source line names the layout it matched
+  tensor_layout bpf;              // every field but `enabled`, which must be 1
+};
 
-TEST(TensorImplLayout, CalibratesTorch113) {
-  if (!fs::exists(kDebianLibc10)) {
-    GTEST_SKIP() << "SKIPPED LOUDLY: " << kDebianLibc10 << " is missing (Debian libtorch1.13)";
-  }
+void expect_calibration(const testing::TorchInstall& torch, const ExpectedCalibration& expected) {
   std::string why_not;
-  const auto layout = calibrate_tensor_impl_layout(kDebianLibc10, &why_not);
+  const auto layout = calibrate_tensor_impl_layout(torch.library("libc10"), &why_not);
   ASSERT_TRUE(layout) << why_not;
-  EXPECT_EQ(layout->dims, 72u);
-  EXPECT_EQ(layout->inline_sizes, 80u);
-  EXPECT_EQ(layout->inline_strides, 120u);
-  EXPECT_EQ(layout->storage_offset, 160u);
-  EXPECT_EQ(layout->numel, 168u);
-  EXPECT_EQ(layout->dtype, 176u);
-  EXPECT_EQ(layout->device_has_value, 178u);
-  EXPECT_EQ(layout->device_type, 179u);
-  EXPECT_EQ(layout->device_index, 180u);
-  EXPECT_EQ(layout->storage, 24u);
-  EXPECT_EQ(layout->storage_data, 24u);
-  EXPECT_FALSE(layout->optional_payload_first);
-  EXPECT_NE(layout->source.find("matches the torch 1.13-2.1"), std::string::npos) << layout->source;
+  EXPECT_EQ(layout->dims, expected.layout.dims);
+  EXPECT_EQ(layout->inline_sizes, expected.layout.inline_sizes);
+  EXPECT_EQ(layout->inline_strides, expected.layout.inline_strides);
+  EXPECT_EQ(layout->storage_offset, expected.layout.storage_offset);
+  EXPECT_EQ(layout->numel, expected.layout.numel);
+  EXPECT_EQ(layout->dtype, expected.layout.dtype);
+  EXPECT_EQ(layout->device_type, expected.layout.device_type);
+  EXPECT_EQ(layout->device_index, expected.layout.device_index);
+  EXPECT_EQ(layout->device_has_value, expected.layout.device_has_value);
+  EXPECT_EQ(layout->storage, expected.layout.storage);
+  EXPECT_EQ(layout->storage_data, expected.layout.storage_data);
+  EXPECT_EQ(layout->optional_payload_first, expected.layout.optional_payload_first);
+  EXPECT_NE(layout->source.find(expected.known_layout), std::string::npos) << layout->source;
   EXPECT_NE(layout->source.find("StorageImpl::release_resources"), std::string::npos)
       << layout->source;
 
   const tensor_layout bpf = layout->to_bpf();
   EXPECT_EQ(bpf.enabled, 1u);
-  EXPECT_EQ(bpf.window_offset, 72u);
-  EXPECT_EQ(bpf.window_bytes, 112u);  // 72..181 (device_opt_'s end), rounded up to 8
-  EXPECT_EQ(bpf.storage_field, 24u);
-  EXPECT_EQ(bpf.storage_data_field, 24u);
-  EXPECT_EQ(bpf.optional_tensor_flag, 0u);
-  EXPECT_EQ(bpf.optional_tensor_payload, 8u);
+  EXPECT_EQ(bpf.window_offset, expected.bpf.window_offset);
+  EXPECT_EQ(bpf.window_bytes, expected.bpf.window_bytes);
+  EXPECT_EQ(bpf.storage_field, expected.bpf.storage_field);
+  EXPECT_EQ(bpf.storage_data_field, expected.bpf.storage_data_field);
+  EXPECT_EQ(bpf.optional_tensor_payload, expected.bpf.optional_tensor_payload);
+  EXPECT_EQ(bpf.optional_tensor_flag, expected.bpf.optional_tensor_flag);
+}
+
+TEST(TensorImplLayout, CalibratesTorch113) {
+  const testing::TorchInstall& torch = testing::debian_torch113();
+  if (const auto missing = torch.missing("libc10")) GTEST_SKIP() << *missing;
+  expect_calibration(torch, {.layout = {.dims = 72,
+                                        .inline_sizes = 80,
+                                        .inline_strides = 120,
+                                        .storage_offset = 160,
+                                        .numel = 168,
+                                        .dtype = 176,
+                                        .device_type = 179,
+                                        .device_index = 180,
+                                        .device_has_value = 178,
+                                        .storage = 24,
+                                        .storage_data = 24,
+                                        .optional_payload_first = false},
+                             .known_layout = "matches the torch 1.13-2.1",
+                             // 72..181 (device_opt_'s end), rounded up to 8
+                             .bpf = {.window_offset = 72,
+                                     .window_bytes = 112,
+                                     .storage_field = 24,
+                                     .storage_data_field = 24,
+                                     .optional_tensor_payload = 8,
+                                     .optional_tensor_flag = 0}});
 }
 
 TEST(TensorImplLayout, CalibratesTorch26) {
-  if (!fs::exists(kTrixieFinishedMarker) || !fs::exists(kTrixieLibc10)) {
-    GTEST_SKIP() << "SKIPPED LOUDLY: no finished trixie root with torch 2.6 at " << kTrixieRoot
-                 << " (scripts/make-trixie-root.sh builds it)";
-  }
-  std::string why_not;
-  const auto layout = calibrate_tensor_impl_layout(kTrixieLibc10, &why_not);
-  ASSERT_TRUE(layout) << why_not;
-  EXPECT_EQ(layout->dims, 64u);
-  EXPECT_EQ(layout->inline_sizes, 72u);
-  EXPECT_EQ(layout->inline_strides, 112u);
-  EXPECT_EQ(layout->storage_offset, 152u);
-  EXPECT_EQ(layout->numel, 160u);
-  EXPECT_EQ(layout->dtype, 168u);
-  EXPECT_EQ(layout->device_type, 170u);
-  EXPECT_EQ(layout->device_index, 171u);
-  EXPECT_EQ(layout->device_has_value, 172u);
-  EXPECT_EQ(layout->storage, 16u);
-  EXPECT_EQ(layout->storage_data, 16u);
-  EXPECT_TRUE(layout->optional_payload_first);
-  EXPECT_NE(layout->source.find("matches the torch 2.3+"), std::string::npos) << layout->source;
-  EXPECT_NE(layout->source.find("StorageImpl::release_resources"), std::string::npos)
-      << layout->source;
-
-  const tensor_layout bpf = layout->to_bpf();
-  EXPECT_EQ(bpf.window_offset, 64u);
-  EXPECT_EQ(bpf.window_bytes, 112u);  // 64..173, rounded up to 8
-  EXPECT_EQ(bpf.storage_field, 16u);
-  EXPECT_EQ(bpf.storage_data_field, 16u);
-  EXPECT_EQ(bpf.optional_tensor_payload, 0u);
-  EXPECT_EQ(bpf.optional_tensor_flag, 8u);
+  const testing::TorchInstall& torch = testing::trixie_torch26();
+  if (const auto missing = torch.missing("libc10")) GTEST_SKIP() << *missing;
+  expect_calibration(torch, {.layout = {.dims = 64,
+                                        .inline_sizes = 72,
+                                        .inline_strides = 112,
+                                        .storage_offset = 152,
+                                        .numel = 160,
+                                        .dtype = 168,
+                                        .device_type = 170,
+                                        .device_index = 171,
+                                        .device_has_value = 172,
+                                        .storage = 16,
+                                        .storage_data = 16,
+                                        .optional_payload_first = true},
+                             .known_layout = "matches the torch 2.3+",
+                             // 64..173, rounded up to 8
+                             .bpf = {.window_offset = 64,
+                                     .window_bytes = 112,
+                                     .storage_field = 16,
+                                     .storage_data_field = 16,
+                                     .optional_tensor_payload = 0,
+                                     .optional_tensor_flag = 8}});
 }
 
 TEST(TensorImplLayout, RefusesALibraryWithoutTheAccessors) {

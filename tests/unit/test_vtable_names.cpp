@@ -6,21 +6,14 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <string>
 
 #include "symbolizer/defined_symbols.h"
 #include "symbolizer/elf_file.h"
-#include "tests/support/test_environment.h"
+#include "tests/support/torch_libraries.h"
 
 namespace tprof::symbolizer {
 namespace {
-
-namespace fs = std::filesystem;
-
-const fs::path kTrixieRoot = testing::trixie_root();
-const fs::path kTrixieFinishedMarker = kTrixieRoot / ".tprof-complete";
-const fs::path kTrixieLibtorchCpu = kTrixieRoot / "usr/lib/x86_64-linux-gnu/libtorch_cpu.so.2.6";
 
 // An object's vptr points past offset-to-top and the typeinfo pointer.
 constexpr uint64_t kVtableHeader = 16;
@@ -68,21 +61,17 @@ void expect_names(const std::string& library, uint64_t live_mm_backward_vptr) {
 }
 
 TEST(VtableNames, Torch113) {
-  if (!fs::exists(testing::debian_libtorch_cpu())) {
-    GTEST_SKIP() << "SKIPPED LOUDLY: " << testing::debian_libtorch_cpu()
-                 << " is missing (Debian libtorch1.13)";
-  }
+  const testing::TorchInstall& torch = testing::debian_torch113();
+  if (const auto missing = torch.missing("libtorch_cpu")) GTEST_SKIP() << *missing;
   // gdb: vptr 0x7ffff65a8120, libtorch_cpu mapped from 0x7fffef400000.
-  expect_names(testing::debian_libtorch_cpu(), 0x71a8120);
+  expect_names(torch.library("libtorch_cpu"), 0x71a8120);
 }
 
 TEST(VtableNames, Torch26) {
-  if (!fs::exists(kTrixieFinishedMarker) || !fs::exists(kTrixieLibtorchCpu)) {
-    GTEST_SKIP() << "SKIPPED LOUDLY: no finished trixie root with torch 2.6 at " << kTrixieRoot
-                 << " (scripts/make-trixie-root.sh builds it)";
-  }
+  const testing::TorchInstall& torch = testing::trixie_torch26();
+  if (const auto missing = torch.missing("libtorch_cpu")) GTEST_SKIP() << *missing;
   // gdb: vptr 0x7f642f8cc918, libtorch_cpu mapped from 0x7f6420400000.
-  expect_names(kTrixieLibtorchCpu.string(), 0xf4cc918);
+  expect_names(torch.library("libtorch_cpu"), 0xf4cc918);
 }
 
 }  // namespace

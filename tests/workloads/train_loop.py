@@ -117,7 +117,20 @@ def profiled_events(run_steps):
             "in_backward": [run_by_autograd_engine(event) for event in aten],
             "autograd": [event.name for event in events if is_autograd_event(event)],
             "annotations": {event.name: count_aten_beneath(event) for event in events
-                            if event.name.startswith("## ")}}
+                            if event.name.startswith("## ")},
+            "fwdbwd": forward_backward_pairs(events)}
+
+
+def forward_backward_pairs(events):
+    """[forward op, backward node] name pairs linked by sequence number, as Kineto links them:
+    among the aten:: ops with the node's sequence number, the one that started last."""
+    last_forward = {}
+    for event in events:
+        if event.name.startswith("aten::") and event.sequence_nr >= 0 and not is_autograd_event(event):
+            last_forward[event.sequence_nr] = event.name
+    return [[last_forward[event.sequence_nr], event.name] for event in events
+            if is_autograd_event(event) and not event.name.startswith(EVALUATE_FUNCTION)
+            and event.sequence_nr in last_forward]
 
 
 def count_aten_beneath(event):

@@ -1,0 +1,650 @@
+// Decoding what BPF copied of an op's arguments (bpf/op_arguments.h) into model values: hand-made
+// op_arguments records against torch 1.13's TensorImpl layout, read through real and hand-made
+// argument plans.
+#include "userspace/argument_decoder.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "bpf/op_arguments.h"
+#include "model/trace_model.h"
+#include "symbolizer/argument_plan.h"
+#include "symbolizer/tensor_impl_layout.h"
+
+namespace tprof {
+namespace {
+
+using model::Value;
+using model::ValueKind;
+using symbolizer::OpArgumentPlan;
+using symbolizer::TensorImplLayout;
+
+constexpr const char* kAddTensorSchema = "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor";
+constexpr const char* kAddTensorSymbol = "_ZN2at4_ops10add_Tensor4callERKNS_6TensorES4_RKN3c106ScalarE";
+
+// c10::SymInt's marker for a pointer to a symbolic node: top bits 101.
+constexpr uint64_t kSymbolic = (1ULL << 63) | (1ULL << 61) | 0x1234'5670;
+
+constexpr int kFloat = 6;
+constexpr int kLong = 4;
+constexpr int kCpu = 0;
+constexpr int kCuda = 1;
+
+// torch 1.13's c10::TensorImpl (c10::optional: the engaged flag before the payload).
+TensorImplLayout torch113_layout() {
+  TensorImplLayout layout;
+  layout.dims = 72;
+  layout.inline_sizes = 80;
+  layout.inline_strides = 120;
+  layout.storage_offset = 160;
+  layout.numel = 168;
+  layout.dtype = 176;
+  layout.device_has_value = 178;
+  layout.device_type = 179;
+  layout.device_index = 180;
+  layout.storage = 24;
+  layout.storage_data = 24;
+  layout.optional_payload_first = false;
+  return layout;
+}
+
+TensorImplLayout payload_first_layout() {
+  TensorImplLayout layout = torch113_layout();
+  layout.optional_payload_first = true;
+  return layout;
+}
+
+struct TensorFacts {
+  uint64_t impl = 0;
+  uint64_t storage_data = 0;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+  int64_t storage_offset = 0;
+  int dtype = kFloat;
+  int device_type = kCpu;
+  int device_index = -1;
+};
+
+int64_t numel_of(const std::vector<int64_t>& sizes) {
+  return std::accumulate(sizes.begin(), sizes.end(), int64_t{1}, std::multiplies<>());
+}
+
+// Stores `value` at TensorImpl offset `offset`: window byte i is TensorImpl byte layout.dims + i.
+template <typename T>
+void put(tensor_copy& copy, const TensorImplLayout& layout, uint32_t offset, T value) {
+  ASSERT_GE(offset, layout.dims);
+  ASSERT_LE(offset - layout.dims + sizeof(T), sizeof(copy.window));
+  std::memcpy(copy.window + (offset - layout.dims), &value, sizeof(T));
+}
+
+// The window of a defined tensor; sizes and strides inline when at most 5 dims (the caller
+// provides the out-of-line words otherwise).
+tensor_copy tensor_window(const TensorFacts& facts, const TensorImplLayout& layout = torch113_layout()) {
+  tensor_copy copy{};
+  copy.impl = facts.impl;
+  copy.storage_data = facts.storage_data;
+  put(copy, layout, layout.dims, static_cast<uint64_t>(facts.sizes.size()));
+  if (facts.sizes.size() <= INLINE_DIMS_MAX) {
+    for (size_t dim = 0; dim < facts.sizes.size(); ++dim) {
+      put(copy, layout, layout.inline_sizes + static_cast<uint32_t>(8 * dim), facts.sizes[dim]);
+      put(copy, layout, layout.inline_strides + static_cast<uint32_t>(8 * dim), facts.strides[dim]);
+    }
+  } else {
+    put(copy, layout, layout.inline_sizes, uint64_t{0x7f00'dead'beef});  // the heap pointer
+  }
+  put(copy, layout, layout.storage_offset, facts.storage_offset);
+  put(copy, layout, layout.numel, numel_of(facts.sizes));
+  put(copy, layout, layout.dtype, static_cast<uint16_t>(facts.dtype));
+  // torch 1.13's c10::optional<Device>: flag, type, index.
+  put(copy, layout, layout.device_has_value, uint8_t{1});
+  put(copy, layout, layout.device_type, static_cast<int8_t>(facts.device_type));
+  put(copy, layout, layout.device_index, static_cast<int8_t>(facts.device_index));
+  return copy;
+}
+
+// c10::UndefinedTensorImpl: no device, no elements, no storage.
+tensor_copy undefined_window(uint64_t impl, const TensorImplLayout& layout = torch113_layout()) {
+  tensor_copy copy{};
+  copy.impl = impl;
+  put(copy, layout, layout.dims, uint64_t{1});
+  put(copy, layout, layout.inline_sizes, int64_t{0});
+  put(copy, layout, layout.inline_strides, int64_t{1});
+  put(copy, layout, layout.numel, int64_t{0});
+  put(copy, layout, layout.dtype, uint16_t{18});  // ScalarType::Undefined in 1.13
+  put(copy, layout, layout.device_has_value, uint8_t{0});
+  return copy;
+}
+
+argument_value word(uint64_t value) {
+  argument_value raw{};
+  raw.status = ARGUMENT_WORD;
+  raw.value = value;
+  return raw;
+}
+
+argument_value tensor_slot(uint8_t slot) {
+  argument_value raw{};
+  raw.status = ARGUMENT_TENSOR;
+  raw.first_tensor = slot;
+  return raw;
+}
+
+argument_value with_status(uint8_t status) {
+  argument_value raw{};
+  raw.status = status;
+  return raw;
+}
+
+argument_value scalar(uint32_t tag, uint64_t payload) {
+  argument_value raw{};
+  raw.status = ARGUMENT_SCALAR;
+  raw.length = tag;
+  raw.value = payload;
+  return raw;
+}
+
+argument_value int_list(uint8_t first_int, uint8_t int_count, uint32_t length) {
+  argument_value raw{};
+  raw.status = ARGUMENT_INT_LIST;
+  raw.first_int = first_int;
+  raw.int_count = int_count;
+  raw.length = length;
+  return raw;
+}
+
+argument_value tensor_list(uint8_t first_tensor, uint8_t tensor_count, uint32_t length) {
+  argument_value raw{};
+  raw.status = ARGUMENT_TENSOR_LIST;
+  raw.first_tensor = first_tensor;
+  raw.tensor_count = tensor_count;
+  raw.length = length;
+  return raw;
+}
+
+op_arguments record_of(std::vector<argument_value> values, std::vector<tensor_copy> tensors = {}) {
+  op_arguments arguments{};
+  arguments.argument_count = static_cast<uint8_t>(values.size());
+  arguments.tensor_count = static_cast<uint8_t>(tensors.size());
+  arguments.out_of_line_tensor = NO_OUT_OF_LINE_TENSOR;
+  for (size_t i = 0; i < values.size() && i < OP_ARGUMENTS_MAX; ++i) arguments.arguments[i] = values[i];
+  for (size_t i = 0; i < tensors.size() && i < OP_TENSORS_MAX; ++i) arguments.tensors[i] = tensors[i];
+  return arguments;
+}
+
+// A plan that names only what the decoder reads: the schema types of inputs and returns.
+OpArgumentPlan plan_of(const std::vector<std::string>& input_types, std::vector<std::string> return_types = {"Tensor"}) {
+  OpArgumentPlan plan;
+  for (size_t i = 0; i < input_types.size(); ++i)
+    plan.inputs.push_back({.name = "arg" + std::to_string(i), .schema_type = input_types[i], .cxx_type = "", .bpf = {}});
+  plan.return_types = std::move(return_types);
+  return plan;
+}
+
+// The inputs of a one-op decoder planned with `input_types`, all read as words.
+std::vector<Value> decode_words(const std::vector<std::string>& input_types, const std::vector<uint64_t>& words,
+                                TensorImplLayout layout = torch113_layout()) {
+  const ArgumentDecoder decoder(std::move(layout), {plan_of(input_types)});
+  std::vector<argument_value> values;
+  for (uint64_t value : words) values.push_back(word(value));
+  return decoder.decode(0, false, record_of(values));
+}
+
+void expect_tensor(const Value& value, const TensorFacts& facts, const std::string& dtype, uint32_t itemsize,
+                   const std::string& device) {
+  ASSERT_EQ(value.kind, ValueKind::kTensor);
+  EXPECT_EQ(value.tensor.impl_address, facts.impl);
+  EXPECT_EQ(value.tensor.storage_address, facts.storage_data);
+  EXPECT_EQ(value.tensor.sizes, facts.sizes);
+  EXPECT_EQ(value.tensor.strides, facts.strides);
+  EXPECT_EQ(value.tensor.storage_offset, facts.storage_offset);
+  EXPECT_EQ(value.tensor.numel, numel_of(facts.sizes));
+  EXPECT_EQ(value.tensor.dtype, dtype);
+  EXPECT_EQ(value.tensor.itemsize, itemsize);
+  EXPECT_EQ(value.tensor.device, device);
+}
+
+const TensorFacts kMatrix{.impl = 0x5555'0000'1000,
+                          .storage_data = 0x7f00'0000'2000,
+                          .sizes = {2, 3},
+                          .strides = {3, 1},
+                          .storage_offset = 0,
+                          .dtype = kFloat,
+                          .device_type = kCpu,
+                          .device_index = -1};
+const TensorFacts kCudaView{.impl = 0x5555'0000'3000,
+                            .storage_data = 0x7f00'0000'4000,
+                            .sizes = {4, 1, 5},
+                            .strides = {10, 5, 1},
+                            .storage_offset = 7,
+                            .dtype = kLong,
+                            .device_type = kCuda,
+                            .device_index = 1};
+
+// ---- tensors, through a real plan ---------------------------------------------------------------
+
+TEST(ArgumentDecoder, DecodesAddTensorThroughItsRealPlan) {
+  OpArgumentPlan plan = symbolizer::plan_op_arguments(kAddTensorSchema, kAddTensorSymbol,
+                                                      symbolizer::OptionalAbi::kC10Optional);
+  ASSERT_EQ(plan.unplanned_reason, "");
+  ASSERT_EQ(plan.inputs.size(), 3u);
+  EXPECT_EQ(plan.inputs[0].schema_type, "Tensor");
+  EXPECT_EQ(plan.inputs[1].schema_type, "Tensor");
+  EXPECT_EQ(plan.inputs[2].schema_type, "Scalar");
+  EXPECT_EQ(plan.return_types, std::vector<std::string>{"Tensor"});
+  // What BPF is told to read, and so which statuses come back.
+  ASSERT_EQ(plan.bpf.argument_count, 3);
+  EXPECT_EQ(plan.bpf.arguments[0].read, READ_TENSOR);
+  EXPECT_EQ(plan.bpf.arguments[1].read, READ_TENSOR);
+  EXPECT_EQ(plan.bpf.arguments[2].read, READ_SCALAR);
+  EXPECT_EQ(plan.bpf.output_read, OUTPUT_TENSOR);
+  const ArgumentDecoder decoder(torch113_layout(), {plan});
+
+  const std::vector<Value> inputs =
+      decoder.decode(0, false,
+                     record_of({tensor_slot(0), tensor_slot(1), scalar(1, 1)},
+                               {tensor_window(kMatrix), tensor_window(kCudaView)}));
+  ASSERT_EQ(inputs.size(), 3u);
+  expect_tensor(inputs[0], kMatrix, "float", 4, "cpu");
+  EXPECT_EQ(inputs[0].schema_type, "Tensor");
+  expect_tensor(inputs[1], kCudaView, "long int", 8, "cuda:1");
+  EXPECT_EQ(inputs[1].schema_type, "Tensor");
+  EXPECT_EQ(inputs[2].kind, ValueKind::kInt);
+  EXPECT_EQ(inputs[2].ints, std::vector<int64_t>{1});
+  EXPECT_EQ(inputs[2].schema_type, "Scalar");
+
+  const TensorFacts result{.impl = 0x5555'0000'5000, .storage_data = 0x7f00'0000'6000, .sizes = {2, 3},
+                           .strides = {3, 1}};
+  const std::vector<Value> outputs = decoder.decode(0, true, record_of({tensor_slot(0)}, {tensor_window(result)}));
+  ASSERT_EQ(outputs.size(), 1u);
+  expect_tensor(outputs[0], result, "float", 4, "cpu");
+  EXPECT_EQ(outputs[0].schema_type, "Tensor");
+}
+
+TEST(ArgumentDecoder, DecodesAZeroDimTensor) {
+  const TensorFacts zero_dim{.impl = 0x1000, .storage_data = 0x2000, .sizes = {}, .strides = {}, .storage_offset = 3};
+  const ArgumentDecoder decoder(torch113_layout(), {plan_of({"Tensor"})});
+  const std::vector<Value> values = decoder.decode(0, false, record_of({tensor_slot(0)}, {tensor_window(zero_dim)}));
+  ASSERT_EQ(values.size(), 1u);
+  expect_tensor(values[0], zero_dim, "float", 4, "cpu");
+  EXPECT_EQ(values[0].tensor.numel, 1);
+}
+
+TEST(ArgumentDecoder, KeepsTheImplOfAnUndefinedTensor) {
+  const ArgumentDecoder decoder(torch113_layout(), {plan_of({"Tensor?", "Tensor"})});
+  tensor_copy undefined = undefined_window(0x7f00'1111'0000);
+  undefined.storage_data = 0;
+  const std::vector<Value> values =
+      decoder.decode(0, false, record_of({tensor_slot(0), tensor_slot(1)}, {undefined, tensor_window(kMatrix)}));
+  ASSERT_EQ(values.size(), 2u);
+  EXPECT_EQ(values[0].kind, ValueKind::kUndefinedTensor);
+  EXPECT_EQ(values[0].tensor.impl_address, 0x7f00'1111'0000u);
+  EXPECT_EQ(values[0].tensor.storage_address, 0u);
+  EXPECT_TRUE(values[0].tensor.sizes.empty());
+  EXPECT_EQ(values[0].tensor.dtype, "");
+  EXPECT_EQ(values[0].schema_type, "Tensor?");
+  expect_tensor(values[1], kMatrix, "float", 4, "cpu");
+}
+
+TEST(ArgumentDecoder, AnAbsentOptionalTensorIsNone) {
+  const ArgumentDecoder decoder(torch113_layout(), {plan_of({"Tensor", "Tensor?"})});
+  const std::vector<Value> values =
+      decoder.decode(0, false, record_of({tensor_slot(0), with_status(ARGUMENT_ABSENT)}, {tensor_window(kMatrix)}));
+  ASSERT_EQ(values.size(), 2u);
+  expect_tensor(values[0], kMatrix, "float", 4, "cpu");
+  EXPECT_EQ(values[1].kind, ValueKind::kNone);
+  EXPECT_EQ(values[1].schema_type, "Tensor?");
+}
+
+TEST(ArgumentDecoder, TensorsThatDoNotDecodeAreUnknown) {
+  tensor_copy unreadable = tensor_window(kMatrix);
+  unreadable.impl = 0;  // BPF could not read the at::Tensor
+  tensor_copy garbage = tensor_window(kMatrix);
+  put(garbage, torch113_layout(), torch113_layout().numel, int64_t{5});  // not 2 * 3
+  const ArgumentDecoder decoder(torch113_layout(), {plan_of({"Tensor", "Tensor", "Tensor", "Tensor", "Tensor"})});
+  const std::vector<Value> values = decoder.decode(
+      0, false,
+      record_of({tensor_slot(0), tensor_slot(1), tensor_slot(2) /* past tensor_count */,
+                 with_status(ARGUMENT_UNREADABLE), with_status(ARGUMENT_UNKNOWN)},
+                {unreadable, garbage}));
+  ASSERT_EQ(values.size(), 5u);
+  for (size_t i = 0; i < values.size(); ++i) {
+    SCOPED_TRACE("argument " + std::to_string(i));
+    EXPECT_EQ(values[i].kind, ValueKind::kUnknown);
+    EXPECT_EQ(values[i].schema_type, "Tensor");
+  }
+}
+
+TEST(ArgumentDecoder, ReadsTheOutOfLineDimsOfItsOwnTensorOnly) {
+  const TensorFacts six_dims{.impl = 0x9000,
+                             .storage_data = 0xa000,
+                             .sizes = {2, 1, 3, 1, 2, 2},
+                             .strides = {12, 12, 4, 4, 2, 1},
+                             .storage_offset = 4,
+                             .dtype = kFloat,
+                             .device_type = kCuda,
+                             .device_index = 0};
+  op_arguments arguments =
+      record_of({tensor_slot(0), tensor_slot(1)}, {tensor_window(kMatrix), tensor_window(six_dims)});
+  arguments.out_of_line_tensor = 1;
+  std::vector<int64_t> words = six_dims.sizes;
+  words.insert(words.end(), six_dims.strides.begin(), six_dims.strides.end());
+  std::memcpy(arguments.out_of_line, words.data(), words.size() * sizeof(int64_t));
+
+  const ArgumentDecoder decoder(torch113_layout(), {plan_of({"Tensor", "Tensor"})});
+  std::vector<Value> values = decoder.decode(0, false, arguments);
+  ASSERT_EQ(values.size(), 2u);
+  expect_tensor(values[0], kMatrix, "float", 4, "cpu");
+  expect_tensor(values[1], six_dims, "float", 4, "cuda:0");
+
+  // The out-of-line words belong to another tensor: six dims without them do not decode.
+  arguments.out_of_line_tensor = 0;
+  values = decoder.decode(0, false, arguments);
+  ASSERT_EQ(values.size(), 2u);
+  expect_tensor(values[0], kMatrix, "float", 4, "cpu");
+  EXPECT_EQ(values[1].kind, ValueKind::kUnknown);
+  EXPECT_EQ(values[1].schema_type, "Tensor");
+}
+
+// ---- words ---------------------------------------------------------------------------------------
+
+TEST(ArgumentDecoder, IntWordsAreSignedInt64) {
+  const std::vector<Value> values =
+      decode_words({"int", "int", "SymInt", "SymInt", "SymInt"},
+                   {static_cast<uint64_t>(int64_t{-5}), 1ULL << 40, 7, static_cast<uint64_t>(int64_t{-3}), kSymbolic});
+  ASSERT_EQ(values.size(), 5u);
+  EXPECT_EQ(values[0].kind, ValueKind::kInt);
+  EXPECT_EQ(values[0].ints, std::vector<int64_t>{-5});
+  EXPECT_EQ(values[0].schema_type, "int");
+  EXPECT_EQ(values[1].ints, std::vector<int64_t>{int64_t{1} << 40});
+  EXPECT_EQ(values[2].kind, ValueKind::kInt);
+  EXPECT_EQ(values[2].ints, std::vector<int64_t>{7});
+  EXPECT_EQ(values[2].schema_type, "SymInt");
+  // A negative plain SymInt has top bits 111, not the symbolic marker 101.
+  EXPECT_EQ(values[3].kind, ValueKind::kInt);
+  EXPECT_EQ(values[3].ints, std::vector<int64_t>{-3});
+  // A symbolic SymInt is a pointer, not a value.
+  EXPECT_EQ(values[4].kind, ValueKind::kUnknown);
+  EXPECT_TRUE(values[4].ints.empty());
+  EXPECT_EQ(values[4].schema_type, "SymInt");
+}
+
+TEST(ArgumentDecoder, AnIntWordIsNeverTakenForASymbolicSymInt) {
+  const std::vector<Value> values = decode_words({"int"}, {kSymbolic});
+  ASSERT_EQ(values.size(), 1u);
+  EXPECT_EQ(values[0].kind, ValueKind::kInt);
+  EXPECT_EQ(values[0].ints, std::vector<int64_t>{static_cast<int64_t>(kSymbolic)});
+}
+
+TEST(ArgumentDecoder, BoolAndEnumWordsReadTheirLowByte) {
+  // Only the low byte of the register is the argument; the rest is whatever was there.
+  const std::vector<Value> values = decode_words({"bool", "bool", "bool", "ScalarType", "Layout", "MemoryFormat"},
+                                                 {1, 0xabcd'ef00, 0x1234'5601, 0xff06, 0x12, 0x3302});
+  ASSERT_EQ(values.size(), 6u);
+  EXPECT_EQ(values[0].kind, ValueKind::kBool);
+  EXPECT_TRUE(values[0].boolean);
+  EXPECT_EQ(values[0].schema_type, "bool");
+  EXPECT_EQ(values[1].kind, ValueKind::kBool);
+  EXPECT_FALSE(values[1].boolean);
+  EXPECT_EQ(values[2].kind, ValueKind::kBool);
+  EXPECT_TRUE(values[2].boolean);
+  EXPECT_EQ(values[3].kind, ValueKind::kInt);
+  EXPECT_EQ(values[3].ints, std::vector<int64_t>{6});
+  EXPECT_EQ(values[3].schema_type, "ScalarType");
+  EXPECT_EQ(values[4].kind, ValueKind::kInt);
+  EXPECT_EQ(values[4].ints, std::vector<int64_t>{0x12});
+  EXPECT_EQ(values[5].kind, ValueKind::kInt);
+  EXPECT_EQ(values[5].ints, std::vector<int64_t>{2});
+}
+
+TEST(ArgumentDecoder, OptionalEnumsWithTheFlagFirst) {
+  // c10::optional<ScalarType> (torch < 2.2): byte 0 the engaged flag, byte 1 the payload.
+  const std::vector<Value> values = decode_words({"ScalarType?", "ScalarType?", "ScalarType?", "bool?", "bool?", "bool?"},
+                                                 {0x0601, 0x0600, 0x0000, 0x0101, 0x0001, 0x0100});
+  ASSERT_EQ(values.size(), 6u);
+  EXPECT_EQ(values[0].kind, ValueKind::kInt);
+  EXPECT_EQ(values[0].ints, std::vector<int64_t>{6});
+  EXPECT_EQ(values[0].schema_type, "ScalarType?");
+  EXPECT_EQ(values[1].kind, ValueKind::kNone);
+  EXPECT_EQ(values[1].schema_type, "ScalarType?");
+  EXPECT_EQ(values[2].kind, ValueKind::kNone);
+  EXPECT_EQ(values[3].kind, ValueKind::kBool);
+  EXPECT_TRUE(values[3].boolean);
+  EXPECT_EQ(values[4].kind, ValueKind::kBool);
+  EXPECT_FALSE(values[4].boolean);
+  EXPECT_EQ(values[5].kind, ValueKind::kNone);
+}
+
+TEST(ArgumentDecoder, OptionalEnumsWithThePayloadFirst) {
+  // std::optional<ScalarType> (torch >= 2.2): byte 0 the payload, byte 1 the engaged flag.
+  const std::vector<Value> values =
+      decode_words({"ScalarType?", "ScalarType?", "ScalarType?", "bool?", "bool?", "MemoryFormat?"},
+                   {0x0106, 0x0006, 0x0100, 0x0101, 0x0001, 0x0102}, payload_first_layout());
+  ASSERT_EQ(values.size(), 6u);
+  EXPECT_EQ(values[0].kind, ValueKind::kInt);
+  EXPECT_EQ(values[0].ints, std::vector<int64_t>{6});
+  EXPECT_EQ(values[1].kind, ValueKind::kNone);
+  EXPECT_EQ(values[1].schema_type, "ScalarType?");
+  EXPECT_EQ(values[2].kind, ValueKind::kInt);  // engaged, ScalarType::Byte
+  EXPECT_EQ(values[2].ints, std::vector<int64_t>{0});
+  EXPECT_EQ(values[3].kind, ValueKind::kBool);
+  EXPECT_TRUE(values[3].boolean);
+  EXPECT_EQ(values[4].kind, ValueKind::kNone);
+  EXPECT_EQ(values[5].kind, ValueKind::kInt);
+  EXPECT_EQ(values[5].ints, std::vector<int64_t>{2});
+}
+
+TEST(ArgumentDecoder, WordsOfOtherSchemaTypesAreUnknown) {
+  const std::vector<Value> values = decode_words({"str", "Device?", "int?", "float"}, {0x1234, 0x0101, 0x0101, 0});
+  ASSERT_EQ(values.size(), 4u);
+  const std::vector<std::string> types = {"str", "Device?", "int?", "float"};
+  for (size_t i = 0; i < values.size(); ++i) {
+    SCOPED_TRACE(types[i]);
+    EXPECT_EQ(values[i].kind, ValueKind::kUnknown);
+    EXPECT_EQ(values[i].schema_type, types[i]);
+  }
+}
+
+// ---- lists and scalars ---------------------------------------------------------------------------
+
+TEST(ArgumentDecoder, IntListsKeepTheirCopiedPrefixAndFullLength) {
+  op_arguments arguments = record_of({int_list(0, 3, 3), int_list(3, 2, 9), int_list(5, 3, 3), int_list(14, 5, 5),
+                                      int_list(0, 0, 0)});
+  const int64_t ints[INT_LIST_VALUES_MAX] = {2, 3, 4, /**/ 1, -1, /**/ 8, static_cast<int64_t>(kSymbolic), 9,
+                                             0, 0, 0, 0, 0, 0, /**/ 10, 11};
+  std::memcpy(arguments.int_values, ints, sizeof ints);
+  const ArgumentDecoder decoder(torch113_layout(),
+                                {plan_of({"int[]", "SymInt[]", "SymInt[]", "int[2]", "int[]"})});
+  const std::vector<Value> values = decoder.decode(0, false, arguments);
+  ASSERT_EQ(values.size(), 5u);
+  for (const Value& value : values) EXPECT_EQ(value.kind, ValueKind::kIntList);
+  EXPECT_EQ(values[0].ints, (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(values[0].list_length, 3u);
+  EXPECT_EQ(values[0].schema_type, "int[]");
+  // Partially copied: the first two of nine.
+  EXPECT_EQ(values[1].ints, (std::vector<int64_t>{1, -1}));
+  EXPECT_EQ(values[1].list_length, 9u);
+  EXPECT_EQ(values[1].schema_type, "SymInt[]");
+  // A symbolic element ends what is known.
+  EXPECT_EQ(values[2].ints, std::vector<int64_t>{8});
+  EXPECT_EQ(values[2].list_length, 3u);
+  // Never past the end of int_values.
+  EXPECT_EQ(values[3].ints, (std::vector<int64_t>{10, 11}));
+  EXPECT_EQ(values[3].list_length, 5u);
+  EXPECT_EQ(values[3].schema_type, "int[2]");
+  EXPECT_TRUE(values[4].ints.empty());
+  EXPECT_EQ(values[4].list_length, 0u);
+}
+
+TEST(ArgumentDecoder, ScalarsWithTheDoubleAndIntTagsOnly) {
+  const ArgumentDecoder decoder(torch113_layout(), {plan_of({"Scalar", "Scalar", "Scalar", "Scalar", "Scalar?"})});
+  const std::vector<Value> values = decoder.decode(
+      0, false,
+      record_of({scalar(0, std::bit_cast<uint64_t>(2.5)), scalar(1, static_cast<uint64_t>(int64_t{-7})),
+                 scalar(2, 1) /* complex in 1.13, unsigned in 2.x */, scalar(3, 1), scalar(0, std::bit_cast<uint64_t>(-0.25))}));
+  ASSERT_EQ(values.size(), 5u);
+  EXPECT_EQ(values[0].kind, ValueKind::kDouble);
+  EXPECT_EQ(values[0].real, 2.5);
+  EXPECT_EQ(values[0].schema_type, "Scalar");
+  EXPECT_EQ(values[1].kind, ValueKind::kInt);
+  EXPECT_EQ(values[1].ints, std::vector<int64_t>{-7});
+  EXPECT_EQ(values[2].kind, ValueKind::kUnknown);
+  EXPECT_EQ(values[2].schema_type, "Scalar");
+  EXPECT_EQ(values[3].kind, ValueKind::kUnknown);
+  EXPECT_EQ(values[4].kind, ValueKind::kDouble);
+  EXPECT_EQ(values[4].real, -0.25);
+  EXPECT_EQ(values[4].schema_type, "Scalar?");
+}
+
+TEST(ArgumentDecoder, ScalarDoublesKeepInfinityAndNan) {
+  const ArgumentDecoder decoder(torch113_layout(), {plan_of({"Scalar", "Scalar"})});
+  const std::vector<Value> values =
+      decoder.decode(0, false,
+                     record_of({scalar(0, std::bit_cast<uint64_t>(-std::numeric_limits<double>::infinity())), scalar(0, std::bit_cast<uint64_t>(std::numeric_limits<double>::quiet_NaN()))}));
+  ASSERT_EQ(values.size(), 2u);
+  EXPECT_EQ(values[0].kind, ValueKind::kDouble);
+  EXPECT_TRUE(std::isinf(values[0].real) && values[0].real < 0);
+  EXPECT_EQ(values[1].kind, ValueKind::kDouble);
+  EXPECT_TRUE(std::isnan(values[1].real));
+}
+
+TEST(ArgumentDecoder, TensorListsStopAtTheFirstTensorThatIsNotThere) {
+  const TensorFacts third{.impl = 0xc000, .storage_data = 0x7f00'0000'2000, .sizes = {6}, .strides = {1},
+                          .storage_offset = 6};
+  tensor_copy unreadable = tensor_window(third);
+  unreadable.impl = 0;
+  const ArgumentDecoder decoder(torch113_layout(), {plan_of({"Tensor", "Tensor[]", "Tensor[]", "Tensor[]", "Tensor[]"})});
+  const std::vector<Value> values = decoder.decode(
+      0, false,
+      record_of({tensor_slot(0), tensor_list(1, 3, 5), tensor_list(4, 2, 2), tensor_list(6, 2, 2), tensor_list(0, 0, 0)},
+                {tensor_window(kMatrix),  // 0
+                 tensor_window(kCudaView), tensor_window(kMatrix), tensor_window(third),  // 1..3
+                 tensor_window(third), undefined_window(0xdead),                          // 4..5
+                 unreadable, tensor_window(kMatrix)}));                                   // 6..7
+  ASSERT_EQ(values.size(), 5u);
+  expect_tensor(values[0], kMatrix, "float", 4, "cpu");
+
+  EXPECT_EQ(values[1].kind, ValueKind::kTensorList);
+  EXPECT_EQ(values[1].list_length, 5u);
+  EXPECT_EQ(values[1].schema_type, "Tensor[]");
+  ASSERT_EQ(values[1].tensors.size(), 3u);
+  EXPECT_EQ(values[1].tensors[0].impl_address, kCudaView.impl);
+  EXPECT_EQ(values[1].tensors[0].sizes, kCudaView.sizes);
+  EXPECT_EQ(values[1].tensors[0].device, "cuda:1");
+  EXPECT_EQ(values[1].tensors[1].impl_address, kMatrix.impl);
+  EXPECT_EQ(values[1].tensors[2].impl_address, third.impl);
+  EXPECT_EQ(values[1].tensors[2].storage_offset, 6);
+  EXPECT_EQ(values[1].tensors[2].dtype, "float");
+
+  // An undefined element ends the known prefix.
+  EXPECT_EQ(values[2].kind, ValueKind::kTensorList);
+  EXPECT_EQ(values[2].list_length, 2u);
+  ASSERT_EQ(values[2].tensors.size(), 1u);
+  EXPECT_EQ(values[2].tensors[0].impl_address, third.impl);
+
+  // So does an unreadable one.
+  EXPECT_EQ(values[3].kind, ValueKind::kTensorList);
+  EXPECT_EQ(values[3].list_length, 2u);
+  EXPECT_TRUE(values[3].tensors.empty());
+
+  EXPECT_EQ(values[4].kind, ValueKind::kTensorList);
+  EXPECT_EQ(values[4].list_length, 0u);
+  EXPECT_TRUE(values[4].tensors.empty());
+}
+
+// ---- what the plan says -------------------------------------------------------------------------
+
+TEST(ArgumentDecoder, ArgumentsPastTheCapturedCountAreUnknownWithTheirSchemaType) {
+  const ArgumentDecoder decoder(torch113_layout(), {plan_of({"Tensor", "int", "Scalar", "bool?"})});
+  const std::vector<Value> values = decoder.decode(0, false, record_of({tensor_slot(0), word(3)}, {tensor_window(kMatrix)}));
+  ASSERT_EQ(values.size(), 4u);
+  expect_tensor(values[0], kMatrix, "float", 4, "cpu");
+  EXPECT_EQ(values[1].kind, ValueKind::kInt);
+  EXPECT_EQ(values[2].kind, ValueKind::kUnknown);
+  EXPECT_EQ(values[2].schema_type, "Scalar");
+  EXPECT_EQ(values[3].kind, ValueKind::kUnknown);
+  EXPECT_EQ(values[3].schema_type, "bool?");
+}
+
+TEST(ArgumentDecoder, OnlyTheFirstSixteenArgumentsAreEverCaptured) {
+  std::vector<std::string> types(OP_ARGUMENTS_MAX + 3, "int");
+  const ArgumentDecoder decoder(torch113_layout(), {plan_of(types)});
+  std::vector<argument_value> words;
+  for (uint64_t i = 0; i < OP_ARGUMENTS_MAX; ++i) words.push_back(word(100 + i));
+  op_arguments arguments = record_of(words);
+  arguments.argument_count = OP_ARGUMENTS_MAX + 3;  // more than the record can hold
+  const std::vector<Value> values = decoder.decode(0, false, arguments);
+  ASSERT_EQ(values.size(), types.size());
+  for (size_t i = 0; i < OP_ARGUMENTS_MAX; ++i) {
+    EXPECT_EQ(values[i].kind, ValueKind::kInt) << i;
+    EXPECT_EQ(values[i].ints, std::vector<int64_t>{static_cast<int64_t>(100 + i)}) << i;
+  }
+  for (size_t i = OP_ARGUMENTS_MAX; i < types.size(); ++i) {
+    EXPECT_EQ(values[i].kind, ValueKind::kUnknown) << i;
+    EXPECT_EQ(values[i].schema_type, "int") << i;
+  }
+}
+
+TEST(ArgumentDecoder, ReturnsTakeTheirTypesFromThePlanAndDefaultToTensor) {
+  const ArgumentDecoder decoder(torch113_layout(),
+                                {plan_of({"Tensor"}, {"Tensor", "Tensor[]"}), plan_of({"Tensor"}, {})});
+  const std::vector<Value> returns = decoder.decode(
+      0, true,
+      record_of({tensor_slot(0), tensor_list(1, 1, 1), tensor_slot(2)},
+                {tensor_window(kMatrix), tensor_window(kCudaView), tensor_window(kMatrix)}));
+  ASSERT_EQ(returns.size(), 3u);
+  expect_tensor(returns[0], kMatrix, "float", 4, "cpu");
+  EXPECT_EQ(returns[0].schema_type, "Tensor");
+  EXPECT_EQ(returns[1].kind, ValueKind::kTensorList);
+  EXPECT_EQ(returns[1].schema_type, "Tensor[]");
+  ASSERT_EQ(returns[1].tensors.size(), 1u);
+  EXPECT_EQ(returns[1].tensors[0].impl_address, kCudaView.impl);
+  expect_tensor(returns[2], kMatrix, "float", 4, "cpu");
+  EXPECT_EQ(returns[2].schema_type, "Tensor");  // beyond return_types
+
+  // An op planned with no returns still reports what BPF read, as Tensor.
+  const std::vector<Value> void_returns = decoder.decode(1, true, record_of({tensor_slot(0)}, {tensor_window(kMatrix)}));
+  ASSERT_EQ(void_returns.size(), 1u);
+  EXPECT_EQ(void_returns[0].schema_type, "Tensor");
+
+  // Nothing read, nothing returned.
+  EXPECT_TRUE(decoder.decode(0, true, record_of({})).empty());
+}
+
+TEST(ArgumentDecoder, AutogradNodeInputsAreAllTensors) {
+  const ArgumentDecoder decoder(torch113_layout(), {});
+  const std::vector<Value> values = decoder.decode(
+      ArgumentDecoder::kAutogradNodeInputs, false,
+      record_of({tensor_slot(1), tensor_slot(0), with_status(ARGUMENT_UNKNOWN)},
+                {tensor_window(kMatrix), undefined_window(0xabc0)}));
+  ASSERT_EQ(values.size(), 3u);
+  EXPECT_EQ(values[0].kind, ValueKind::kUndefinedTensor);
+  EXPECT_EQ(values[0].tensor.impl_address, 0xabc0u);
+  EXPECT_EQ(values[0].schema_type, "Tensor");
+  expect_tensor(values[1], kMatrix, "float", 4, "cpu");
+  EXPECT_EQ(values[1].schema_type, "Tensor");
+  EXPECT_EQ(values[2].kind, ValueKind::kUnknown);
+  EXPECT_EQ(values[2].schema_type, "Tensor");
+}
+
+TEST(ArgumentDecoder, AnOpWithoutAPlanDecodesToNothing) {
+  const ArgumentDecoder decoder(torch113_layout(), {plan_of({"Tensor"})});
+  const op_arguments arguments = record_of({tensor_slot(0)}, {tensor_window(kMatrix)});
+  EXPECT_TRUE(decoder.decode(1, false, arguments).empty());
+  EXPECT_TRUE(decoder.decode(1, true, arguments).empty());
+}
+
+TEST(ArgumentDecoder, AnEmptyPlanDecodesToNoInputs) {
+  const ArgumentDecoder decoder(torch113_layout(), {plan_of({})});
+  EXPECT_TRUE(decoder.decode(0, false, record_of({word(1)})).empty());
+}
+
+}  // namespace
+}  // namespace tprof

@@ -1,0 +1,310 @@
+// How recorded op arguments come out: the Chrome trace's record_shapes args
+// (exporters/chrome_input_args.h) and an Execution Trace node's inputs/outputs object
+// (exporters/execution_trace_values.h), as exact text for one mix of every kind of value.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "exporters/chrome_input_args.h"
+#include "exporters/execution_trace_values.h"
+#include "model/trace_model.h"
+
+namespace tprof::exporters {
+namespace {
+
+using model::TensorValue;
+using model::Value;
+using model::ValueKind;
+using nlohmann::ordered_json;
+
+const TensorValue kMatrix{.impl_address = 0x1000,
+                          .storage_address = 0x5000,
+                          .sizes = {2, 3},
+                          .strides = {3, 1},
+                          .storage_offset = 0,
+                          .numel = 6,
+                          .dtype = "float",
+                          .itemsize = 4,
+                          .device = "cpu"};
+// A view into kMatrix's storage.
+const TensorValue kCudaView{.impl_address = 0x3000,
+                            .storage_address = 0x5000,
+                            .sizes = {4},
+                            .strides = {1},
+                            .storage_offset = 6,
+                            .numel = 4,
+                            .dtype = "long int",
+                            .itemsize = 8,
+                            .device = "cuda:0"};
+
+Value tensor(const TensorValue& facts, std::string schema_type = "Tensor") {
+  return {.kind = ValueKind::kTensor, .schema_type = std::move(schema_type), .tensor = facts};
+}
+Value undefined_tensor(uint64_t impl) {
+  return {.kind = ValueKind::kUndefinedTensor, .schema_type = "Tensor?", .tensor = {.impl_address = impl}};
+}
+Value none() { return {.kind = ValueKind::kNone, .schema_type = "Tensor?"}; }
+Value integer(int64_t value) { return {.kind = ValueKind::kInt, .schema_type = "int", .ints = {value}}; }
+Value boolean(bool value) { return {.kind = ValueKind::kBool, .schema_type = "bool", .boolean = value}; }
+Value real(double value) { return {.kind = ValueKind::kDouble, .schema_type = "Scalar", .real = value}; }
+Value int_list(std::vector<int64_t> copied, uint32_t length) {
+  return {.kind = ValueKind::kIntList, .schema_type = "int[]", .ints = std::move(copied), .list_length = length};
+}
+Value tensor_list(std::vector<TensorValue> copied, uint32_t length) {
+  return {.kind = ValueKind::kTensorList, .schema_type = "Tensor[]", .tensors = std::move(copied), .list_length = length};
+}
+Value unknown(std::string schema_type) { return {.kind = ValueKind::kUnknown, .schema_type = std::move(schema_type)}; }
+
+// One of each: a tensor, an undefined tensor, None, int, bool, double, a complete int list, a
+// tensor list (its first element kMatrix again), and unread values of four schema types.
+std::vector<Value> mixed_values() {
+  return {tensor(kMatrix),
+          undefined_tensor(0x2000),
+          none(),
+          integer(7),
+          boolean(true),
+          real(0.5),
+          int_list({2, 2}, 2),
+          tensor_list({kMatrix, kCudaView}, 2),
+          unknown("float"),
+          unknown("int[]"),
+          unknown("Tensor[]"),
+          unknown("Tensor?")};
+}
+
+std::string chrome_args(const std::vector<Value>& inputs) {
+  std::string out = "{\"Record function id\": 1";
+  append_input_args(out, inputs);
+  return out + "}";
+}
+
+// ---- Chrome: Input Dims, Input type, Input Strides, Concrete Inputs ---------------------------
+
+TEST(ChromeInputArgs, WritesKinetosFourListsForAMixOfValues) {
+  std::vector<Value> inputs = mixed_values();
+  inputs.erase(inputs.begin() + 5);  // the double, whose text has its own test
+  std::string out = "prefix";
+  append_input_args(out, inputs);
+  EXPECT_EQ(out,
+            "prefix"
+            ", \"Input Dims\": [[2, 3], [], [], [], [], [], [], [], [], [], []]"
+            ", \"Input type\": [\"float\", \"\", \"\", \"Scalar\", \"Scalar\", \"ScalarList\", \"TensorList\", "
+            "\"Scalar\", \"ScalarList\", \"TensorList\", \"\"]"
+            ", \"Input Strides\": [[3, 1], [], [], [], [], [], [], [], [], [], []]"
+            ", \"Concrete Inputs\": [\"\", \"\", \"\", \"7\", \"True\", \"[2, 2]\", \"\", \"\", \"\", \"\", \"\"]");
+}
+
+TEST(ChromeInputArgs, IsValidJsonWithOneEntryPerInput) {
+  const std::vector<Value> inputs = mixed_values();
+  const ordered_json args = ordered_json::parse(chrome_args(inputs));
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : args.items()) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"Record function id", "Input Dims", "Input type", "Input Strides",
+                                            "Concrete Inputs"}));
+  for (const char* key : {"Input Dims", "Input type", "Input Strides", "Concrete Inputs"})
+    EXPECT_EQ(args.at(key).size(), inputs.size()) << key;
+  EXPECT_EQ(args.at("Input type").at(5), "Scalar");
+  // The double's value, however it is spelled.
+  const std::string concrete_double = args.at("Concrete Inputs").at(5).get<std::string>();
+  ASSERT_FALSE(concrete_double.empty());
+  EXPECT_EQ(std::stod(concrete_double), 0.5);
+}
+
+TEST(ChromeInputArgs, WritesNothingButTheKeysForNoInputs) {
+  std::string out;
+  append_input_args(out, {});
+  EXPECT_EQ(out, ", \"Input Dims\": [], \"Input type\": [], \"Input Strides\": [], \"Concrete Inputs\": []");
+}
+
+TEST(ChromeInputArgs, GivesConcreteValuesOnlyForListsReadInFull) {
+  const ordered_json args = ordered_json::parse(
+      chrome_args({int_list({1, 2, 3}, 3), int_list({1}, 3), int_list({}, 0), int_list({}, 4)}));
+  EXPECT_EQ(args.at("Concrete Inputs"), ordered_json::parse(R"(["[1, 2, 3]", "", "[]", ""])"));
+  EXPECT_EQ(args.at("Input type"), ordered_json::parse(R"(["ScalarList", "ScalarList", "ScalarList", "ScalarList"])"));
+  EXPECT_EQ(args.at("Input Dims"), ordered_json::parse("[[], [], [], []]"));
+}
+
+TEST(ChromeInputArgs, SpellsBoolsAndNegativeInts) {
+  const ordered_json args = ordered_json::parse(chrome_args({boolean(false), boolean(true), integer(-9)}));
+  EXPECT_EQ(args.at("Concrete Inputs"), ordered_json::parse(R"(["False", "True", "-9"])"));
+}
+
+TEST(ChromeInputArgs, KeepsNonFiniteDoublesInsideStrings) {
+  const std::string text = chrome_args({real(std::numeric_limits<double>::infinity()),
+                                        real(-std::numeric_limits<double>::infinity()),
+                                        real(std::numeric_limits<double>::quiet_NaN())});
+  const ordered_json args = ordered_json::parse(text);  // throws on a bare inf or nan
+  EXPECT_EQ(args.at("Concrete Inputs").at(0), "inf");
+  EXPECT_EQ(args.at("Concrete Inputs").at(1), "-inf");
+  EXPECT_NE(args.at("Concrete Inputs").at(2).get<std::string>().find("nan"), std::string::npos);
+  EXPECT_EQ(args.at("Input type"), ordered_json::parse(R"(["Scalar", "Scalar", "Scalar"])"));
+}
+
+TEST(ChromeInputArgs, NamesUnreadValuesByTheirSchemaType) {
+  const std::vector<std::string> types = {"float",   "int",      "SymInt",   "bool?",     "Scalar",       "ScalarType?",
+                                          "Layout?", "int[]",    "int[2]",   "SymInt[]?", "float[]",      "Tensor[]",
+                                          "Tensor",  "Tensor?",  "Tensor?[]", "str",      "Generator?",   ""};
+  const std::vector<std::string> expected = {"Scalar",     "Scalar",     "Scalar",     "Scalar",     "Scalar",
+                                             "Scalar",     "Scalar",     "ScalarList", "ScalarList", "ScalarList",
+                                             "ScalarList", "TensorList", "",           "",           "",
+                                             "",           "",           ""};
+  std::vector<Value> inputs;
+  for (const std::string& type : types) inputs.push_back(unknown(type));
+  const ordered_json args = ordered_json::parse(chrome_args(inputs));
+  ASSERT_EQ(args.at("Input type").size(), types.size());
+  for (size_t i = 0; i < types.size(); ++i) {
+    EXPECT_EQ(args.at("Input type").at(i), expected[i]) << "schema type '" << types[i] << "'";
+    EXPECT_EQ(args.at("Concrete Inputs").at(i), "") << types[i];
+    EXPECT_EQ(args.at("Input Dims").at(i), ordered_json::array()) << types[i];
+  }
+}
+
+TEST(ChromeInputArgs, UsesTheDtypeNameOfEachTensor) {
+  const ordered_json args = ordered_json::parse(chrome_args({tensor(kCudaView), tensor(kMatrix, "Tensor?")}));
+  EXPECT_EQ(args.at("Input type"), ordered_json::parse(R"(["long int", "float"])"));
+  EXPECT_EQ(args.at("Input Dims"), ordered_json::parse("[[4], [2, 3]]"));
+  EXPECT_EQ(args.at("Input Strides"), ordered_json::parse("[[1], [3, 1]]"));
+  EXPECT_EQ(args.at("Concrete Inputs"), ordered_json::parse(R"(["", ""])"));
+}
+
+// ---- Execution Trace: values, shapes, types, strides --------------------------------------------
+
+TEST(ExecutionTraceValues, WritesTorchsFourArraysForAMixOfValues) {
+  uint64_t next_id = 10;
+  TensorIds ids(next_id);
+  std::string out = "prefix";
+  append_execution_trace_values(out, mixed_values(), ids);
+  EXPECT_EQ(out,
+            "prefix"
+            "{\"values\": [[10,11,0,6,4,\"cpu\"], [12,0,0,0,0,\"\"], \"<None>\", 7, true, 0.500000, [2,2], "
+            "[[10,11,0,6,4,\"cpu\"],[13,11,6,4,8,\"cuda:0\"]], \"<Unknown>\", \"<Unknown>\", \"<Unknown>\", "
+            "\"<Unknown>\"], "
+            "\"shapes\": [[2,3], [], [], [], [], [], [[],[]], [[2,3],[4]], [], [], [], []], "
+            "\"types\": [\"Tensor(float)\", \"Tensor(nullptr (uninitialized))\", \"None\", \"Int\", \"Bool\", "
+            "\"Double\", \"GenericList[Int,Int]\", \"GenericList[Tensor(float),Tensor(long int)]\", \"Unknown\", "
+            "\"Unknown\", \"Unknown\", \"Unknown\"], "
+            "\"strides\": [[3,1], [], [], [], [], [], [[],[]], [[3,1],[1]], [], [], [], []]}");
+  // Two tensors, one storage, one undefined tensor: four ids drawn from the node counter.
+  EXPECT_EQ(next_id, 14u);
+}
+
+TEST(ExecutionTraceValues, IsValidJsonWithParallelArrays) {
+  uint64_t next_id = 2;
+  TensorIds ids(next_id);
+  std::string out;
+  const std::vector<Value> values = mixed_values();
+  append_execution_trace_values(out, values, ids);
+  const ordered_json object = ordered_json::parse(out);
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : object.items()) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"values", "shapes", "types", "strides"}));
+  for (const char* key : {"values", "shapes", "types", "strides"}) EXPECT_EQ(object.at(key).size(), values.size()) << key;
+  EXPECT_EQ(object.at("values").at(5).get<double>(), 0.5);
+}
+
+TEST(ExecutionTraceValues, WritesTheEmptyFormForNoValues) {
+  uint64_t next_id = 5;
+  TensorIds ids(next_id);
+  std::string out;
+  append_execution_trace_values(out, {}, ids);
+  EXPECT_EQ(out, "{\"values\": [], \"shapes\": [], \"types\": [], \"strides\": []}");
+  EXPECT_EQ(next_id, 5u);
+}
+
+TEST(ExecutionTraceValues, ReusesIdsPerAddressAcrossCalls) {
+  uint64_t next_id = 100;
+  TensorIds ids(next_id);
+  std::string first;
+  append_execution_trace_values(first, {tensor(kMatrix)}, ids);
+  EXPECT_EQ(first, "{\"values\": [[100,101,0,6,4,\"cpu\"]], \"shapes\": [[2,3]], \"types\": [\"Tensor(float)\"], "
+                   "\"strides\": [[3,1]]}");
+  // The node counter moves on between calls, as the writer numbers nodes with it.
+  EXPECT_EQ(next_id, 102u);
+  ++next_id;
+  std::string second;
+  append_execution_trace_values(second, {tensor(kCudaView), tensor(kMatrix)}, ids);
+  const ordered_json values = ordered_json::parse(second).at("values");
+  EXPECT_EQ(values.at(0), ordered_json::parse(R"([103,101,6,4,8,"cuda:0"])"));  // kMatrix's storage id
+  EXPECT_EQ(values.at(1), ordered_json::parse(R"([100,101,0,6,4,"cpu"])"));
+  EXPECT_EQ(next_id, 104u);
+}
+
+TEST(ExecutionTraceValues, TensorIdsAreStablePerAddress) {
+  uint64_t next_id = 1;
+  TensorIds ids(next_id);
+  EXPECT_EQ(ids.tensor(0xa), 1u);
+  EXPECT_EQ(ids.storage(0xa), 2u);  // its own map: a storage at the same address is another id
+  EXPECT_EQ(ids.tensor(0xb), 3u);
+  EXPECT_EQ(ids.tensor(0xa), 1u);
+  EXPECT_EQ(ids.storage(0xa), 2u);
+  EXPECT_EQ(ids.storage(0xc), 4u);
+  EXPECT_EQ(next_id, 5u);
+}
+
+TEST(ExecutionTraceValues, ATensorWithoutStorageGetsStorageIdZero) {
+  uint64_t next_id = 7;
+  TensorIds ids(next_id);
+  TensorValue storageless = kMatrix;
+  storageless.storage_address = 0;
+  std::string out;
+  append_execution_trace_values(out, {tensor(storageless)}, ids);
+  EXPECT_EQ(ordered_json::parse(out).at("values").at(0), ordered_json::parse(R"([7,0,0,6,4,"cpu"])"));
+  EXPECT_EQ(next_id, 8u);  // no id for the missing storage
+}
+
+TEST(ExecutionTraceValues, UndefinedTensorsShareTheSingletonsId) {
+  uint64_t next_id = 20;
+  TensorIds ids(next_id);
+  std::string out;
+  append_execution_trace_values(out, {undefined_tensor(0x2000), tensor(kMatrix), undefined_tensor(0x2000)}, ids);
+  const ordered_json object = ordered_json::parse(out);
+  EXPECT_EQ(object.at("values"), ordered_json::parse(R"([[20,0,0,0,0,""], [21,22,0,6,4,"cpu"], [20,0,0,0,0,""]])"));
+  EXPECT_EQ(object.at("types").at(0), "Tensor(nullptr (uninitialized))");
+  EXPECT_EQ(object.at("shapes").at(0), ordered_json::array());
+  EXPECT_EQ(object.at("strides").at(0), ordered_json::array());
+}
+
+TEST(ExecutionTraceValues, WritesDoublesAsTorchsGetScalarValue) {
+  uint64_t next_id = 1;
+  TensorIds ids(next_id);
+  std::string out;
+  append_execution_trace_values(out,
+                                {real(2.0), real(-0.25), real(std::numeric_limits<double>::infinity()),
+                                 real(std::numeric_limits<double>::quiet_NaN())},
+                                ids);
+  EXPECT_EQ(out,
+            "{\"values\": [2.000000, -0.250000, \"inf\", \"nan\"], \"shapes\": [[], [], [], []], "
+            "\"types\": [\"Double\", \"Double\", \"Double\", \"Double\"], \"strides\": [[], [], [], []]}");
+  EXPECT_NO_THROW(ordered_json::parse(out));
+}
+
+TEST(ExecutionTraceValues, WritesIntsAndBools) {
+  uint64_t next_id = 1;
+  TensorIds ids(next_id);
+  std::string out;
+  append_execution_trace_values(out, {integer(-3), integer(INT64_MAX), boolean(false)}, ids);
+  EXPECT_EQ(out,
+            "{\"values\": [-3, 9223372036854775807, false], \"shapes\": [[], [], []], "
+            "\"types\": [\"Int\", \"Int\", \"Bool\"], \"strides\": [[], [], []]}");
+}
+
+// A list BPF copied only in part comes out as its copied prefix (tprof has nothing better to
+// put there); Chrome's Concrete Inputs, by contrast, leaves such a list out.
+TEST(ExecutionTraceValues, ListsCopiedInPartComeOutAsTheirCopiedPrefix) {
+  uint64_t next_id = 1;
+  TensorIds ids(next_id);
+  std::string out;
+  append_execution_trace_values(out, {int_list({1}, 3), int_list({}, 0), tensor_list({kCudaView}, 4)}, ids);
+  EXPECT_EQ(out,
+            "{\"values\": [[1], [], [[1,2,6,4,8,\"cuda:0\"]]], \"shapes\": [[[]], [], [[4]]], "
+            "\"types\": [\"GenericList[Int]\", \"GenericList[]\", \"GenericList[Tensor(long int)]\"], "
+            "\"strides\": [[[]], [], [[1]]]}");
+}
+
+}  // namespace
+}  // namespace tprof::exporters
