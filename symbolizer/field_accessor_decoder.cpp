@@ -1,9 +1,12 @@
 #include "symbolizer/field_accessor_decoder.h"
 
 #include <array>
+#include <optional>
 #include <set>
+#include <vector>
 
 #include "symbolizer/hex_text.h"
+#include "symbolizer/path_walk.h"
 #include "symbolizer/x86_disassembler.h"
 
 namespace tprof::symbolizer {
@@ -131,57 +134,45 @@ std::optional<uint64_t> FieldAccessorDecoder::field_returned_by(uint64_t functio
                                                                 std::string* why_not) const {
   const Origin wanted = of_global ? Origin::kGlobalField : Origin::kArgumentField;
   const AddressFacts facts{global_address_, global_size_, relocations_};
-  X86Disassembler disassembler;
   struct Path {
     uint64_t address;
     RegisterFile registers;
   };
-  RegisterFile at_entry{};
-  at_entry[kRdi] = {Origin::kArgumentPointer, 0};
-  std::vector<Path> pending = {{function_address, at_entry}};
-  int paths_started = 0;
-  int instructions_left = kInstructionBudget;
   std::set<uint64_t> returned_offsets;
-
-  while (!pending.empty() && paths_started < kPathBudget) {
-    Path path = pending.back();
-    pending.pop_back();
-    ++paths_started;
-    while (instructions_left-- > 0) {
-      const cs_insn* instruction =
-          disassembler.decode(path.address, sections_.bytes_at(path.address));
-      if (instruction == nullptr) break;  // not code we can read: this path tells nothing
-      const cs_x86& x86 = instruction->detail->x86;
-      const uint64_t next_address = instruction->address + instruction->size;
-
-      if (disassembler.in_group(instruction, CS_GRP_RET)) {
-        const SymbolicValue& result = path.registers[kRax];
-        if (result.origin == wanted) returned_offsets.insert(result.offset);
-        break;
-      }
-      if (disassembler.in_group(instruction, CS_GRP_JUMP)) {
-        std::optional<uint64_t> target;
-        if (x86.op_count == 1 && x86.operands[0].type == X86_OP_IMM) {
-          target = static_cast<uint64_t>(x86.operands[0].imm);
-        } else if (x86.op_count == 1 && x86.operands[0].type == X86_OP_MEM) {
-          // A tail call through the PLT or a GOT slot (-fno-plt) to a function of this file.
-          const SymbolicValue slot = facts.load_through(
-              facts.effective_address(x86.operands[0], next_address, path.registers));
-          if (slot.origin == Origin::kFileAddress) target = slot.offset;
-        }
-        if (target) pending.push_back({*target, path.registers});
-        if (instruction->id == X86_INS_JMP) break;  // unconditional: this path goes on there
-        path.address = next_address;                // conditional: both ways
-        continue;
-      }
-      if (disassembler.in_group(instruction, CS_GRP_CALL)) {
-        for (size_t index : kCallerSavedRegisters) path.registers[index] = {};
-      } else if (!track_move(x86, instruction->id, next_address, facts, path.registers)) {
-        for (size_t index : disassembler.written_registers(instruction)) path.registers[index] = {};
-      }
-      path.address = next_address;
+  auto step = [&](const X86Disassembler& disassembler, const cs_insn& instruction, Path& path,
+                  std::vector<Path>& forks) {
+    const cs_x86& x86 = instruction.detail->x86;
+    const uint64_t next_address = path.address;
+    if (disassembler.in_group(&instruction, CS_GRP_RET)) {
+      const SymbolicValue& result = path.registers[kRax];
+      if (result.origin == wanted) returned_offsets.insert(result.offset);
+      return false;
     }
-  }
+    if (disassembler.in_group(&instruction, CS_GRP_JUMP)) {
+      std::optional<uint64_t> target;
+      if (x86.op_count == 1 && x86.operands[0].type == X86_OP_IMM) {
+        target = static_cast<uint64_t>(x86.operands[0].imm);
+      } else if (x86.op_count == 1 && x86.operands[0].type == X86_OP_MEM) {
+        // A tail call through the PLT or a GOT slot (-fno-plt) to a function of this file.
+        const SymbolicValue slot = facts.load_through(
+            facts.effective_address(x86.operands[0], next_address, path.registers));
+        if (slot.origin == Origin::kFileAddress) target = slot.offset;
+      }
+      if (target) forks.push_back({*target, path.registers});
+      // Unconditional: the walk goes on there, as a fork; conditional: both ways.
+      return instruction.id != X86_INS_JMP;
+    }
+    if (disassembler.in_group(&instruction, CS_GRP_CALL)) {
+      for (size_t index : kCallerSavedRegisters) path.registers[index] = {};
+    } else if (!track_move(x86, instruction.id, next_address, facts, path.registers)) {
+      for (size_t index : disassembler.written_registers(&instruction)) path.registers[index] = {};
+    }
+    return true;
+  };
+
+  Path entry{function_address, {}};
+  entry.registers[kRdi] = {Origin::kArgumentPointer, 0};
+  walk_paths(sections_, entry, {.paths = kPathBudget, .instructions = kInstructionBudget}, step);
 
   auto fail = [&](const std::string& reason) -> std::optional<uint64_t> {
     if (why_not) *why_not = "function at " + hex(function_address) + ": " + reason;

@@ -110,50 +110,48 @@ bool track(const cs_insn& instruction, Path& path) {
 }  // namespace
 
 std::vector<ReturningPath> MemberFunctionTracer::returning_paths(uint64_t function_address) const {
+  std::vector<ReturningPath> returning;
+  auto step = [&](const X86Disassembler& disassembler, const cs_insn& instruction, Path& path,
+                  std::vector<Path>& forks) {
+    const cs_x86& x86 = instruction.detail->x86;
+    if (disassembler.in_group(&instruction, CS_GRP_RET)) {
+      returning.push_back({path.registers[kRax], path.registers[kRdx],
+                           std::move(path.compared_with_zero), std::move(path.set_to_zero)});
+      return false;
+    }
+    if (disassembler.in_group(&instruction, CS_GRP_CALL)) return false;
+    if (disassembler.in_group(&instruction, CS_GRP_JUMP)) {
+      const bool direct = x86.op_count == 1 && x86.operands[0].type == X86_OP_IMM;
+      if (instruction.id == X86_INS_JMP) {
+        if (!direct) return false;  // a tail call through a register or the GOT
+        path.address = static_cast<uint64_t>(x86.operands[0].imm);
+        return true;
+      }
+      if (direct) {
+        Path taken = path;
+        taken.address = static_cast<uint64_t>(x86.operands[0].imm);
+        forks.push_back(std::move(taken));
+      }
+      return true;  // and on along the fall-through
+    }
+
+    if (instruction.id == X86_INS_MOV && x86.op_count == 2 && is_zero_immediate(x86.operands[1])) {
+      if (auto offset = this_offset(x86.operands[0], path.registers)) {
+        path.set_to_zero.push_back({*offset, x86.operands[0].size});
+      }
+    }
+    note_zero_comparison(instruction, path);
+    if (!track(instruction, path)) {
+      for (size_t index : disassembler.written_registers(&instruction)) path.registers[index] = {};
+    }
+    return true;
+  };
+
   Path entry;
   entry.address = function_address;
   entry.registers[kRdi] = {Kind::kThisAddress, 0, 0};
-  std::vector<ReturningPath> returning;
   walk_paths(sections_, std::move(entry), {.paths = kPathBudget, .instructions = kInstructionBudget},
-             [&](const X86Disassembler& disassembler, const cs_insn& instruction, Path& path,
-                 std::vector<Path>& forks) {
-               const cs_x86& x86 = instruction.detail->x86;
-               if (disassembler.in_group(&instruction, CS_GRP_RET)) {
-                 returning.push_back({path.registers[kRax], path.registers[kRdx],
-                                      std::move(path.compared_with_zero),
-                                      std::move(path.set_to_zero)});
-                 return false;
-               }
-               if (disassembler.in_group(&instruction, CS_GRP_CALL)) return false;
-               if (disassembler.in_group(&instruction, CS_GRP_JUMP)) {
-                 const bool direct = x86.op_count == 1 && x86.operands[0].type == X86_OP_IMM;
-                 if (instruction.id == X86_INS_JMP) {
-                   if (!direct) return false;  // a tail call through a register or the GOT
-                   path.address = static_cast<uint64_t>(x86.operands[0].imm);
-                   return true;
-                 }
-                 if (direct) {
-                   Path taken = path;
-                   taken.address = static_cast<uint64_t>(x86.operands[0].imm);
-                   forks.push_back(std::move(taken));
-                 }
-                 return true;  // and on along the fall-through
-               }
-
-               if (instruction.id == X86_INS_MOV && x86.op_count == 2 &&
-                   is_zero_immediate(x86.operands[1])) {
-                 if (auto offset = this_offset(x86.operands[0], path.registers)) {
-                   path.set_to_zero.push_back({*offset, x86.operands[0].size});
-                 }
-               }
-               note_zero_comparison(instruction, path);
-               if (!track(instruction, path)) {
-                 for (size_t index : disassembler.written_registers(&instruction)) {
-                   path.registers[index] = {};
-                 }
-               }
-               return true;
-             });
+             step);
   return returning;
 }
 

@@ -14,7 +14,7 @@
 namespace tprof::symbolizer {
 namespace {
 
-// Its C1 and C2 symbols: either may be the only one exported.
+// AccumulateGrad::AccumulateGrad(at::Tensor) under its C1 and C2 names (see find_first).
 constexpr std::array<std::string_view, 2> kAccumulateGradConstructors = {
     "_ZN5torch8autograd14AccumulateGradC1EN2at6TensorE",
     "_ZN5torch8autograd14AccumulateGradC2EN2at6TensorE",

@@ -31,7 +31,7 @@ constexpr std::string_view kExportedKernelPrefix =
 constexpr int64_t kUserScope = 7;  // at::RecordScope::USER_SCOPE
 constexpr uint8_t kCallRel32 = 0xe8;
 constexpr size_t kCallLength = 5;
-constexpr size_t kSecondArgument = kRsi;
+constexpr size_t kSecondArgument = kRsi;  // System V
 // The kernels call record_function_enter a few instructions after the constructor.
 constexpr int kInstructionsToNextCall = 32;
 

@@ -47,14 +47,18 @@ Recall recall_of(const Multiset& recorded, const Multiset& expected) {
   return recall;
 }
 
-std::string describe_missing(const Multiset& recorded, const Multiset& expected, size_t limit = 12) {
+// Keys `expected` has more of than `recorded`, with both counts under the given labels.
+std::string describe_missing(const Multiset& recorded, const Multiset& expected,
+                             const std::string& expected_label = "torch", const std::string& recorded_label = "tprof",
+                             size_t limit = 12) {
   std::string text;
   for (const auto& [key, count] : expected) {
     const auto found = recorded.find(key);
     const size_t have = found == recorded.end() ? 0 : found->second;
     if (have >= count || limit == 0) continue;
     --limit;
-    text += "  " + key + ": torch " + std::to_string(count) + ", tprof " + std::to_string(have) + "\n";
+    text += "  " + key + ": " + expected_label + " " + std::to_string(count) + ", " + recorded_label + " " +
+            std::to_string(have) + "\n";
   }
   return text;
 }
@@ -149,22 +153,33 @@ void expect_shapes_and_backward_match_torch(const WorkloadEnvironment& environme
   EXPECT_EQ(recorded.ops_with_shapes, recorded.ops) << "every op carries Input Dims";
 
   const Recall shapes = recall_of(recorded.op_shapes, reference.op_shapes);
+  const Recall shapes_precision = recall_of(reference.op_shapes, recorded.op_shapes);
   std::cout << std::fixed << std::setprecision(4) << environment.description << ": (op, Input Dims) recall "
-            << shapes.value() << " (" << shapes.matched << "/" << shapes.expected << ")\nlargest shortfalls:\n"
-            << describe_missing(recorded.op_shapes, reference.op_shapes);
+            << shapes.value() << " (" << shapes.matched << "/" << shapes.expected << "), precision "
+            << shapes_precision.value() << " (" << shapes_precision.matched << "/" << shapes_precision.expected
+            << ")\nlargest shortfalls:\n"
+            << describe_missing(recorded.op_shapes, reference.op_shapes) << "largest excess:\n"
+            << describe_missing(reference.op_shapes, recorded.op_shapes, "tprof", "torch");
   ::testing::Test::RecordProperty("shape_recall", std::to_string(shapes.value()));
   EXPECT_GE(shapes.value(), kMinimumShapeRecall);
+  EXPECT_GE(shapes_precision.value(), kMinimumShapeRecall);
 
   const Recall backward = recall_of(recorded.backward_events, reference.backward_events);
+  // The other way round: what tprof recorded that torch did not (invented or misnamed nodes).
+  const Recall backward_precision = recall_of(reference.backward_events, recorded.backward_events);
   std::cout << environment.description << ": autograd event recall " << backward.value() << " ("
-            << backward.matched << "/" << backward.expected << ")\nlargest shortfalls:\n"
-            << describe_missing(recorded.backward_events, reference.backward_events);
+            << backward.matched << "/" << backward.expected << "), precision " << backward_precision.value()
+            << " (" << backward_precision.matched << "/" << backward_precision.expected
+            << ")\nlargest shortfalls:\n"
+            << describe_missing(recorded.backward_events, reference.backward_events) << "largest excess:\n"
+            << describe_missing(reference.backward_events, recorded.backward_events, "tprof", "torch");
   ::testing::Test::RecordProperty("backward_recall", std::to_string(backward.value()));
   size_t evaluate_functions = 0;
   for (const auto& [name, count] : reference.backward_events)
     if (name.starts_with(kEvaluateFunction)) evaluate_functions += count;
   ASSERT_GT(evaluate_functions, 0U) << "torch recorded no backward pass";
   EXPECT_GE(backward.value(), kMinimumBackwardRecall);
+  EXPECT_GE(backward_precision.value(), kMinimumBackwardRecall);
 
   const Recall flows = recall_of(recorded.flows, reference.flows);
   std::cout << environment.description << ": fwdbwd flow recall " << flows.value() << " (" << flows.matched << "/"

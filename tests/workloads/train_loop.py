@@ -115,7 +115,7 @@ def profiled_events(run_steps):
             "shapes": [event.input_shapes for event in aten],
             "stacks": stacks,
             "in_backward": [run_by_autograd_engine(event) for event in aten],
-            "autograd": [event.name for event in events if is_autograd_event(event)],
+            "autograd": [event.name for event in autograd_events(events)],
             "annotations": {event.name: count_aten_beneath(event) for event in events
                             if event.name.startswith("## ")},
             "fwdbwd": forward_backward_pairs(events)}
@@ -124,13 +124,14 @@ def profiled_events(run_steps):
 def forward_backward_pairs(events):
     """[forward op, backward node] name pairs linked by sequence number, as Kineto links them:
     among the aten:: ops with the node's sequence number, the one that started last."""
+    backward = autograd_events(events)
+    backward_ids = {id(event) for event in backward}
     last_forward = {}
     for event in events:
-        if event.name.startswith("aten::") and event.sequence_nr >= 0 and not is_autograd_event(event):
+        if event.name.startswith("aten::") and event.sequence_nr >= 0 and id(event) not in backward_ids:
             last_forward[event.sequence_nr] = event.name
-    return [[last_forward[event.sequence_nr], event.name] for event in events
-            if is_autograd_event(event) and not event.name.startswith(EVALUATE_FUNCTION)
-            and event.sequence_nr in last_forward]
+    return [[last_forward[event.sequence_nr], event.name] for event in backward
+            if not event.name.startswith(EVALUATE_FUNCTION) and event.sequence_nr in last_forward]
 
 
 def count_aten_beneath(event):
@@ -141,12 +142,21 @@ def count_aten_beneath(event):
 EVALUATE_FUNCTION = "autograd::engine::evaluate_function: "
 
 
-def is_autograd_event(event):
-    """The autograd engine's ranges: evaluate_function and, inside it, the node it runs."""
-    if event.name.startswith(EVALUATE_FUNCTION):
-        return True
-    parent = event.cpu_parent
-    return parent is not None and parent.name == EVALUATE_FUNCTION + event.name
+def autograd_events(events):
+    """The autograd engine's ranges: evaluate_function and the nodes it runs, known by name (the
+    legacy profiler's cpu_parent links are unreliable at its microsecond resolution)."""
+    node_names = {event.name[len(EVALUATE_FUNCTION):] for event in events
+                  if event.name.startswith(EVALUATE_FUNCTION)}
+    return [event for event in events
+            if event.name.startswith(EVALUATE_FUNCTION) or event.name in node_names]
+
+
+def count_aten_beneath(event):
+    """How many aten:: events torch nests beneath `event`, at any depth."""
+    return sum((child.name.startswith("aten::")) + count_aten_beneath(child) for child in event.cpu_children)
+
+
+EVALUATE_FUNCTION = "autograd::engine::evaluate_function: "
 
 
 def write_execution_trace(run_steps, path):

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * record_function("name") ranges, which torch's Python and torch.optim open even when no
+ * profiler runs: the kernel that takes the name, at::RecordFunction's constructor (USER_SCOPE)
+ * that starts the range, and RecordFunction::end() that closes it.
+ */
+#ifndef TPROF_BPF_ANNOTATION_PROBES_BPF_H
+#define TPROF_BPF_ANNOTATION_PROBES_BPF_H
+
+#include "record_emitter.bpf.h"
+
+/* The name handed to a record_function kernel, kept until it constructs its RecordFunction. */
+struct pending_annotation {
+	__u32 name_length;
+	char name[ANNOTATION_NAME_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* tid */
+	__type(value, struct pending_annotation);
+} pending_annotations SEC(".maps");
+
+/* RecordFunctions of open annotations: their end() closes the range; other end()s are ignored. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, __u32);
+} open_annotations SEC(".maps");
+
+#define RECORD_SCOPE_USER 7 /* at::RecordScope::USER_SCOPE */
+
+/* The record_function kernels: rsi is `const std::string& name` ({char* data; size_t length}). */
+SEC("uprobe.multi")
+int annotation_name(struct pt_regs *ctx)
+{
+	if (!recording)
+		return 0;
+	__u32 tid = current_thread_ids().tid;
+	__u64 string[2] = {};
+	if (bpf_probe_read_user(string, sizeof(string), (const void *)PT_REGS_PARM2(ctx)))
+		return 0;
+	struct pending_annotation pending = {};
+	pending.name_length = (__u32)string[1];
+	__u32 copied = string[1] < ANNOTATION_NAME_MAX - 1 ? (__u32)string[1] : ANNOTATION_NAME_MAX - 1;
+	if (bpf_probe_read_user(pending.name, copied & (ANNOTATION_NAME_MAX - 1), (const void *)string[0]))
+		return 0;
+	bpf_map_update_elem(&pending_annotations, &tid, &pending, BPF_ANY);
+	return 0;
+}
+
+/* RecordFunction::RecordFunction(RecordScope): a kernel that just named an annotation builds it. */
+SEC("uprobe")
+int annotation_begin(struct pt_regs *ctx)
+{
+	if (!recording)
+		return 0;
+	if (PT_REGS_PARM2(ctx) != RECORD_SCOPE_USER)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tid = current_thread_ids().tid;
+	struct pending_annotation *pending = bpf_map_lookup_elem(&pending_annotations, &tid);
+	if (!pending)
+		return 0;
+	__u64 stack_id = python_config.enabled ? capture_python_stack(tid, op_walk_buffer()) : 0;
+	struct record_with_arguments *record = begin_record(tid, 0, OP_RECORD_ANNOTATION_ENTER, stack_id, now,
+			SEQUENCE_COUNTER_UNKNOWN);
+	if (!record) {
+		bpf_map_delete_elem(&pending_annotations, &tid);
+		return 0;
+	}
+	struct annotation_enter *enter = &record->annotation_enter;
+	enter->handle = PT_REGS_PARM1(ctx);
+	enter->name_length = pending->name_length;
+	enter->reserved = 0;
+	__builtin_memcpy(enter->name, pending->name, sizeof(enter->name));
+	bpf_map_delete_elem(&pending_annotations, &tid);
+	__u32 one = 1;
+	bpf_map_update_elem(&open_annotations, &enter->handle, &one, BPF_ANY);
+	return emit_assembled(record, sizeof(*enter));
+}
+
+/* RecordFunction::end(): closes an open annotation (also runs for every other RecordFunction). */
+SEC("uprobe")
+int annotation_end(struct pt_regs *ctx)
+{
+	if (!recording)
+		return 0;
+	__u64 handle = PT_REGS_PARM1(ctx);
+	if (!bpf_map_lookup_elem(&open_annotations, &handle))
+		return 0;
+	bpf_map_delete_elem(&open_annotations, &handle);
+	__u64 now = bpf_ktime_get_ns();
+	struct record_with_arguments *record =
+		begin_record(current_thread_ids().tid, 0, OP_RECORD_ANNOTATION_EXIT, 0, now,
+				SEQUENCE_COUNTER_UNKNOWN);
+	if (!record)
+		return 0;
+	struct annotation_exit *exit = &record->annotation_exit;
+	exit->handle = handle;
+	return emit_assembled(record, sizeof(*exit));
+}
+
+#endif /* TPROF_BPF_ANNOTATION_PROBES_BPF_H */

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The autograd engine's backward work: Engine::evaluate_function around each node it runs,
+ * and the node's own apply(), with the node's vtable pointer (its class), sequence number and
+ * forward thread, and its gradient inputs.
+ */
+#ifndef TPROF_BPF_AUTOGRAD_PROBES_BPF_H
+#define TPROF_BPF_AUTOGRAD_PROBES_BPF_H
+
+#include "argument_reader.bpf.h"
+#include "record_emitter.bpf.h"
+
+/* Where torch::autograd::Node keeps sequence_nr_ and thread_id_; 0: unknown. */
+const volatile __u32 node_sequence_nr_offset = 0;
+const volatile __u32 node_thread_id_offset = 0;
+
+static __always_inline void read_node(struct autograd_node *out, __u64 node)
+{
+	out->node = node;
+	out->vptr = read_user_u64(node);
+	out->sequence_nr = node_sequence_nr_offset ? read_user_u64(node + node_sequence_nr_offset) : ~0ULL;
+	out->thread_id = node_thread_id_offset ? read_user_u64(node + node_thread_id_offset) : 0;
+}
+
+/* Engine::evaluate_function(graph_task, Node* func, inputs, ready_queue): rdx is the node. */
+SEC("uprobe")
+int evaluate_enter(struct pt_regs *ctx)
+{
+	if (!recording)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tid = current_thread_ids().tid;
+	/* Stacks here too: the Python frames (loss.backward()) must enclose the engine's ranges. */
+	__u64 stack_id = python_config.enabled ? capture_python_stack(tid, op_walk_buffer()) : 0;
+	struct record_with_arguments *record = begin_record(tid, 0, OP_RECORD_EVALUATE_ENTER, stack_id, now,
+			SEQUENCE_COUNTER_UNKNOWN);
+	if (!record)
+		return 0;
+	read_node(&record->node, PT_REGS_PARM3(ctx));
+	return emit_assembled(record, sizeof(record->node));
+}
+
+SEC("uretprobe")
+int evaluate_exit(struct pt_regs *ctx)
+{
+	if (!recording)
+		return 0;
+	return emit(current_thread_ids().tid, 0, OP_RECORD_EVALUATE_EXIT, 0, bpf_ktime_get_ns(),
+			SEQUENCE_COUNTER_UNKNOWN);
+}
+
+/*
+ * std::vector<at::Tensor> <Node subclass>::apply(std::vector<at::Tensor>&& inputs): the
+ * returned vector takes rdi (sret), so rsi is the node and rdx its inputs.
+ */
+SEC("uprobe.multi")
+int node_enter(struct pt_regs *ctx)
+{
+	if (!recording)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tid = current_thread_ids().tid;
+	__u64 stack_id = python_config.enabled ? capture_python_stack(tid, op_walk_buffer()) : 0;
+	struct record_with_arguments *record = begin_record(tid, 0, OP_RECORD_NODE_ENTER, stack_id, now,
+			SEQUENCE_COUNTER_UNKNOWN);
+	if (!record)
+		return 0;
+	read_node(&record->node, PT_REGS_PARM2(ctx));
+	reset_arguments(&record->node_arguments);
+	if (tensor_config.enabled)
+		read_tensor_vector(&record->node_arguments, PT_REGS_PARM3(ctx));
+	return emit_assembled(record, sizeof(record->node) + arguments_size(&record->node_arguments));
+}
+
+SEC("uretprobe.multi")
+int node_exit(struct pt_regs *ctx)
+{
+	if (!recording)
+		return 0;
+	return emit(current_thread_ids().tid, 0, OP_RECORD_NODE_EXIT, 0, bpf_ktime_get_ns(),
+			SEQUENCE_COUNTER_UNKNOWN);
+}
+
+#endif /* TPROF_BPF_AUTOGRAD_PROBES_BPF_H */

@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Writing records into the op tracer's ring buffer: each one a head (op_record.h) and, for
+ * some kinds, a payload assembled in per-thread scratch memory first. Shared by every probe of
+ * the op tracer, which all stay silent until userspace sets `recording`.
+ */
+#ifndef TPROF_BPF_RECORD_EMITTER_BPF_H
+#define TPROF_BPF_RECORD_EMITTER_BPF_H
+
+#include "op_arguments.h"
+#include "op_record.h"
+#include "python_walker.bpf.h"
+
+/* tprof's PID namespace (st_dev, st_ino of /proc/self/ns/pid): ids in records are the ones
+ * tprof sees in /proc, which for a sidecar are the target container's. */
+const volatile __u64 pid_namespace_device = 0;
+const volatile __u64 pid_namespace_inode = 0;
+/*
+ * Set by userspace once every probe is attached and cleared before any is removed: links go
+ * one at a time (a uprobe's removal waits for readers, ~0.1 s each), and a probe that outlived
+ * its partners would record entries without exits, or backward nodes without their ops.
+ */
+volatile __u32 recording = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20); /* resized by userspace before load */
+} op_records SEC(".maps");
+
+struct thread_ids {
+	__u32 tgid;
+	__u32 tid;
+};
+
+/* A record being assembled: its head, then the payload of its kind. */
+struct record_with_arguments {
+	struct op_record head;
+	union {
+		struct op_arguments arguments;
+		struct annotation_enter annotation_enter;
+		struct annotation_exit annotation_exit;
+		struct {
+			struct autograd_node node;
+			struct op_arguments node_arguments;
+		};
+	};
+};
+
+/* Per thread, like the op walk buffer: a probe can be preempted by another thread's probe. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct record_with_arguments);
+} record_scratch SEC(".maps");
+
+static __always_inline struct record_with_arguments *record_buffer(void)
+{
+	return bpf_task_storage_get(&record_scratch, bpf_get_current_task_btf(), 0,
+				    BPF_LOCAL_STORAGE_GET_F_CREATE);
+}
+
+static __always_inline struct thread_ids current_thread_ids(void)
+{
+	struct bpf_pidns_info ids = {};
+	if (bpf_get_ns_current_pid_tgid(pid_namespace_device, pid_namespace_inode, &ids, sizeof(ids)))
+		return (struct thread_ids){};
+	return (struct thread_ids){.tgid = ids.tgid, .tid = ids.pid};
+}
+
+static __always_inline void fill_head(struct op_record *head, __u32 tid, __u32 op_id, __u8 kind,
+				      __u64 python_stack_id, __u64 now, __u64 sequence_counter)
+{
+	head->timestamp_ns = now;
+	head->python_stack_id = python_stack_id;
+	head->sequence_counter = sequence_counter;
+	head->tid = tid;
+	head->op_id = op_id;
+	head->kind = kind;
+	__builtin_memset(head->reserved, 0, sizeof(head->reserved));
+}
+
+/* A record without payload. */
+static __always_inline int emit(__u32 tid, __u32 op_id, __u8 kind, __u64 python_stack_id, __u64 now,
+				__u64 sequence_counter)
+{
+	struct op_record *rec = bpf_ringbuf_reserve(&op_records, sizeof(*rec), 0);
+	if (!rec) {
+		count_loss(LOSS_RING_BUFFER_FULL);
+		return 0;
+	}
+	fill_head(rec, tid, op_id, kind, python_stack_id, now, sequence_counter);
+	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/* Sends the record assembled in `record`: its head and `payload_bytes` of payload. */
+static __always_inline int emit_assembled(struct record_with_arguments *record, __u32 payload_bytes)
+{
+	__u32 size = sizeof(record->head) + payload_bytes;
+	if (size > sizeof(*record))
+		size = sizeof(*record);
+	if (bpf_ringbuf_output(&op_records, record, size, BPF_RB_NO_WAKEUP))
+		count_loss(LOSS_RING_BUFFER_FULL);
+	return 0;
+}
+
+/*
+ * This thread's record buffer with its head filled in, or NULL (counted as a loss) when the
+ * kernel has no memory for it.
+ */
+static __always_inline struct record_with_arguments *begin_record(__u32 tid, __u32 op_id, __u8 kind,
+								  __u64 python_stack_id, __u64 now,
+								  __u64 sequence_counter)
+{
+	struct record_with_arguments *record = record_buffer();
+	if (!record) {
+		count_loss(LOSS_ARGUMENTS_UNREADABLE);
+		return NULL;
+	}
+	fill_head(&record->head, tid, op_id, kind, python_stack_id, now, sequence_counter);
+	return record;
+}
+
+#endif /* TPROF_BPF_RECORD_EMITTER_BPF_H */
