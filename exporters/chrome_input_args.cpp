@@ -1,5 +1,8 @@
 #include "exporters/chrome_input_args.h"
 
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <string_view>
 
 #include "exporters/json_writer.h"
@@ -63,13 +66,30 @@ std::string_view input_type(const Value& input) {
   return "";
 }
 
+// How an IValue prints a double: shortest round-trip digits, with a "." added to integral
+// values ("2.", "0.5", "inf").
+std::string double_text(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  std::string result = text;
+  for (int digits = 1; digits < 17; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, value);
+    if (std::strtod(text, nullptr) == value) {
+      result = text;
+      break;
+    }
+  }
+  if (std::isfinite(value) && result.find_first_of(".e") == std::string::npos) result += '.';
+  return result;
+}
+
 // util.cpp ivalueToStr: the value for ints, bools, floats and int lists that were read in
 // full; "" for tensors, None and anything not (fully) read.
 std::string concrete_input(const Value& input) {
   switch (input.kind) {
     case ValueKind::kInt: return std::to_string(input.ints.at(0));
     case ValueKind::kBool: return input.boolean ? "True" : "False";
-    case ValueKind::kDouble: return std::to_string(input.real);
+    case ValueKind::kDouble: return double_text(input.real);
     case ValueKind::kIntList: {
       if (input.ints.size() != input.list_length) return "";
       std::string text;

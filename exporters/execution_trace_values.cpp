@@ -9,6 +9,10 @@ namespace tprof::exporters {
 namespace {
 
 using model::TensorValue;
+
+// What tprof writes for a value it could not read, in place of convertIValue's forms.
+constexpr std::string_view kUnknownValue = "<Unknown>";
+constexpr const char* kUnknownType = "Unknown";
 using model::Value;
 using model::ValueKind;
 
@@ -26,6 +30,12 @@ void append_empty_lists(std::string& out, size_t count) {
   out += '[';
   for (size_t i = 0; i < count; ++i) out += i > 0 ? ",[]" : "[]";
   out += ']';
+}
+
+// A list of which BPF copied only the first elements: written as unknown, not cut short.
+bool is_partial_list(const Value& value) {
+  return (value.kind == ValueKind::kIntList && value.ints.size() != value.list_length) ||
+         (value.kind == ValueKind::kTensorList && value.tensors.size() != value.list_length);
 }
 
 class ValueFormatter {
@@ -72,6 +82,10 @@ class ValueFormatter {
   }
 
   void append_value(std::string& out, const Value& value) {
+    if (is_partial_list(value)) {
+      append_json_string(out, kUnknownValue);
+      return;
+    }
     switch (value.kind) {
       case ValueKind::kTensor: append_tensor(out, value.tensor); return;
       case ValueKind::kTensorList:
@@ -86,11 +100,12 @@ class ValueFormatter {
       case ValueKind::kInt: append_json_integer(out, value.ints.at(0)); return;
       case ValueKind::kBool: out += value.boolean ? "true" : "false"; return;
       case ValueKind::kDouble:
-        // getScalarValue: std::to_string, with inf and nan as strings.
+        // getScalarValue: std::to_string, quoted when it is not a JSON number ("inf", "-inf",
+        // "nan").
         if (std::isfinite(value.real)) {
           out += std::to_string(value.real);
         } else {
-          append_json_string(out, std::isnan(value.real) ? "nan" : "inf");
+          append_json_string(out, std::to_string(value.real));
         }
         return;
       case ValueKind::kNone: append_json_string(out, "<None>"); return;
@@ -100,11 +115,15 @@ class ValueFormatter {
         append_json_integer(out, ids_.tensor(value.tensor.impl_address));
         out += ",0,0,0,0,\"\"]";
         return;
-      case ValueKind::kUnknown: append_json_string(out, "<Unknown>"); return;
+      case ValueKind::kUnknown: append_json_string(out, kUnknownValue); return;
     }
   }
 
   void append_shape(std::string& out, const Value& value, bool strides) {
+    if (is_partial_list(value)) {
+      out += "[]";
+      return;
+    }
     switch (value.kind) {
       case ValueKind::kTensor: append_int_list(out, strides ? value.tensor.strides : value.tensor.sizes); return;
       case ValueKind::kTensorList:
@@ -122,6 +141,7 @@ class ValueFormatter {
 
   // convertIValue's type strings; values tprof could not read say so instead of guessing.
   static std::string type_of(const Value& value) {
+    if (is_partial_list(value)) return kUnknownType;
     switch (value.kind) {
       case ValueKind::kTensor: return "Tensor(" + value.tensor.dtype + ")";
       case ValueKind::kTensorList: {
@@ -142,9 +162,9 @@ class ValueFormatter {
       case ValueKind::kDouble: return "Double";
       case ValueKind::kNone: return "None";
       case ValueKind::kUndefinedTensor: return "Tensor(nullptr (uninitialized))";  // TypeMeta's name for no dtype
-      case ValueKind::kUnknown: return "Unknown";
+      case ValueKind::kUnknown: break;
     }
-    return "Unknown";
+    return kUnknownType;
   }
 
   const std::vector<Value>& values_;

@@ -7,7 +7,7 @@ bash scripts/install-deps.sh
 bash scripts/build.sh
 
 workload_out=$(mktemp)
-/usr/bin/python3 tests/workloads/train_loop.py --steps 1000000 --trigger none >"$workload_out" &
+/usr/bin/python3 tests/workloads/train_loop.py --steps 1000000 --trigger none --annotate-steps >"$workload_out" &
 workload_pid=$!
 trap 'kill "$workload_pid" 2>/dev/null; rm -f "$workload_out"' EXIT
 until grep -q READY "$workload_out"; do
