@@ -52,7 +52,7 @@ int annotation_name(struct pt_regs *ctx)
 }
 
 /* RecordFunction::RecordFunction(RecordScope): a kernel that just named an annotation builds it. */
-SEC("uprobe")
+SEC("uprobe.multi")
 int annotation_begin(struct pt_regs *ctx)
 {
 	if (!recording)
@@ -83,7 +83,7 @@ int annotation_begin(struct pt_regs *ctx)
 }
 
 /* RecordFunction::end(): closes an open annotation (also runs for every other RecordFunction). */
-SEC("uprobe")
+SEC("uprobe.multi")
 int annotation_end(struct pt_regs *ctx)
 {
 	if (!recording)

@@ -23,7 +23,7 @@ static __always_inline void read_node(struct autograd_node *out, __u64 node)
 }
 
 /* Engine::evaluate_function(graph_task, Node* func, inputs, ready_queue): rdx is the node. */
-SEC("uprobe")
+SEC("uprobe.multi")
 int evaluate_enter(struct pt_regs *ctx)
 {
 	if (!recording)
@@ -40,7 +40,7 @@ int evaluate_enter(struct pt_regs *ctx)
 	return emit_assembled(record, sizeof(record->node));
 }
 
-SEC("uretprobe")
+SEC("uretprobe.multi")
 int evaluate_exit(struct pt_regs *ctx)
 {
 	if (!recording)

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "symbolizer/defined_symbols.h"
+#include "symbolizer/emulated_probe_point.h"
 #include "symbolizer/function_bounds.h"
 #include "symbolizer/hex_text.h"
 #include "symbolizer/plt_stubs.h"
@@ -154,7 +155,13 @@ RecordFunctionSites find_record_function_sites(const ElfFile& libtorch_cpu) {
   const Relocations relocations(libtorch_cpu);
   const FunctionBounds functions(libtorch_cpu, sections);
   RecordFunctionSites sites;
-  sites.end = probe_offset(symbols.find(kEnd), sections);
+  // end() reads `this` (rdi); its isActive() test comes first, and the jump after it is a
+  // cheap place for the probe (emulated_probe_point.h).
+  if (const DefinedSymbol* end = symbols.find(kEnd)) {
+    DefinedSymbol probed = *end;
+    probed.address = conditional_jump_probe_address(sections, end->address, kRdi);
+    sites.end = probe_offset(&probed, sections);
+  }
 
   const DefinedSymbol* constructor = symbols.find_first(kScopeConstructors);
   if (constructor == nullptr) {

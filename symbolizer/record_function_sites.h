@@ -28,10 +28,11 @@ struct RecordFunctionSites {
   // scope (7 = USER_SCOPE; RecordFunctions of other scopes are constructed here too). 0 if not
   // exported.
   uint64_t user_scope_constructor = 0;
-  // File offset of at::RecordFunction::end(): rdi = this, the constructed object. Leaving the
-  // block calls it, and ~RecordFunction calls it again (a no-op then), so the first call after
-  // the constructor ends the range. Every other RecordFunction ends here too. 0 if not
-  // exported.
+  // File offset of a probe on at::RecordFunction::end(): rdi = this, the constructed object.
+  // Leaving the block calls it, and ~RecordFunction calls it again (a no-op then), so the first
+  // call after the constructor ends the range. Every other RecordFunction ends here too, so the
+  // probe sits on the conditional jump after its isActive() test, which the kernel emulates,
+  // rather than on its entry. 0 if not exported.
   uint64_t end = 0;
   std::string source;  // one line: what was kept and what was left out, and why
 };

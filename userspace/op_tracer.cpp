@@ -66,36 +66,24 @@ void OpTracer::set_op_plan(uint32_t op_id, const op_plan& plan) {
     throw Error(errno_message("cannot store the argument plan of op " + std::to_string(op_id), errno));
 }
 
-namespace {
-
-BpfLink attach_single_uprobe(const bpf_program* program, pid_t pid, const UprobeSite& site, bool on_return) {
-  bpf_link* link = bpf_program__attach_uprobe(program, on_return, pid, site.binary_path.c_str(), site.file_offset);
-  if (!link)
-    throw Error(errno_message("cannot attach a uprobe at offset " + std::to_string(site.file_offset) + " of " +
-                                  site.binary_path,
-                              errno));
-  return BpfLink(link);
-}
-
-}  // namespace
-
-void OpTracer::attach_annotations(const UprobeSites& name_kernels, const UprobeSite& constructor,
-                                  const UprobeSite& end) {
+void OpTracer::attach_annotations(const UprobeSites& name_kernels, const UprobeSites& constructor,
+                                  const UprobeSites& end) {
   // The end probe first, then the constructor, then the names: an annotation is only opened
   // once everything that closes it is in place.
-  record_function_links_.push_back(attach_single_uprobe(skeleton_->progs.annotation_end, target_pid_, end, false));
   record_function_links_.push_back(
-      attach_single_uprobe(skeleton_->progs.annotation_begin, target_pid_, constructor, false));
+      attach_uprobe_multi(skeleton_->progs.annotation_end, target_pid_, end, /*on_return=*/false));
+  record_function_links_.push_back(
+      attach_uprobe_multi(skeleton_->progs.annotation_begin, target_pid_, constructor, /*on_return=*/false));
   record_function_links_.push_back(
       attach_uprobe_multi(skeleton_->progs.annotation_name, target_pid_, name_kernels, /*on_return=*/false));
 }
 
-void OpTracer::attach_autograd(const UprobeSite& evaluate_function, const UprobeSites& node_apply) {
+void OpTracer::attach_autograd(const UprobeSites& evaluate_function, const UprobeSites& node_apply) {
   // Returns before entries, as for ops.
   record_function_links_.push_back(
-      attach_single_uprobe(skeleton_->progs.evaluate_exit, target_pid_, evaluate_function, true));
+      attach_uprobe_multi(skeleton_->progs.evaluate_exit, target_pid_, evaluate_function, /*on_return=*/true));
   record_function_links_.push_back(
-      attach_single_uprobe(skeleton_->progs.evaluate_enter, target_pid_, evaluate_function, false));
+      attach_uprobe_multi(skeleton_->progs.evaluate_enter, target_pid_, evaluate_function, /*on_return=*/false));
   if (node_apply.offsets.empty()) return;
   record_function_links_.push_back(
       attach_uprobe_multi(skeleton_->progs.node_exit, target_pid_, node_apply, /*on_return=*/true));

@@ -37,11 +37,6 @@ struct OpTracerOptions {
   uint64_t sequence_counter_offset = 0;
 };
 
-// A single probed function: where it is in which file.
-struct UprobeSite {
-  std::string binary_path;
-  uint64_t file_offset = 0;
-};
 
 struct LossCounts {
   uint64_t ring_buffer_full = 0;   // records dropped
@@ -79,9 +74,11 @@ class OpTracer {
   void set_op_plan(uint32_t op_id, const op_plan& plan);
   // record_function() ranges: the kernels whose second argument is the name, at::RecordFunction's
   // constructor and its end().
-  void attach_annotations(const UprobeSites& name_kernels, const UprobeSite& constructor, const UprobeSite& end);
+  // Single sites go through uprobe_multi links too: a classic uprobe costs several times more
+  // per hit, and RecordFunction's constructor and end() run for every engine node.
+  void attach_annotations(const UprobeSites& name_kernels, const UprobeSites& constructor, const UprobeSites& end);
   // Backward nodes: Engine::evaluate_function and every Node subclass's apply().
-  void attach_autograd(const UprobeSite& evaluate_function, const UprobeSites& node_apply);
+  void attach_autograd(const UprobeSites& evaluate_function, const UprobeSites& node_apply);
 
  private:
   struct SkeletonDeleter {

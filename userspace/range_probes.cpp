@@ -49,25 +49,22 @@ RangeProbes::RangeProbes(const MappedLibrary& torch_library, pid_t pid, Console&
 uint32_t RangeProbes::node_sequence_nr_offset() const { return autograd_.sequence_nr_offset.value_or(0); }
 uint32_t RangeProbes::node_thread_id_offset() const { return autograd_.thread_id_offset.value_or(0); }
 
+UprobeSites RangeProbes::sites(const std::vector<uint64_t>& file_offsets) const {
+  UprobeSites sites;
+  sites.binary_path = library_.host_path;
+  sites.offsets.assign(file_offsets.begin(), file_offsets.end());
+  sites.cookies.assign(file_offsets.size(), 0);
+  return sites;
+}
+
 void RangeProbes::attach(OpTracer& tracer) const {
-  if (annotations_found_) {
-    UprobeSites kernels;
-    kernels.binary_path = library_.host_path;
-    for (const uint64_t offset : annotations_.enter_functions) {
-      kernels.offsets.push_back(offset);
-      kernels.cookies.push_back(0);
-    }
-    tracer.attach_annotations(kernels, {library_.host_path, annotations_.user_scope_constructor},
-                              {library_.host_path, annotations_.end});
-  }
+  if (annotations_found_)
+    tracer.attach_annotations(sites(annotations_.enter_functions), sites({annotations_.user_scope_constructor}),
+                              sites({annotations_.end}));
   if (autograd_found_) {
-    UprobeSites apply;
-    apply.binary_path = library_.host_path;
-    for (const auto& site : autograd_.apply_sites) {
-      apply.offsets.push_back(site.file_offset);
-      apply.cookies.push_back(0);
-    }
-    tracer.attach_autograd({library_.host_path, autograd_.evaluate_function}, apply);
+    std::vector<uint64_t> apply_offsets;
+    for (const auto& site : autograd_.apply_sites) apply_offsets.push_back(site.file_offset);
+    tracer.attach_autograd(sites({autograd_.evaluate_function}), sites(apply_offsets));
   }
 }
 

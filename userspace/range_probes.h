@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <sys/types.h>
 
@@ -43,6 +44,8 @@ class RangeProbes {
   std::string node_name(uint64_t vptr) const;
 
  private:
+  UprobeSites sites(const std::vector<uint64_t>& file_offsets) const;  // in libtorch_cpu
+
   MappedLibrary library_;
   std::unique_ptr<symbolizer::ElfFile> elf_;
   symbolizer::RecordFunctionSites annotations_;

@@ -1,12 +1,16 @@
 #include "userspace/uprobe_multi.h"
 
 #include <bpf/libbpf.h>
+#include <fcntl.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "userspace/error.h"
+#include "userspace/unique_fd.h"
 
 namespace tprof {
 
@@ -25,9 +29,30 @@ void require_uprobe_multi_kernel() {
     throw Error(std::string("kernel ") + uts.release + " has no uprobe_multi links (Linux 6.6 or newer is required)");
 }
 
+namespace {
+
+constexpr unsigned char kEndbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
+
+}  // namespace
+
+std::vector<unsigned long> past_leading_endbr64(const std::string& binary_path,
+                                                const std::vector<unsigned long>& offsets) {
+  std::vector<unsigned long> adjusted = offsets;
+  const UniqueFd file(::open(binary_path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!file) return adjusted;  // attaching will report the file
+  for (unsigned long& offset : adjusted) {
+    unsigned char head[sizeof(kEndbr64)];
+    if (::pread(file.get(), head, sizeof(head), static_cast<off_t>(offset)) == sizeof(head) &&
+        std::memcmp(head, kEndbr64, sizeof(head)) == 0)
+      offset += sizeof(kEndbr64);
+  }
+  return adjusted;
+}
+
 BpfLink attach_uprobe_multi(const bpf_program* program, pid_t pid, const UprobeSites& sites, bool on_return) {
+  const std::vector<unsigned long> offsets = past_leading_endbr64(sites.binary_path, sites.offsets);
   LIBBPF_OPTS(bpf_uprobe_multi_opts, opts);
-  opts.offsets = sites.offsets.data();
+  opts.offsets = offsets.data();
   static_assert(sizeof(uint64_t) == sizeof(__u64));
   opts.cookies = reinterpret_cast<const __u64*>(sites.cookies.data());
   opts.cnt = sites.offsets.size();

@@ -32,7 +32,16 @@ bool kernel_release_has_uprobe_multi(const char* release);
 // Throws tprof::Error with a one-line reason when the running kernel has no uprobe_multi.
 void require_uprobe_multi_kernel();
 
-// Attaches `program` to every site, for the threads of `pid` only. Throws tprof::Error.
+// `offsets` with each site whose first instruction is endbr64 moved past it. x86 uprobes
+// emulate push, jmp/jcc and call but single-step any other instruction out of line, a second
+// trap: on this VM a probe on a leading endbr64 (every function of a CET build, torch 2.6's
+// ops among them) cost ~16 us a hit, against ~1 us on the push after it. endbr64 changes no
+// register and not the stack, so entry and return probes see the same state there.
+std::vector<unsigned long> past_leading_endbr64(const std::string& binary_path,
+                                                const std::vector<unsigned long>& offsets);
+
+// Attaches `program` to every site (past a leading endbr64), for the threads of `pid` only.
+// Throws tprof::Error.
 BpfLink attach_uprobe_multi(const bpf_program* program, pid_t pid, const UprobeSites& sites, bool on_return);
 
 }  // namespace tprof

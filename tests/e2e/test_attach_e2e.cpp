@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tests/support/process_harness.h"
+#include "tests/support/recorded_workload.h"
 #include "tests/support/test_environment.h"
 #include "tests/support/trace_validator.h"
 
@@ -46,11 +47,8 @@ constexpr auto kAttachTimeout = 180s;
 constexpr auto kStepsTimeout = 180s;
 constexpr auto kTraceWriteTimeout = 180s;
 constexpr auto kErrorExitTimeout = 60s;
-constexpr auto kTrixieRootBuildTimeout = 900s;
 
-const fs::path kSourceDir = testing::source_dir();
 const fs::path kTprofBinary = testing::tprof_binary();
-const fs::path kWorkloadScript = kSourceDir / "tests/workloads/train_loop.py";
 const fs::path kHostPython = "/usr/bin/python3";
 
 std::string join_lines(const std::vector<std::string>& lines) {
@@ -60,35 +58,10 @@ std::string join_lines(const std::vector<std::string>& lines) {
 }
 
 
-// How to run the workload in one Python environment, and where it can leave files for us.
-struct PythonEnvironment {
-  std::string description;               // for messages: "torch 1.13 (host)"
-  std::vector<std::string> interpreter;  // command prefix that runs python3
-  fs::path script;                       // train_loop.py as that interpreter sees it
-  fs::path scratch_for_target;           // a directory the target may write, as it sees it
-  fs::path scratch_for_us;               // the same directory as the test sees it
-};
-
-std::vector<std::string> workload_command(const PythonEnvironment& environment,
-                                          const std::vector<std::string>& arguments) {
-  std::vector<std::string> command = environment.interpreter;
-  command.push_back(environment.script.string());
-  command.insert(command.end(), arguments.begin(), arguments.end());
-  return command;
-}
-
-PythonEnvironment host_environment(const fs::path& scratch) {
-  return {.description = "torch 1.13 / Python 3.11 (host)",
-          .interpreter = {kHostPython.string()},
-          .script = kWorkloadScript,
-          .scratch_for_target = scratch,
-          .scratch_for_us = scratch};
-}
-
 // A training loop parked at READY, waiting for its trigger on stdin.
 class ParkedWorkload {
  public:
-  ParkedWorkload(const PythonEnvironment& environment, int steps)
+  ParkedWorkload(const WorkloadEnvironment& environment, int steps)
       : process_({.argv = workload_command(
                       environment, {"--steps", std::to_string(steps), "--trigger", "stdin"}),
                   .pipe_stdin = true,
@@ -233,7 +206,7 @@ struct Reference {
   }
 };
 
-Reference run_reference(const PythonEnvironment& environment, int steps) {
+Reference run_reference(const WorkloadEnvironment& environment, int steps) {
   const fs::path reference_name = "reference_ops.json";
   const auto result = run_command(
       workload_command(environment, {"--steps", std::to_string(steps), "--reference-out",
@@ -496,7 +469,7 @@ std::string describe_top_differences(const NameCounts& recorded, const NameCount
 }
 
 // The core scenario: attach, run N steps, stop, then hold the trace against torch's profiler.
-void expect_trace_matches_torch_profiler(const PythonEnvironment& environment) {
+void expect_trace_matches_torch_profiler(const WorkloadEnvironment& environment) {
   ScratchDirectory output;
   const fs::path trace_path = output.path() / "recall.pt.trace.json";
   {
@@ -550,36 +523,21 @@ class AttachTest : public ::testing::Test {
 };
 
 TEST_F(AttachTest, RecordsTheOpsTorchProfilerSeesOnTorch113) {
-  expect_trace_matches_torch_profiler(host_environment(scratch_.path()));
+  expect_trace_matches_torch_profiler(host_workload(scratch_.path()));
 }
 
 TEST_F(AttachTest, RecordsTheOpsTorchProfilerSeesOnTorch26InChroot) {
-  const auto built = run_command({"bash", (kSourceDir / "scripts/make-trixie-root.sh").string()},
-                                 kTrixieRootBuildTimeout);
-  if (!built.status || !built.status->succeeded() || built.stdout_lines.empty()) {
+  const auto trixie = TrixieWorkload::make();
+  if (!trixie) {
     GTEST_SKIP() << "\n**********\n*** SKIPPED: scripts/make-trixie-root.sh could not provide the "
-                    "torch 2.6 root ("
-                 << (built.status ? built.status->describe() : std::string("timed out"))
-                 << "); the container / torch 2.x path is NOT tested\n**********";
+                    "torch 2.6 root; the container / torch 2.x path is NOT tested\n**********";
   }
-  const fs::path root = built.stdout_lines.back();
-  // The target sees the root as "/": the workload and its output live under its /tmp.
-  ScratchDirectory in_root(root / "tmp");
-  fs::copy_file(kWorkloadScript, in_root.path() / kWorkloadScript.filename());
-  const fs::path target_dir = "/tmp" / in_root.path().filename();
-  // torch leaves a temporary directory behind when it is killed; TMPDIR keeps that inside the
-  // scratch directory rather than in the shared root. env execs python, so pids are unchanged.
-  expect_trace_matches_torch_profiler(
-      {.description = "torch 2.6 / Python 3.13 (chroot)",
-       .interpreter = {"chroot", root.string(), "env", "TMPDIR=" + target_dir.string(), "python3"},
-       .script = target_dir / kWorkloadScript.filename(),
-       .scratch_for_target = target_dir,
-       .scratch_for_us = in_root.path()});
+  expect_trace_matches_torch_profiler(trixie->environment());
 }
 
 TEST_F(AttachTest, StopsAfterDurationAndWritesDefaultName) {
   constexpr int kDurationSeconds = 3;
-  ParkedWorkload workload(host_environment(scratch_.path()), kMeasuredSteps);
+  ParkedWorkload workload(host_workload(scratch_.path()), kMeasuredSteps);
   const auto started = std::chrono::steady_clock::now();
   TprofRun tprof({"attach", std::to_string(workload.python_pid()), "--duration",
                   std::to_string(kDurationSeconds)},
@@ -620,7 +578,7 @@ TEST_F(AttachTest, StopsWhenTargetExitsMidRecording) {
   constexpr int kEndlessSteps = 1'000'000;
   constexpr auto kRecordingTime = 2s;
   const fs::path trace_path = scratch_.path() / "killed.pt.trace.json";
-  ParkedWorkload workload(host_environment(scratch_.path()), kEndlessSteps);
+  ParkedWorkload workload(host_workload(scratch_.path()), kEndlessSteps);
   TprofRun tprof({"attach", std::to_string(workload.python_pid()), "--output", trace_path});
   tprof.wait_until_attached();
   workload.run_steps();
@@ -638,7 +596,7 @@ TEST_F(AttachTest, StopsWhenTargetExitsMidRecording) {
 
 TEST_F(AttachTest, WritesGzipWhenOutputEndsInGz) {
   const fs::path trace_path = scratch_.path() / "compressed.pt.trace.json.gz";
-  ParkedWorkload workload(host_environment(scratch_.path()), kMeasuredSteps);
+  ParkedWorkload workload(host_workload(scratch_.path()), kMeasuredSteps);
   TprofRun tprof({"attach", std::to_string(workload.python_pid()), "--output", trace_path});
   tprof.wait_until_attached();
   workload.run_steps();
@@ -725,7 +683,7 @@ TEST_F(RefusalTest, ProcessThatIsNeitherPythonNorTorch) {
 }
 
 TEST_F(RefusalTest, UnwritableOutputIsRejectedBeforeAttaching) {
-  ParkedWorkload workload(host_environment(scratch_.path()), kMeasuredSteps);
+  ParkedWorkload workload(host_workload(scratch_.path()), kMeasuredSteps);
   expect_refusal({"attach", std::to_string(workload.python_pid()), "--output",
                   "/proc/nonexistent/x.pt.trace.json"});
   // The target was never disturbed: it still trains and exits normally.
@@ -736,7 +694,7 @@ TEST_F(RefusalTest, UnwritableOutputIsRejectedBeforeAttaching) {
 
 TEST_F(RefusalTest, MissingPrivilegeNamesTheCapability) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to start tprof as another user";
-  ParkedWorkload workload(host_environment(scratch_.path()), kMeasuredSteps);
+  ParkedWorkload workload(host_workload(scratch_.path()), kMeasuredSteps);
   // As user nobody with every capability dropped: tprof must say which one it lacks.
   std::string error;
   expect_refusal({"attach", std::to_string(workload.python_pid()), "--output", "/tmp/never.pt.trace.json"},

@@ -20,6 +20,9 @@ constexpr auto kTrixieRootBuildTimeout = 900s;
 
 const fs::path kWorkloadScript = fs::path(testing::source_dir()) / "tests/workloads/train_loop.py";
 
+
+}  // namespace
+
 std::vector<std::string> workload_command(const WorkloadEnvironment& environment,
                                           const std::vector<std::string>& arguments) {
   std::vector<std::string> command = environment.interpreter;
@@ -27,8 +30,6 @@ std::vector<std::string> workload_command(const WorkloadEnvironment& environment
   command.insert(command.end(), arguments.begin(), arguments.end());
   return command;
 }
-
-}  // namespace
 
 WorkloadEnvironment host_workload(const fs::path& scratch) {
   return {.description = "torch 1.13 / Python 3.11 (host)",
@@ -49,6 +50,7 @@ std::unique_ptr<TrixieWorkload> TrixieWorkload::make() {
 TrixieWorkload::TrixieWorkload(const fs::path& root) : in_root_(root / "tmp") {
   // The target sees the root as "/": the workload and its output live under its /tmp. torch
   // leaves a temporary directory behind when killed; TMPDIR keeps it in the scratch directory.
+  // env execs python, so the pid the workload reports is the interpreter's.
   fs::copy_file(kWorkloadScript, in_root_.path() / kWorkloadScript.filename());
   const fs::path target_dir = "/tmp" / in_root_.path().filename();
   environment_ = {.description = "torch 2.6 / Python 3.13 (chroot)",

@@ -21,6 +21,10 @@ struct WorkloadEnvironment {
   std::filesystem::path scratch_for_us;      // the same directory as the test sees it
 };
 
+// The command that runs train_loop.py with `arguments` in `environment`.
+std::vector<std::string> workload_command(const WorkloadEnvironment& environment,
+                                          const std::vector<std::string>& arguments);
+
 // Debian's torch 1.13 on /usr/bin/python3; files go to `scratch`.
 WorkloadEnvironment host_workload(const std::filesystem::path& scratch);
 

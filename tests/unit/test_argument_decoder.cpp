@@ -18,6 +18,7 @@
 #include "model/trace_model.h"
 #include "symbolizer/argument_plan.h"
 #include "symbolizer/tensor_impl_layout.h"
+#include "tests/support/tensor_layouts.h"
 
 namespace tprof {
 namespace {
@@ -38,26 +39,9 @@ constexpr int kLong = 4;
 constexpr int kCpu = 0;
 constexpr int kCuda = 1;
 
-// torch 1.13's c10::TensorImpl (c10::optional: the engaged flag before the payload).
-TensorImplLayout torch113_layout() {
-  TensorImplLayout layout;
-  layout.dims = 72;
-  layout.inline_sizes = 80;
-  layout.inline_strides = 120;
-  layout.storage_offset = 160;
-  layout.numel = 168;
-  layout.dtype = 176;
-  layout.device_has_value = 178;
-  layout.device_type = 179;
-  layout.device_index = 180;
-  layout.storage = 24;
-  layout.storage_data = 24;
-  layout.optional_payload_first = false;
-  return layout;
-}
-
+// torch 1.13's c10::TensorImpl with std::optional's order: the payload before the flag.
 TensorImplLayout payload_first_layout() {
-  TensorImplLayout layout = torch113_layout();
+  TensorImplLayout layout = testing::torch113_tensor_impl_layout();
   layout.optional_payload_first = true;
   return layout;
 }
@@ -87,7 +71,7 @@ void put(tensor_copy& copy, const TensorImplLayout& layout, uint32_t offset, T v
 
 // The window of a defined tensor; sizes and strides inline when at most 5 dims (the caller
 // provides the out-of-line words otherwise).
-tensor_copy tensor_window(const TensorFacts& facts, const TensorImplLayout& layout = torch113_layout()) {
+tensor_copy tensor_window(const TensorFacts& facts, const TensorImplLayout& layout = testing::torch113_tensor_impl_layout()) {
   tensor_copy copy{};
   copy.impl = facts.impl;
   copy.storage_data = facts.storage_data;
@@ -111,7 +95,7 @@ tensor_copy tensor_window(const TensorFacts& facts, const TensorImplLayout& layo
 }
 
 // c10::UndefinedTensorImpl: no device, no elements, no storage.
-tensor_copy undefined_window(uint64_t impl, const TensorImplLayout& layout = torch113_layout()) {
+tensor_copy undefined_window(uint64_t impl, const TensorImplLayout& layout = testing::torch113_tensor_impl_layout()) {
   tensor_copy copy{};
   copy.impl = impl;
   put(copy, layout, layout.dims, uint64_t{1});
@@ -190,7 +174,7 @@ OpArgumentPlan plan_of(const std::vector<std::string>& input_types, std::vector<
 
 // The inputs of a one-op decoder planned with `input_types`, all read as words.
 std::vector<Value> decode_words(const std::vector<std::string>& input_types, const std::vector<uint64_t>& words,
-                                TensorImplLayout layout = torch113_layout()) {
+                                TensorImplLayout layout = testing::torch113_tensor_impl_layout()) {
   const ArgumentDecoder decoder(std::move(layout), {plan_of(input_types)});
   std::vector<argument_value> values;
   for (uint64_t value : words) values.push_back(word(value));
@@ -245,7 +229,7 @@ TEST(ArgumentDecoder, DecodesAddTensorThroughItsRealPlan) {
   EXPECT_EQ(plan.bpf.arguments[1].read, READ_TENSOR);
   EXPECT_EQ(plan.bpf.arguments[2].read, READ_SCALAR);
   EXPECT_EQ(plan.bpf.output_read, OUTPUT_TENSOR);
-  const ArgumentDecoder decoder(torch113_layout(), {plan});
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan});
 
   const std::vector<Value> inputs =
       decoder.decode(0, false,
@@ -270,7 +254,7 @@ TEST(ArgumentDecoder, DecodesAddTensorThroughItsRealPlan) {
 
 TEST(ArgumentDecoder, DecodesAZeroDimTensor) {
   const TensorFacts zero_dim{.impl = 0x1000, .storage_data = 0x2000, .sizes = {}, .strides = {}, .storage_offset = 3};
-  const ArgumentDecoder decoder(torch113_layout(), {plan_of({"Tensor"})});
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({"Tensor"})});
   const std::vector<Value> values = decoder.decode(0, false, record_of({tensor_slot(0)}, {tensor_window(zero_dim)}));
   ASSERT_EQ(values.size(), 1u);
   expect_tensor(values[0], zero_dim, "float", 4, "cpu");
@@ -278,7 +262,7 @@ TEST(ArgumentDecoder, DecodesAZeroDimTensor) {
 }
 
 TEST(ArgumentDecoder, KeepsTheImplOfAnUndefinedTensor) {
-  const ArgumentDecoder decoder(torch113_layout(), {plan_of({"Tensor?", "Tensor"})});
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({"Tensor?", "Tensor"})});
   tensor_copy undefined = undefined_window(0x7f00'1111'0000);
   undefined.storage_data = 0;
   const std::vector<Value> values =
@@ -294,7 +278,7 @@ TEST(ArgumentDecoder, KeepsTheImplOfAnUndefinedTensor) {
 }
 
 TEST(ArgumentDecoder, AnAbsentOptionalTensorIsNone) {
-  const ArgumentDecoder decoder(torch113_layout(), {plan_of({"Tensor", "Tensor?"})});
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({"Tensor", "Tensor?"})});
   const std::vector<Value> values =
       decoder.decode(0, false, record_of({tensor_slot(0), with_status(ARGUMENT_ABSENT)}, {tensor_window(kMatrix)}));
   ASSERT_EQ(values.size(), 2u);
@@ -307,8 +291,8 @@ TEST(ArgumentDecoder, TensorsThatDoNotDecodeAreUnknown) {
   tensor_copy unreadable = tensor_window(kMatrix);
   unreadable.impl = 0;  // BPF could not read the at::Tensor
   tensor_copy garbage = tensor_window(kMatrix);
-  put(garbage, torch113_layout(), torch113_layout().numel, int64_t{5});  // not 2 * 3
-  const ArgumentDecoder decoder(torch113_layout(), {plan_of({"Tensor", "Tensor", "Tensor", "Tensor", "Tensor"})});
+  put(garbage, testing::torch113_tensor_impl_layout(), testing::torch113_tensor_impl_layout().numel, int64_t{5});  // not 2 * 3
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({"Tensor", "Tensor", "Tensor", "Tensor", "Tensor"})});
   const std::vector<Value> values = decoder.decode(
       0, false,
       record_of({tensor_slot(0), tensor_slot(1), tensor_slot(2) /* past tensor_count */,
@@ -338,7 +322,7 @@ TEST(ArgumentDecoder, ReadsTheOutOfLineDimsOfItsOwnTensorOnly) {
   words.insert(words.end(), six_dims.strides.begin(), six_dims.strides.end());
   std::memcpy(arguments.out_of_line, words.data(), words.size() * sizeof(int64_t));
 
-  const ArgumentDecoder decoder(torch113_layout(), {plan_of({"Tensor", "Tensor"})});
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({"Tensor", "Tensor"})});
   std::vector<Value> values = decoder.decode(0, false, arguments);
   ASSERT_EQ(values.size(), 2u);
   expect_tensor(values[0], kMatrix, "float", 4, "cpu");
@@ -460,7 +444,7 @@ TEST(ArgumentDecoder, IntListsKeepTheirCopiedPrefixAndFullLength) {
   const int64_t ints[INT_LIST_VALUES_MAX] = {2, 3, 4, /**/ 1, -1, /**/ 8, static_cast<int64_t>(kSymbolic), 9,
                                              0, 0, 0, 0, 0, 0, /**/ 10, 11};
   std::memcpy(arguments.int_values, ints, sizeof ints);
-  const ArgumentDecoder decoder(torch113_layout(),
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(),
                                 {plan_of({"int[]", "SymInt[]", "SymInt[]", "int[2]", "int[]"})});
   const std::vector<Value> values = decoder.decode(0, false, arguments);
   ASSERT_EQ(values.size(), 5u);
@@ -484,7 +468,7 @@ TEST(ArgumentDecoder, IntListsKeepTheirCopiedPrefixAndFullLength) {
 }
 
 TEST(ArgumentDecoder, ScalarsWithTheDoubleAndIntTagsOnly) {
-  const ArgumentDecoder decoder(torch113_layout(), {plan_of({"Scalar", "Scalar", "Scalar", "Scalar", "Scalar?"})});
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({"Scalar", "Scalar", "Scalar", "Scalar", "Scalar?"})});
   const std::vector<Value> values = decoder.decode(
       0, false,
       record_of({scalar(0, std::bit_cast<uint64_t>(2.5)), scalar(1, static_cast<uint64_t>(int64_t{-7})),
@@ -504,7 +488,7 @@ TEST(ArgumentDecoder, ScalarsWithTheDoubleAndIntTagsOnly) {
 }
 
 TEST(ArgumentDecoder, ScalarDoublesKeepInfinityAndNan) {
-  const ArgumentDecoder decoder(torch113_layout(), {plan_of({"Scalar", "Scalar"})});
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({"Scalar", "Scalar"})});
   const std::vector<Value> values =
       decoder.decode(0, false,
                      record_of({scalar(0, std::bit_cast<uint64_t>(-std::numeric_limits<double>::infinity())), scalar(0, std::bit_cast<uint64_t>(std::numeric_limits<double>::quiet_NaN()))}));
@@ -520,7 +504,7 @@ TEST(ArgumentDecoder, TensorListsStopAtTheFirstTensorThatIsNotThere) {
                           .storage_offset = 6};
   tensor_copy unreadable = tensor_window(third);
   unreadable.impl = 0;
-  const ArgumentDecoder decoder(torch113_layout(), {plan_of({"Tensor", "Tensor[]", "Tensor[]", "Tensor[]", "Tensor[]"})});
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({"Tensor", "Tensor[]", "Tensor[]", "Tensor[]", "Tensor[]"})});
   const std::vector<Value> values = decoder.decode(
       0, false,
       record_of({tensor_slot(0), tensor_list(1, 3, 5), tensor_list(4, 2, 2), tensor_list(6, 2, 2), tensor_list(0, 0, 0)},
@@ -562,7 +546,7 @@ TEST(ArgumentDecoder, TensorListsStopAtTheFirstTensorThatIsNotThere) {
 // ---- what the plan says -------------------------------------------------------------------------
 
 TEST(ArgumentDecoder, ArgumentsPastTheCapturedCountAreUnknownWithTheirSchemaType) {
-  const ArgumentDecoder decoder(torch113_layout(), {plan_of({"Tensor", "int", "Scalar", "bool?"})});
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({"Tensor", "int", "Scalar", "bool?"})});
   const std::vector<Value> values = decoder.decode(0, false, record_of({tensor_slot(0), word(3)}, {tensor_window(kMatrix)}));
   ASSERT_EQ(values.size(), 4u);
   expect_tensor(values[0], kMatrix, "float", 4, "cpu");
@@ -575,7 +559,7 @@ TEST(ArgumentDecoder, ArgumentsPastTheCapturedCountAreUnknownWithTheirSchemaType
 
 TEST(ArgumentDecoder, OnlyTheFirstSixteenArgumentsAreEverCaptured) {
   std::vector<std::string> types(OP_ARGUMENTS_MAX + 3, "int");
-  const ArgumentDecoder decoder(torch113_layout(), {plan_of(types)});
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of(types)});
   std::vector<argument_value> words;
   for (uint64_t i = 0; i < OP_ARGUMENTS_MAX; ++i) words.push_back(word(100 + i));
   op_arguments arguments = record_of(words);
@@ -593,7 +577,7 @@ TEST(ArgumentDecoder, OnlyTheFirstSixteenArgumentsAreEverCaptured) {
 }
 
 TEST(ArgumentDecoder, ReturnsTakeTheirTypesFromThePlanAndDefaultToTensor) {
-  const ArgumentDecoder decoder(torch113_layout(),
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(),
                                 {plan_of({"Tensor"}, {"Tensor", "Tensor[]"}), plan_of({"Tensor"}, {})});
   const std::vector<Value> returns = decoder.decode(
       0, true,
@@ -619,7 +603,7 @@ TEST(ArgumentDecoder, ReturnsTakeTheirTypesFromThePlanAndDefaultToTensor) {
 }
 
 TEST(ArgumentDecoder, AutogradNodeInputsAreAllTensors) {
-  const ArgumentDecoder decoder(torch113_layout(), {});
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {});
   const std::vector<Value> values = decoder.decode(
       ArgumentDecoder::kAutogradNodeInputs, false,
       record_of({tensor_slot(1), tensor_slot(0), with_status(ARGUMENT_UNKNOWN)},
@@ -635,14 +619,14 @@ TEST(ArgumentDecoder, AutogradNodeInputsAreAllTensors) {
 }
 
 TEST(ArgumentDecoder, AnOpWithoutAPlanDecodesToNothing) {
-  const ArgumentDecoder decoder(torch113_layout(), {plan_of({"Tensor"})});
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({"Tensor"})});
   const op_arguments arguments = record_of({tensor_slot(0)}, {tensor_window(kMatrix)});
   EXPECT_TRUE(decoder.decode(1, false, arguments).empty());
   EXPECT_TRUE(decoder.decode(1, true, arguments).empty());
 }
 
 TEST(ArgumentDecoder, AnEmptyPlanDecodesToNoInputs) {
-  const ArgumentDecoder decoder(torch113_layout(), {plan_of({})});
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({})});
   EXPECT_TRUE(decoder.decode(0, false, record_of({word(1)})).empty());
 }
 

@@ -62,7 +62,8 @@ TEST(RecordFunctionSites, Torch113) {
                        .user_rref_to_here = 0x4512920,
                        .gloo_async_work_profiling = 0x4473300,
                        .user_scope_constructor = 0xf2a640,
-                       .end = 0xf276a0});
+                       // end()+4: `je` after `cmpb $0x0,0x68(%rdi)`
+                       .end = 0xf276a4});
 }
 
 TEST(RecordFunctionSites, Torch26) {
@@ -76,7 +77,8 @@ TEST(RecordFunctionSites, Torch26) {
                        .user_rref_to_here = 0x6cc78d0,
                        .gloo_async_work_profiling = 0x6be7ac0,
                        .user_scope_constructor = 0x1ccb620,
-                       .end = 0x1cc8200});
+                       // end()+8: `je` after endbr64 and `cmpb $0x0,0x68(%rdi)`
+                       .end = 0x1cc8208});
 }
 
 }  // namespace

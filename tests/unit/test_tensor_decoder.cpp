@@ -20,6 +20,7 @@
 #include "symbolizer/tensor_impl_layout.h"
 #include "tests/support/test_environment.h"
 #include "tests/support/torch_libraries.h"
+#include "tests/support/tensor_layouts.h"
 
 namespace tprof::symbolizer {
 namespace {
@@ -179,23 +180,7 @@ INSTANTIATE_TEST_SUITE_P(Torches, TensorDecoderLive,
                          ::testing::Values(testing::debian_torch113(), testing::trixie_torch26()),
                          [](const auto& info) { return info.param.name; });
 
-// Hand-made windows for what live tensors cannot easily show.
-TensorImplLayout torch113_layout() {
-  TensorImplLayout layout;
-  layout.dims = 72;
-  layout.inline_sizes = 80;
-  layout.inline_strides = 120;
-  layout.storage_offset = 160;
-  layout.numel = 168;
-  layout.dtype = 176;
-  layout.device_has_value = 178;
-  layout.device_type = 179;
-  layout.device_index = 180;
-  layout.storage = 24;
-  layout.storage_data = 24;
-  return layout;
-}
-
+// Hand-made windows, in torch 1.13's layout, for what live tensors cannot easily show.
 // A 1-D CPU float tensor of `size` elements.
 tensor_copy one_dim_copy(const TensorImplLayout& layout, int64_t size) {
   tensor_copy copy{};
@@ -215,7 +200,7 @@ tensor_copy one_dim_copy(const TensorImplLayout& layout, int64_t size) {
 }
 
 TEST(TensorDecoder, DecodesAHandMadeWindow) {
-  const TensorImplLayout layout = torch113_layout();
+  const TensorImplLayout layout = testing::torch113_tensor_impl_layout();
   const auto decoded = decode_tensor(one_dim_copy(layout, 7), nullptr, layout);
   ASSERT_TRUE(decoded);
   EXPECT_EQ(decoded->sizes, std::vector<int64_t>{7});
@@ -223,7 +208,7 @@ TEST(TensorDecoder, DecodesAHandMadeWindow) {
 }
 
 TEST(TensorDecoder, RefusesImplausibleBytes) {
-  const TensorImplLayout layout = torch113_layout();
+  const TensorImplLayout layout = testing::torch113_tensor_impl_layout();
   auto with = [&](uint32_t offset, const auto& value) {
     tensor_copy copy = one_dim_copy(layout, 7);
     std::memcpy(copy.window + (offset - layout.dims), &value, sizeof(value));
@@ -242,7 +227,7 @@ TEST(TensorDecoder, RefusesImplausibleBytes) {
 }
 
 TEST(TensorDecoder, KeepsADevicelessTensorWithElementsDefined) {
-  const TensorImplLayout layout = torch113_layout();
+  const TensorImplLayout layout = testing::torch113_tensor_impl_layout();
   tensor_copy copy = one_dim_copy(layout, 7);
   copy.window[layout.device_has_value - layout.dims] = 0;
   const auto decoded = decode_tensor(copy, nullptr, layout);
