@@ -12,7 +12,7 @@ drift hits every mode alike, it measures the mean step time:
   torchfull - the same with record_shapes=True and with_stack=True
 and reports (ops - none) / (floor - none), the cost of shape capture and of stack capture over
 op tracing, the per-op costs, and tprof's attach time on torch 1.13 and on torch 2.6 (the trixie root from
-scripts/make-trixie-root.sh).
+scripts/make-trixie-root.sh), where it also measures none / floor / ops only.
 
 Usage (root): /usr/bin/python3 bench/overhead.py [--rounds R] [--steps N] [--markdown FILE]
 """
@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -36,10 +37,13 @@ ATTACH_MS = re.compile(r"in ([0-9.]+) ms")
 class StepTimer:
     def __init__(self, command):
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        ready = self.process.stdout.readline().split()
-        if not ready or ready[0] != "READY":
-            raise SystemExit(f"step timer did not start: {ready}")
-        self.pid = int(ready[1])
+        # torch 2.6 in a bare chroot prints its own complaints (no boot id) first.
+        for line in self.process.stdout:
+            ready = line.split()
+            if ready and ready[0] == "READY":
+                self.pid = int(ready[1])
+                return
+        raise SystemExit(f"step timer did not start: exit {self.process.wait()}")
 
     def measure(self, command, steps):
         self.process.stdin.write(f"{command} {steps}\n")
@@ -107,6 +111,31 @@ def attach_time_ms(python_command, library_hint):
         target.wait(timeout=30)
 
 
+def floor_on_torch26(root, rounds, steps):
+    """Median step times (none, floor, ops only) on torch 2.6 in the trixie root, whose functions
+    all begin with endbr64 (a CET build): the case where the probe placement matters most."""
+    with tempfile.TemporaryDirectory(dir=os.path.join(root, "tmp")) as scratch:
+        for relative in ("bench/step_timer.py", "tests/workloads/train_loop.py"):
+            os.makedirs(os.path.join(scratch, os.path.dirname(relative)), exist_ok=True)
+            shutil.copy(os.path.join(REPO, relative), os.path.join(scratch, relative))
+        inside = "/tmp/" + os.path.basename(scratch)
+        timer = StepTimer(["chroot", root, "python3", inside + "/bench/step_timer.py"])
+        samples = {mode: [] for mode in ("none", "floor", "ops")}
+        try:
+            for _ in range(rounds):
+                samples["none"].append(timer.measure("run", steps))
+                floor = Attached([FLOOR, str(timer.pid)])
+                samples["floor"].append(timer.measure("run", steps))
+                floor.close()
+                tprof = Attached([TPROF, "attach", str(timer.pid), "--output", os.path.join(scratch, "t.json"),
+                                  "--no-python", "--no-shapes", "--no-et"])
+                samples["ops"].append(timer.measure("run", steps))
+                tprof.close()
+        finally:
+            timer.close()
+    return {mode: statistics.median(values) for mode, values in samples.items()}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
@@ -154,6 +183,7 @@ def main():
                             stdout=subprocess.PIPE, text=True)
     attach_26 = attach_time_ms(["chroot", trixie.stdout.strip(), "python3"], "torch 2.6") \
         if trixie.returncode == 0 else None
+    torch26 = floor_on_torch26(trixie.stdout.strip(), args.rounds, args.steps) if trixie.returncode == 0 else None
 
     lines = [
         f"Workload: tests/workloads/train_loop.py model, {args.steps} steps per sample, median of {args.rounds} "
@@ -191,6 +221,14 @@ def main():
                      f"**{attach_26[0]:.1f} ms**; tprof start to 'attached' **{attach_26[1]:.0f} ms**")
     else:
         lines.append("- attach time, torch 2.6: NOT MEASURED (the trixie root could not be built)")
+    if torch26:
+        none26 = torch26["none"]
+        lines.append(f"- torch 2.6 (trixie chroot, every function starts with endbr64), same steps: no probes "
+                     f"{none26:.1f} us/step, floor +{torch26['floor'] - none26:.1f} us, ops only "
+                     f"+{torch26['ops'] - none26:.1f} us; (ops - none) / (floor - none) = "
+                     f"**{(torch26['ops'] - none26) / (torch26['floor'] - none26):.2f}**")
+    else:
+        lines.append("- torch 2.6 step times: NOT MEASURED (the trixie root could not be built)")
     report = "\n".join(lines)
     print(report)
     if args.markdown:
