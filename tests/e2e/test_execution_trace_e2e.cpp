@@ -239,15 +239,20 @@ TEST_F(ExecutionTraceEndToEndTest, EachLoopAnnotationHoldsItsIterationsOps) {
   EXPECT_EQ(et_rf_ids, chrome_rf_ids);
 }
 
-// A node's comparable content: its name and input shapes, lists and non-tensors as [].
-std::string node_key(const nlohmann::json& node) {
+// The shapes of one side's values ("inputs" or "outputs"), lists and non-tensors as [].
+std::string tensor_shapes(const nlohmann::json& node, const char* side) {
   nlohmann::json shapes = nlohmann::json::array();
-  const auto& inputs = node.at("inputs");
-  for (size_t i = 0; i < inputs.at("types").size(); ++i) {
-    const bool is_tensor = inputs.at("types")[i].get<std::string>().starts_with("Tensor(");
-    shapes.push_back(is_tensor ? inputs.at("shapes")[i] : nlohmann::json::array());
+  const auto& values = node.at(side);
+  for (size_t i = 0; i < values.at("types").size(); ++i) {
+    const bool is_tensor = values.at("types")[i].get<std::string>().starts_with("Tensor(");
+    shapes.push_back(is_tensor ? values.at("shapes")[i] : nlohmann::json::array());
   }
-  return node.at("name").get<std::string>() + " " + shapes.dump();
+  return shapes.dump();
+}
+
+// A node's comparable content: its name and input shapes.
+std::string node_key(const nlohmann::json& node) {
+  return node.at("name").get<std::string>() + " " + tensor_shapes(node, "inputs");
 }
 
 // The aten:: nodes of each logical thread in id (enter) order.
@@ -283,6 +288,7 @@ std::vector<std::pair<size_t, size_t>> longest_common_subsequence(const std::vec
 // The bar: torch 2.6's own ExecutionTraceObserver and tprof, on the same steps, agree
 // on the per-thread sequence of op names and input shapes for >= 98% of torch's op nodes, and
 // every matched node's tensor dtypes agree. This also proves the 2.x TensorImpl calibration.
+// Matched nodes that return only tensors must agree on their output shapes too.
 TEST_F(ExecutionTraceEndToEndTest, AgreesWithTorchsOwnExecutionTraceOnTorch26InChroot) {
   const auto trixie = TrixieWorkload::make();
   if (!trixie)
@@ -302,6 +308,8 @@ TEST_F(ExecutionTraceEndToEndTest, AgreesWithTorchsOwnExecutionTraceOnTorch26InC
   size_t torch_nodes = 0;
   size_t agreeing = 0;
   size_t dtype_mismatches = 0;
+  size_t comparable_outputs = 0;  // matched nodes that return only tensors
+  size_t agreeing_outputs = 0;
   for (const auto& [tid, torch_nodes_of_thread] : torch_threads) {
     torch_nodes += torch_nodes_of_thread.size();
     const auto tprof_thread = tprof_threads.find(tid);
@@ -311,6 +319,16 @@ TEST_F(ExecutionTraceEndToEndTest, AgreesWithTorchsOwnExecutionTraceOnTorch26InC
     for (const auto* node : tprof_thread->second) tprof_keys.push_back(node_key(*node));
     for (const auto& [i, j] : longest_common_subsequence(torch_keys, tprof_keys)) {
       ++agreeing;
+      // Returns, read at the return probe through rax; tprof reads only Tensor returns.
+      const auto& torch_outputs = torch_nodes_of_thread[i]->at("outputs");
+      const bool tensor_returns_only = std::all_of(
+          torch_outputs.at("types").begin(), torch_outputs.at("types").end(),
+          [](const nlohmann::json& type) { return type.get<std::string>().starts_with("Tensor("); });
+      if (tensor_returns_only && !torch_outputs.at("types").empty()) {
+        ++comparable_outputs;
+        if (tensor_shapes(*torch_nodes_of_thread[i], "outputs") == tensor_shapes(*tprof_thread->second[j], "outputs"))
+          ++agreeing_outputs;
+      }
       const auto& torch_types = torch_nodes_of_thread[i]->at("inputs").at("types");
       const auto& tprof_types = tprof_thread->second[j]->at("inputs").at("types");
       for (size_t k = 0; k < torch_types.size() && k < tprof_types.size(); ++k) {
@@ -330,6 +348,11 @@ TEST_F(ExecutionTraceEndToEndTest, AgreesWithTorchsOwnExecutionTraceOnTorch26InC
             << dtype_mismatches << " tensor dtype mismatches among them\n";
   ::testing::Test::RecordProperty("et_agreement", std::to_string(agreement));
   EXPECT_GE(agreement, kMinimumEtAgreement);
+  ASSERT_GT(comparable_outputs, 0U);
+  const double output_agreement = static_cast<double>(agreeing_outputs) / static_cast<double>(comparable_outputs);
+  std::cout << "output shapes agree on " << agreeing_outputs << " of " << comparable_outputs
+            << " matched nodes that return only tensors (" << output_agreement << ")\n";
+  EXPECT_GE(output_agreement, kMinimumEtAgreement);
   EXPECT_EQ(dtype_mismatches, 0U);
 }
 
