@@ -66,9 +66,11 @@ int node_enter(struct pt_regs *ctx)
 	if (!record)
 		return 0;
 	read_node(&record->node, PT_REGS_PARM2(ctx));
+	/* Without shapes the record stops after the node: no inputs were captured. */
+	if (!tensor_config.enabled)
+		return emit_assembled(record, sizeof(record->node));
 	reset_arguments(&record->node_arguments);
-	if (tensor_config.enabled)
-		read_tensor_vector(&record->node_arguments, PT_REGS_PARM3(ctx));
+	read_tensor_vector(&record->node_arguments, PT_REGS_PARM3(ctx));
 	return emit_assembled(record, sizeof(record->node) + arguments_size(&record->node_arguments));
 }
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <exception>
 #include <functional>
 #include <optional>
 #include <string_view>
@@ -94,7 +95,11 @@ std::optional<symbolizer::TensorImplLayout> calibrate_tensors(const TargetProces
   const auto libc10 = target.find_mapped_library(kTensorLibraryPrefix);
   std::string why_not = "no libc10 is mapped in the target";
   std::optional<symbolizer::TensorImplLayout> layout;
-  if (libc10) layout = symbolizer::calibrate_tensor_impl_layout(libc10->host_path, &why_not);
+  try {
+    if (libc10) layout = symbolizer::calibrate_tensor_impl_layout(libc10->host_path, &why_not);
+  } catch (const std::exception& error) {
+    why_not = error.what();
+  }
   if (!layout) console.line("warning: recording without shapes: " + why_not);
   return layout;
 }

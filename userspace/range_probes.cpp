@@ -1,5 +1,7 @@
 #include "userspace/range_probes.h"
 
+#include <exception>
+
 #include "symbolizer/process_memory.h"
 #include "symbolizer/sequence_counter.h"
 
@@ -27,23 +29,38 @@ std::optional<RangeProbes::SequenceCounterTls> locate_sequence_counter(const sym
 
 RangeProbes::RangeProbes(const MappedLibrary& torch_library, pid_t pid, Console& console)
     : library_(torch_library), elf_(std::make_unique<symbolizer::ElfFile>(torch_library.host_path)) {
-  annotations_ = symbolizer::find_record_function_sites(*elf_);
+  // Each of these is extra to the ops: a library they cannot read is said once, and the ops are
+  // recorded anyway.
+  try {
+    annotations_ = symbolizer::find_record_function_sites(*elf_);
+  } catch (const std::exception& error) {
+    annotations_.source = error.what();
+  }
   annotations_found_ = !annotations_.enter_functions.empty() && annotations_.user_scope_constructor != 0 &&
                        annotations_.end != 0;
   if (!annotations_found_)
     console.line("warning: no record_function() entry points found in " + torch_library.path_in_target +
-                 "; user annotations are not recorded");
-  autograd_ = symbolizer::find_autograd_sites(*elf_);
-  autograd_found_ = autograd_.evaluate_function != 0;
-  if (autograd_found_) {
-    vtables_.emplace(*elf_);
-    std::string why_not;
-    sequence_counter_ = locate_sequence_counter(*elf_, torch_library.load_address, pid, &why_not);
-    if (!sequence_counter_) console.line("warning: backward nodes are not linked to forward ops: " + why_not);
-  } else {
-    console.line("warning: no torch::autograd::Engine::evaluate_function in " + torch_library.path_in_target +
-                 "; backward nodes are not recorded");
+                 "; user annotations are not recorded (" + annotations_.source + ")");
+  try {
+    autograd_ = symbolizer::find_autograd_sites(*elf_);
+    if (autograd_.evaluate_function != 0) vtables_.emplace(*elf_);
+  } catch (const std::exception& error) {
+    autograd_ = {};
+    autograd_.source = error.what();
   }
+  autograd_found_ = autograd_.evaluate_function != 0 && vtables_.has_value();
+  if (!autograd_found_) {
+    console.line("warning: no torch::autograd::Engine::evaluate_function in " + torch_library.path_in_target +
+                 "; backward nodes are not recorded (" + autograd_.source + ")");
+    return;
+  }
+  std::string why_not;
+  try {
+    sequence_counter_ = locate_sequence_counter(*elf_, torch_library.load_address, pid, &why_not);
+  } catch (const std::exception& error) {
+    why_not = error.what();
+  }
+  if (!sequence_counter_) console.line("warning: backward nodes are not linked to forward ops: " + why_not);
 }
 
 uint32_t RangeProbes::node_sequence_nr_offset() const { return autograd_.sequence_nr_offset.value_or(0); }

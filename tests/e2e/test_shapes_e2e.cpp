@@ -212,5 +212,22 @@ TEST_F(ShapesEndToEndTest, MatchTorchProfilerOnTorch26InChroot) {
   expect_shapes_and_backward_match_torch(trixie->environment());
 }
 
+TEST_F(ShapesEndToEndTest, NoShapesLeavesInputsOut) {
+  const fs::path trace_path = scratch_.path() / "no_shapes.pt.trace.json";
+  const std::string stderr_text = record_workload_with_tprof(host_workload(scratch_.path()),
+                                                             {"--steps", "1"}, trace_path, {"--no-shapes"});
+  EXPECT_EQ(stderr_text.find("with shapes"), std::string::npos) << stderr_text;
+  const TraceJson trace = load_trace(trace_path);
+  EXPECT_EQ(trace.at("record_shapes"), 0);
+  size_t ops = 0;
+  for (const auto& event : trace.at("traceEvents")) {
+    if (event.value("cat", "") != "cpu_op") continue;
+    ++ops;
+    EXPECT_FALSE(event.at("args").contains("Input Dims")) << event.at("name");
+  }
+  EXPECT_GT(ops, 0U);
+  EXPECT_GT(read_tprof_trace(trace_path).backward_events.size(), 0U) << "backward nodes are recorded all the same";
+}
+
 }  // namespace
 }  // namespace tprof::test
