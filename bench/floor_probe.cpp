@@ -36,9 +36,9 @@ int run(pid_t pid) {
   const tprof::UniqueFd stop_signals = tprof::block_stop_signals();
 
   const uint64_t start_ns = tprof::monotonic_now_ns();
-  // Return probes first, as tprof does, so that every probed entry also has its return probed.
-  tprof::BpfLink return_link = tprof::attach_uprobe_multi(skeleton->progs.op_exit, pid, plan.sites, true);
-  tprof::BpfLink entry_link = tprof::attach_uprobe_multi(skeleton->progs.op_enter, pid, plan.sites, false);
+  // As tprof does: the same sites, return probes first.
+  const tprof::UprobeLinks links =
+      tprof::attach_returns_then_entries(skeleton->progs.op_enter, skeleton->progs.op_exit, pid, plan.sites);
   std::fprintf(stderr, "tprof-floor-probe: attached %zu op sites in %.1f ms\n", plan.sites.offsets.size(),
                static_cast<double>(tprof::monotonic_now_ns() - start_ns) / 1e6);
 

@@ -22,21 +22,31 @@ static __always_inline void read_node(struct autograd_node *out, __u64 node)
 	out->thread_id = node_thread_id_offset ? read_user_u64(node + node_thread_id_offset) : 0;
 }
 
+/*
+ * A record of `kind` for `node`, with the thread's Python stack: the Python frames
+ * (loss.backward()) must enclose the engine's ranges. NULL when there is no memory for it.
+ */
+static __always_inline struct record_with_arguments *begin_node_record(__u8 kind, __u64 node)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tid = current_thread_ids().tid;
+	__u64 stack_id = python_config.enabled ? capture_python_stack(tid, op_walk_buffer()) : 0;
+	struct record_with_arguments *record =
+		begin_record(tid, 0, kind, stack_id, now, SEQUENCE_COUNTER_UNKNOWN);
+	if (record)
+		read_node(&record->node, node);
+	return record;
+}
+
 /* Engine::evaluate_function(graph_task, Node* func, inputs, ready_queue): rdx is the node. */
 SEC("uprobe.multi")
 int evaluate_enter(struct pt_regs *ctx)
 {
 	if (!recording)
 		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	__u32 tid = current_thread_ids().tid;
-	/* Stacks here too: the Python frames (loss.backward()) must enclose the engine's ranges. */
-	__u64 stack_id = python_config.enabled ? capture_python_stack(tid, op_walk_buffer()) : 0;
-	struct record_with_arguments *record = begin_record(tid, 0, OP_RECORD_EVALUATE_ENTER, stack_id, now,
-			SEQUENCE_COUNTER_UNKNOWN);
+	struct record_with_arguments *record = begin_node_record(OP_RECORD_EVALUATE_ENTER, PT_REGS_PARM3(ctx));
 	if (!record)
 		return 0;
-	read_node(&record->node, PT_REGS_PARM3(ctx));
 	return emit_assembled(record, sizeof(record->node));
 }
 
@@ -58,14 +68,9 @@ int node_enter(struct pt_regs *ctx)
 {
 	if (!recording)
 		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	__u32 tid = current_thread_ids().tid;
-	__u64 stack_id = python_config.enabled ? capture_python_stack(tid, op_walk_buffer()) : 0;
-	struct record_with_arguments *record = begin_record(tid, 0, OP_RECORD_NODE_ENTER, stack_id, now,
-			SEQUENCE_COUNTER_UNKNOWN);
+	struct record_with_arguments *record = begin_node_record(OP_RECORD_NODE_ENTER, PT_REGS_PARM2(ctx));
 	if (!record)
 		return 0;
-	read_node(&record->node, PT_REGS_PARM2(ctx));
 	/* Without shapes the record stops after the node: no inputs were captured. */
 	if (!tensor_config.enabled)
 		return emit_assembled(record, sizeof(record->node));

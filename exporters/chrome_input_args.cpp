@@ -21,14 +21,6 @@ bool is_scalar_schema_type(std::string_view type) {
 
 bool is_list_schema_type(std::string_view type) { return type.ends_with(']') || type.ends_with("]?"); }
 
-void append_int_list(std::string& out, const std::vector<int64_t>& values) {
-  out += '[';
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (i > 0) out += ", ";
-    append_json_integer(out, values[i]);
-  }
-  out += ']';
-}
 
 // Tensors give their sizes (or strides); everything else gives [] (util.cpp shapesToStr).
 void append_tensor_lists(std::string& out, const std::vector<Value>& inputs, bool strides) {
@@ -37,7 +29,7 @@ void append_tensor_lists(std::string& out, const std::vector<Value>& inputs, boo
     if (i > 0) out += ", ";
     const Value& input = inputs[i];
     if (input.kind == ValueKind::kTensor) {
-      append_int_list(out, strides ? input.tensor.strides : input.tensor.sizes);
+      append_json_integer_list(out, strides ? input.tensor.strides : input.tensor.sizes, ", ");
     } else {
       out += "[]";
     }
@@ -93,7 +85,7 @@ std::string concrete_input(const Value& input) {
     case ValueKind::kIntList: {
       if (input.ints.size() != input.list_length) return "";
       std::string text;
-      append_int_list(text, input.ints);
+      append_json_integer_list(text, input.ints, ", ");
       return text;
     }
     default: return "";
@@ -103,21 +95,23 @@ std::string concrete_input(const Value& input) {
 }  // namespace
 
 void append_input_args(std::string& out, const std::vector<Value>& inputs) {
+  // One string per input, as `text_of` spells it.
+  auto append_strings = [&](auto text_of) {
+    out += '[';
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (i > 0) out += ", ";
+      append_json_string(out, text_of(inputs[i]));
+    }
+    out += ']';
+  };
   out += ", \"Input Dims\": ";
   append_tensor_lists(out, inputs, /*strides=*/false);
-  out += ", \"Input type\": [";
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (i > 0) out += ", ";
-    append_json_string(out, input_type(inputs[i]));
-  }
-  out += "], \"Input Strides\": ";
+  out += ", \"Input type\": ";
+  append_strings(input_type);
+  out += ", \"Input Strides\": ";
   append_tensor_lists(out, inputs, /*strides=*/true);
-  out += ", \"Concrete Inputs\": [";
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (i > 0) out += ", ";
-    append_json_string(out, concrete_input(inputs[i]));
-  }
-  out += ']';
+  out += ", \"Concrete Inputs\": ";
+  append_strings(concrete_input);
 }
 
 }  // namespace tprof::exporters

@@ -283,15 +283,20 @@ class ChromeTraceEmitter {
     line_ += category;
     line_ += "\", \"name\": ";
     append_json_string(line_, name);
+    append_place(tid, start_ns);
+    line_ += ", \"dur\": ";
+    append_relative_us(line_, signed_difference_ns(end_ns, start_ns));
+    line_ += ", \"args\": {";
+  }
+
+  // `, "pid": P, "tid": T, "ts": µs`: where and when an event happens.
+  void append_place(uint32_t tid, uint64_t time_ns) {
     line_ += ", \"pid\": ";
     append_json_integer(line_, trace_.metadata.pid);
     line_ += ", \"tid\": ";
     append_json_integer(line_, tid);
     line_ += ", \"ts\": ";
-    append_relative_us(line_, signed_difference_ns(start_ns, base_time_ns_));
-    line_ += ", \"dur\": ";
-    append_relative_us(line_, signed_difference_ns(end_ns, start_ns));
-    line_ += ", \"args\": {";
+    append_relative_us(line_, signed_difference_ns(time_ns, base_time_ns_));
   }
 
   void append_true_arg(std::string_view key) {
@@ -323,12 +328,7 @@ class ChromeTraceEmitter {
     line_ += phase;
     line_ += "\", \"id\": ";
     append_json_integer(line_, id);
-    line_ += ", \"pid\": ";
-    append_json_integer(line_, trace_.metadata.pid);
-    line_ += ", \"tid\": ";
-    append_json_integer(line_, tid);
-    line_ += ", \"ts\": ";
-    append_relative_us(line_, signed_difference_ns(ts_ns, base_time_ns_));
+    append_place(tid, ts_ns);
     line_ += ", \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\"";
     if (phase == "f") line_ += ", \"bp\": \"e\"";
     line_ += "},\n";

@@ -16,14 +16,6 @@ constexpr const char* kUnknownType = "Unknown";
 using model::Value;
 using model::ValueKind;
 
-void append_int_list(std::string& out, const std::vector<int64_t>& values) {
-  out += '[';
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (i > 0) out += ',';
-    append_json_integer(out, values[i]);
-  }
-  out += ']';
-}
 
 // "[]"-per-element lists of a list value, as torch nests shapes and strides of list elements.
 void append_empty_lists(std::string& out, size_t count) {
@@ -96,7 +88,7 @@ class ValueFormatter {
         }
         out += ']';
         return;
-      case ValueKind::kIntList: append_int_list(out, value.ints); return;
+      case ValueKind::kIntList: append_json_integer_list(out, value.ints, ","); return;
       case ValueKind::kInt: append_json_integer(out, value.ints.at(0)); return;
       case ValueKind::kBool: out += value.boolean ? "true" : "false"; return;
       case ValueKind::kDouble:
@@ -125,12 +117,14 @@ class ValueFormatter {
       return;
     }
     switch (value.kind) {
-      case ValueKind::kTensor: append_int_list(out, strides ? value.tensor.strides : value.tensor.sizes); return;
+      case ValueKind::kTensor:
+        append_json_integer_list(out, strides ? value.tensor.strides : value.tensor.sizes, ",");
+        return;
       case ValueKind::kTensorList:
         out += '[';
         for (size_t i = 0; i < value.tensors.size(); ++i) {
           if (i > 0) out += ',';
-          append_int_list(out, strides ? value.tensors[i].strides : value.tensors[i].sizes);
+          append_json_integer_list(out, strides ? value.tensors[i].strides : value.tensors[i].sizes, ",");
         }
         out += ']';
         return;

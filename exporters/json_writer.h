@@ -6,6 +6,7 @@
 #include <concepts>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tprof::exporters {
 
@@ -20,6 +21,17 @@ void append_json_integer(std::string& out, Integer value) {
   char digits[24];  // enough for any 64-bit value with its sign
   const auto result = std::to_chars(digits, digits + sizeof digits, value);
   out.append(digits, result.ptr);
+}
+
+// Appends [a<separator>b...]: Kineto writes ", " between elements, the Execution Trace ",".
+template <std::integral Integer>
+void append_json_integer_list(std::string& out, const std::vector<Integer>& values, std::string_view separator) {
+  out += '[';
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += separator;
+    append_json_integer(out, values[i]);
+  }
+  out += ']';
 }
 
 }  // namespace tprof::exporters

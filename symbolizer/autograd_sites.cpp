@@ -49,10 +49,10 @@ std::optional<std::string_view> class_of_apply_symbol(std::string_view mangled) 
 
 }  // namespace
 
-AutogradSites find_autograd_sites(const ElfFile& libtorch_cpu) {
-  const SectionMap sections(libtorch_cpu);
-  const DefinedSymbols symbols(libtorch_cpu);
-  const Relocations relocations(libtorch_cpu);
+AutogradSites find_autograd_sites(const LibraryIndex& libtorch_cpu) {
+  const SectionMap& sections = libtorch_cpu.sections;
+  const DefinedSymbols& symbols = libtorch_cpu.symbols;
+  const Relocations& relocations = libtorch_cpu.relocations;
   const ClassHierarchy hierarchy(symbols, relocations, sections);
   AutogradSites sites;
   sites.evaluate_function = probe_offset(symbols.find(kEvaluateFunction), sections);
@@ -82,7 +82,7 @@ AutogradSites find_autograd_sites(const ElfFile& libtorch_cpu) {
       [](const NodeApplySite& a, const NodeApplySite& b) { return a.class_name < b.class_name; });
 
   const NodeFieldOffsets offsets =
-      find_node_field_offsets(libtorch_cpu, symbols, relocations, sections);
+      find_node_field_offsets(libtorch_cpu.elf, symbols, relocations, sections);
   sites.sequence_nr_offset = offsets.sequence_nr;
   sites.thread_id_offset = offsets.thread_id;
   sites.source = std::string(sites.evaluate_function ? "Engine::evaluate_function exported"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "symbolizer/elf_file.h"
+#include "symbolizer/library_index.h"
 
 namespace tprof::symbolizer {
 
@@ -38,6 +38,6 @@ struct AutogradSites {
   std::string source;  // one line: what was found where, or why something is missing
 };
 
-AutogradSites find_autograd_sites(const ElfFile& libtorch_cpu);
+AutogradSites find_autograd_sites(const LibraryIndex& libtorch_cpu);
 
 }  // namespace tprof::symbolizer

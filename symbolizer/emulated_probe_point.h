@@ -1,9 +1,10 @@
 // Where on a function to put a uprobe so that the kernel emulates the probed instruction.
 //
 // x86 uprobes emulate a few instructions (push, jmp/jcc/call rel) in the trap handler; any
-// other one is single-stepped out of line, a second trap. In this VM that made a probe on
-// RecordFunction::end(), which begins `cmpb $0,0x68(%rdi)`, cost ~19 us a hit, against ~1 us
-// for one on the `je` right after it, where the arguments are still as at entry.
+// other one is single-stepped out of line, a second trap. In this VM (A/B runs on the test
+// loop, docs/BENCHMARKS.md) a probe on the entry of RecordFunction::end(), which begins
+// `cmpb $0,0x68(%rdi)`, cost ~850 us per training step; on the `je` right after it, where the
+// arguments are still as at entry, the whole annotation probe set costs a small part of that.
 #pragma once
 
 #include <cstddef>

@@ -149,11 +149,11 @@ std::optional<CallSiteFacts> examine_call_site(const SectionMap& sections, uint6
 
 }  // namespace
 
-RecordFunctionSites find_record_function_sites(const ElfFile& libtorch_cpu) {
-  const SectionMap sections(libtorch_cpu);
-  const DefinedSymbols symbols(libtorch_cpu);
-  const Relocations relocations(libtorch_cpu);
-  const FunctionBounds functions(libtorch_cpu, sections);
+RecordFunctionSites find_record_function_sites(const LibraryIndex& libtorch_cpu) {
+  const SectionMap& sections = libtorch_cpu.sections;
+  const DefinedSymbols& symbols = libtorch_cpu.symbols;
+  const Relocations& relocations = libtorch_cpu.relocations;
+  const FunctionBounds functions(libtorch_cpu.elf, sections);
   RecordFunctionSites sites;
   // end() reads `this` (rdi); its isActive() test comes first, and the jump after it is a
   // cheap place for the probe (emulated_probe_point.h).
@@ -173,7 +173,7 @@ RecordFunctionSites find_record_function_sites(const ElfFile& libtorch_cpu) {
   // Code of the same library reaches an exported function through its PLT entry (another
   // module could interpose it), or directly when linked -Bsymbolic.
   std::vector<uint64_t> targets = plt_stubs_for(
-      libtorch_cpu, relocations,
+      libtorch_cpu.elf, relocations,
       std::vector<std::string_view>(kScopeConstructors.begin(), kScopeConstructors.end()));
   targets.push_back(constructor->address);
 

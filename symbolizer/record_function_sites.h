@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "symbolizer/elf_file.h"
+#include "symbolizer/library_index.h"
 
 namespace tprof::symbolizer {
 
@@ -39,6 +39,6 @@ struct RecordFunctionSites {
 
 // Throws std::runtime_error (one line) when the library has no unwind table to find function
 // starts in.
-RecordFunctionSites find_record_function_sites(const ElfFile& libtorch_cpu);
+RecordFunctionSites find_record_function_sites(const LibraryIndex& libtorch_cpu);
 
 }  // namespace tprof::symbolizer

@@ -1,7 +1,5 @@
 #include "symbolizer/sequence_counter.h"
 
-#include "symbolizer/defined_symbols.h"
-#include "symbolizer/section_map.h"
 #include "symbolizer/x86_disassembler.h"
 
 namespace tprof::symbolizer {
@@ -18,12 +16,13 @@ bool is_register(const cs_x86_op& operand, size_t general_register) {
 
 }  // namespace
 
-std::optional<SequenceCounterLocation> find_sequence_counter(const ElfFile& libtorch_cpu, std::string* why_not) {
-  const SectionMap sections(libtorch_cpu);
-  const DefinedSymbols symbols(libtorch_cpu);
+std::optional<SequenceCounterLocation> find_sequence_counter(const LibraryIndex& libtorch_cpu,
+                                                             std::string* why_not) {
+  const SectionMap& sections = libtorch_cpu.sections;
+  const DefinedSymbols& symbols = libtorch_cpu.symbols;
   const DefinedSymbol* peek = symbols.find(kPeekSymbol);
   if (peek == nullptr) {
-    *why_not = "no at::sequence_number::peek() in " + libtorch_cpu.path();
+    *why_not = "no at::sequence_number::peek() in " + libtorch_cpu.elf.path();
     return std::nullopt;
   }
   X86Disassembler disassembler;
@@ -50,7 +49,7 @@ std::optional<SequenceCounterLocation> find_sequence_counter(const ElfFile& libt
     address += instruction->size;
     code.remove_prefix(instruction->size);
   }
-  *why_not = "at::sequence_number::peek() in " + libtorch_cpu.path() +
+  *why_not = "at::sequence_number::peek() in " + libtorch_cpu.elf.path() +
              " is not the expected __tls_get_addr access";
   return std::nullopt;
 }

@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "symbolizer/elf_file.h"
+#include "symbolizer/library_index.h"
 
 namespace tprof::symbolizer {
 
@@ -23,6 +23,7 @@ struct SequenceCounterLocation {
 // Read off the machine code of the exported at::sequence_number::peek(), which is
 // `lea tls_index(%rip),%rdi; call __tls_get_addr; mov field(%rax),%rax`. nullopt and a one-line
 // *why_not when the function is missing or does something else.
-std::optional<SequenceCounterLocation> find_sequence_counter(const ElfFile& libtorch_cpu, std::string* why_not);
+std::optional<SequenceCounterLocation> find_sequence_counter(const LibraryIndex& libtorch_cpu,
+                                                             std::string* why_not);
 
 }  // namespace tprof::symbolizer

@@ -2,7 +2,7 @@
 
 namespace tprof::symbolizer {
 
-VtableNames::VtableNames(const ElfFile& elf) : symbols_(elf) {}
+VtableNames::VtableNames(const DefinedSymbols& symbols) : symbols_(symbols) {}
 
 std::optional<std::string> VtableNames::class_at(uint64_t vptr_address) const {
   const DefinedSymbol* vtable = symbols_.object_containing(vptr_address);

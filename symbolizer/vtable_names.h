@@ -8,15 +8,14 @@
 #include <string>
 
 #include "symbolizer/defined_symbols.h"
-#include "symbolizer/elf_file.h"
 #include "symbolizer/node_names.h"
 
 namespace tprof::symbolizer {
 
 class VtableNames {
  public:
-  // Reads the symbol tables; `elf` must outlive this.
-  explicit VtableNames(const ElfFile& elf);
+  // `symbols` (the library's, e.g. LibraryIndex::symbols) must outlive this.
+  explicit VtableNames(const DefinedSymbols& symbols);
 
   // The class whose vtable holds `vptr_address` (a link-time address: the runtime vptr minus
   // the load bias), demangled: "torch::autograd::generated::MmBackward0". An object's vptr
@@ -28,7 +27,7 @@ class VtableNames {
   std::optional<std::string> node_name_at(uint64_t vptr_address) const;
 
  private:
-  DefinedSymbols symbols_;
+  const DefinedSymbols& symbols_;
 };
 
 }  // namespace tprof::symbolizer

@@ -55,10 +55,7 @@ OpTracer::OpTracer(const OpTracerOptions& options) : target_pid_(options.target_
 OpTracer::~OpTracer() = default;
 
 void OpTracer::attach_ops(const UprobeSites& sites) {
-  // Returns first: a return probe only catches calls entered after it exists, so this order
-  // guarantees that every recorded entry can also have its return recorded.
-  return_link_ = attach_uprobe_multi(skeleton_->progs.op_exit, target_pid_, sites, /*on_return=*/true);
-  entry_link_ = attach_uprobe_multi(skeleton_->progs.op_enter, target_pid_, sites, /*on_return=*/false);
+  op_links_ = attach_returns_then_entries(skeleton_->progs.op_enter, skeleton_->progs.op_exit, target_pid_, sites);
 }
 
 void OpTracer::set_op_plan(uint32_t op_id, const op_plan& plan) {
@@ -79,16 +76,15 @@ void OpTracer::attach_annotations(const UprobeSites& name_kernels, const UprobeS
 }
 
 void OpTracer::attach_autograd(const UprobeSites& evaluate_function, const UprobeSites& node_apply) {
-  // Returns before entries, as for ops.
-  record_function_links_.push_back(
-      attach_uprobe_multi(skeleton_->progs.evaluate_exit, target_pid_, evaluate_function, /*on_return=*/true));
-  record_function_links_.push_back(
-      attach_uprobe_multi(skeleton_->progs.evaluate_enter, target_pid_, evaluate_function, /*on_return=*/false));
+  auto keep = [&](UprobeLinks links) {
+    record_function_links_.push_back(std::move(links.on_return));
+    record_function_links_.push_back(std::move(links.on_entry));
+  };
+  keep(attach_returns_then_entries(skeleton_->progs.evaluate_enter, skeleton_->progs.evaluate_exit, target_pid_,
+                                   evaluate_function));
   if (node_apply.offsets.empty()) return;
-  record_function_links_.push_back(
-      attach_uprobe_multi(skeleton_->progs.node_exit, target_pid_, node_apply, /*on_return=*/true));
-  record_function_links_.push_back(
-      attach_uprobe_multi(skeleton_->progs.node_enter, target_pid_, node_apply, /*on_return=*/false));
+  keep(attach_returns_then_entries(skeleton_->progs.node_enter, skeleton_->progs.node_exit, target_pid_,
+                                   node_apply));
 }
 
 void OpTracer::attach_python_sampler(uint32_t frequency_hz) {
@@ -120,8 +116,7 @@ void OpTracer::stop_recording() { skeleton_->bss->recording = 0; }
 
 void OpTracer::detach() {
   stop_recording();
-  entry_link_.reset();
-  return_link_.reset();
+  op_links_ = {};
   record_function_links_.clear();
   sampler_links_.clear();
   sampler_events_.clear();

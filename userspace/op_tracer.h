@@ -86,8 +86,7 @@ class OpTracer {
   };
   std::unique_ptr<op_tracer, SkeletonDeleter> skeleton_;
   pid_t target_pid_;
-  BpfLink entry_link_;
-  BpfLink return_link_;
+  UprobeLinks op_links_;
   std::vector<UniqueFd> sampler_events_;
   std::vector<BpfLink> sampler_links_;
   std::vector<BpfLink> record_function_links_;  // annotations and autograd

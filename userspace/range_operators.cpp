@@ -30,14 +30,19 @@ uint32_t RangeOperators::annotation(std::string_view name) {
 }
 
 uint32_t RangeOperators::node(uint64_t vptr, model::RangeKind kind) {
-  auto [entry, is_new] = node_names_.try_emplace(vptr);
+  auto [entry, is_new] = node_operators_.try_emplace(vptr);
+  NodeOperators& operators = entry->second;
   if (is_new) {
-    entry->second = node_name_(vptr);
-    if (entry->second.empty()) entry->second = kUnnamedNode;
+    operators.name = node_name_(vptr);
+    if (operators.name.empty()) operators.name = kUnnamedNode;
   }
-  if (kind == model::RangeKind::kBackwardEvaluate)
-    return index_of(std::string(kEvaluateFunctionPrefix) + entry->second, kind);
-  return index_of(entry->second, kind);
+  // Indices in order of first use, kind by kind.
+  if (kind == model::RangeKind::kBackwardEvaluate) {
+    if (!operators.evaluate) operators.evaluate = index_of(std::string(kEvaluateFunctionPrefix) + operators.name, kind);
+    return *operators.evaluate;
+  }
+  if (!operators.node) operators.node = index_of(operators.name, kind);
+  return *operators.node;
 }
 
 }  // namespace tprof

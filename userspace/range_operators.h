@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -31,7 +32,14 @@ class RangeOperators {
   std::vector<model::Operator>& operators_;
   std::function<std::string(uint64_t)> node_name_;
   std::map<std::pair<model::RangeKind, std::string>, uint32_t, std::less<>> indices_;
-  std::unordered_map<uint64_t, std::string> node_names_;  // by vptr
+  // Per vptr, its name and, once used, its evaluate_function and node operator indices: a
+  // backward record then costs one lookup, not a name built and searched for.
+  struct NodeOperators {
+    std::string name;
+    std::optional<uint32_t> evaluate;
+    std::optional<uint32_t> node;
+  };
+  std::unordered_map<uint64_t, NodeOperators> node_operators_;
 };
 
 }  // namespace tprof

@@ -10,10 +10,10 @@ namespace {
 
 // The {module id, offset} pair the dynamic linker stored in the GOT for __tls_get_addr, read
 // from the running target, plus the counter's offset in the block.
-std::optional<RangeProbes::SequenceCounterTls> locate_sequence_counter(const symbolizer::ElfFile& elf,
+std::optional<RangeProbes::SequenceCounterTls> locate_sequence_counter(const symbolizer::LibraryIndex& library,
                                                                         uint64_t load_address, pid_t pid,
                                                                         std::string* why_not) {
-  const auto location = symbolizer::find_sequence_counter(elf, why_not);
+  const auto location = symbolizer::find_sequence_counter(library, why_not);
   if (!location) return std::nullopt;
   uint64_t tls_index[2] = {};
   if (!symbolizer::ProcessMemory(pid).read(load_address + location->tls_index_address, tls_index,
@@ -28,11 +28,13 @@ std::optional<RangeProbes::SequenceCounterTls> locate_sequence_counter(const sym
 }  // namespace
 
 RangeProbes::RangeProbes(const MappedLibrary& torch_library, pid_t pid, Console& console)
-    : library_(torch_library), elf_(std::make_unique<symbolizer::ElfFile>(torch_library.host_path)) {
+    : library_(torch_library),
+      elf_(std::make_unique<symbolizer::ElfFile>(torch_library.host_path)),
+      index_(std::make_unique<symbolizer::LibraryIndex>(*elf_)) {
   // Each of these is extra to the ops: a library they cannot read is said once, and the ops are
   // recorded anyway.
   try {
-    annotations_ = symbolizer::find_record_function_sites(*elf_);
+    annotations_ = symbolizer::find_record_function_sites(*index_);
   } catch (const std::exception& error) {
     annotations_.source = error.what();
   }
@@ -42,8 +44,8 @@ RangeProbes::RangeProbes(const MappedLibrary& torch_library, pid_t pid, Console&
     console.line("warning: no record_function() entry points found in " + torch_library.path_in_target +
                  "; user annotations are not recorded (" + annotations_.source + ")");
   try {
-    autograd_ = symbolizer::find_autograd_sites(*elf_);
-    if (autograd_.evaluate_function != 0) vtables_.emplace(*elf_);
+    autograd_ = symbolizer::find_autograd_sites(*index_);
+    if (autograd_.evaluate_function != 0) vtables_.emplace(index_->symbols);
   } catch (const std::exception& error) {
     autograd_ = {};
     autograd_.source = error.what();
@@ -56,7 +58,7 @@ RangeProbes::RangeProbes(const MappedLibrary& torch_library, pid_t pid, Console&
   }
   std::string why_not;
   try {
-    sequence_counter_ = locate_sequence_counter(*elf_, torch_library.load_address, pid, &why_not);
+    sequence_counter_ = locate_sequence_counter(*index_, torch_library.load_address, pid, &why_not);
   } catch (const std::exception& error) {
     why_not = error.what();
   }

@@ -13,6 +13,7 @@
 
 #include "symbolizer/autograd_sites.h"
 #include "symbolizer/elf_file.h"
+#include "symbolizer/library_index.h"
 #include "symbolizer/record_function_sites.h"
 #include "symbolizer/vtable_names.h"
 #include "userspace/console.h"
@@ -48,6 +49,7 @@ class RangeProbes {
 
   MappedLibrary library_;
   std::unique_ptr<symbolizer::ElfFile> elf_;
+  std::unique_ptr<symbolizer::LibraryIndex> index_;  // read once for every search below
   symbolizer::RecordFunctionSites annotations_;
   symbolizer::AutogradSites autograd_;
   std::optional<symbolizer::VtableNames> vtables_;

@@ -5,8 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
-#include <csignal>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -27,8 +25,6 @@ namespace tprof::test {
 namespace {
 
 namespace fs = std::filesystem;
-using namespace std::chrono_literals;
-using testing::fail_harness;
 using testing::has_tracing_capabilities;
 
 constexpr int kSteps = 3;

@@ -14,10 +14,8 @@
 #include <string>
 
 #include "symbolizer/class_hierarchy.h"
-#include "symbolizer/defined_symbols.h"
 #include "symbolizer/elf_file.h"
-#include "symbolizer/relocations.h"
-#include "symbolizer/section_map.h"
+#include "symbolizer/library_index.h"
 #include "tests/support/torch_libraries.h"
 
 namespace tprof::symbolizer {
@@ -41,10 +39,8 @@ const NodeApplySite* find_site(const AutogradSites& sites, const std::string& cl
 // apply(std::vector<at::Tensor>&&) is a Node's, so the negative cases come from elsewhere.
 void expect_hierarchy(const std::string& library) {
   const ElfFile elf(library);
-  const SectionMap sections(elf);
-  const DefinedSymbols symbols(elf);
-  const Relocations relocations(elf);
-  const ClassHierarchy hierarchy(symbols, relocations, sections);
+  const LibraryIndex index(elf);
+  const ClassHierarchy hierarchy(index.symbols, index.relocations, index.sections);
   constexpr std::string_view kNode = "_ZTIN5torch8autograd4NodeE";
   // MmBackward0 -> TraceableFunction (hidden: reached by address) -> Node.
   EXPECT_TRUE(hierarchy.derives_from("_ZTIN5torch8autograd9generated11MmBackward0E", kNode));
@@ -60,7 +56,7 @@ void expect_hierarchy(const std::string& library) {
 
 void expect_sites(const std::string& library, const ExpectedSites& expected) {
   const ElfFile elf(library);
-  const AutogradSites sites = find_autograd_sites(elf);
+  const AutogradSites sites = find_autograd_sites(LibraryIndex(elf));
   SCOPED_TRACE(sites.source);
 
   EXPECT_EQ(sites.evaluate_function, expected.evaluate_function);

@@ -39,7 +39,7 @@ bool contains(const std::vector<uint64_t>& offsets, uint64_t offset) {
 
 void expect_sites(const testing::TorchInstall& torch, const ExpectedSites& expected) {
   const ElfFile elf(torch.library("libtorch_cpu"));
-  const RecordFunctionSites sites = find_record_function_sites(elf);
+  const RecordFunctionSites sites = find_record_function_sites(LibraryIndex(elf));
   SCOPED_TRACE(sites.source);
 
   EXPECT_EQ(sites.enter_functions, (std::vector<uint64_t>{expected.legacy_kernel,

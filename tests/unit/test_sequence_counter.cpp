@@ -20,7 +20,7 @@ void expect_location(const Expected& expected) {
   if (const auto missing = expected.torch.missing("libtorch_cpu")) GTEST_SKIP() << *missing;
   const ElfFile elf(expected.torch.library("libtorch_cpu"));
   std::string why_not;
-  const auto location = find_sequence_counter(elf, &why_not);
+  const auto location = find_sequence_counter(LibraryIndex(elf), &why_not);
   ASSERT_TRUE(location.has_value()) << why_not;
   EXPECT_EQ(location->tls_index_address, expected.tls_index_address);
   EXPECT_EQ(location->field_offset, expected.field_offset);
@@ -41,7 +41,7 @@ TEST(SequenceCounter, RefusesALibraryWithoutPeek) {
   if (const auto missing = testing::debian_torch113().missing("libc10")) GTEST_SKIP() << *missing;
   const ElfFile elf(testing::debian_torch113().library("libc10"));
   std::string why_not;
-  EXPECT_FALSE(find_sequence_counter(elf, &why_not).has_value());
+  EXPECT_FALSE(find_sequence_counter(LibraryIndex(elf), &why_not).has_value());
   EXPECT_NE(why_not.find("peek"), std::string::npos) << why_not;
 }
 

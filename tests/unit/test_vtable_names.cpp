@@ -37,8 +37,8 @@ TEST(ClassOfRttiSymbol, DemanglesVtablesAndTypeinfos) {
 
 void expect_names(const std::string& library, uint64_t live_mm_backward_vptr) {
   const ElfFile elf(library);
-  const VtableNames names(elf);
   const DefinedSymbols symbols(elf);
+  const VtableNames names(symbols);
 
   const DefinedSymbol* mm_backward = symbols.find("_ZTVN5torch8autograd9generated11MmBackward0E");
   ASSERT_NE(mm_backward, nullptr);
