@@ -1,6 +1,7 @@
 // The benchmark floor: attaches empty BPF programs (bpf/probe_floor.bpf.c) to exactly the op
-// sites tprof probes, in the same uprobe_multi mode, and holds them until SIGINT/SIGTERM or
-// the target's exit. Its cost is the uprobe trap alone.
+// entry sites tprof probes, the `ret` sites of those functions and __cxa_begin_catch, in the
+// same uprobe_multi mode, and holds them until SIGINT/SIGTERM or the target's exit. Its cost
+// is the uprobe traps alone.
 //
 //   tprof-floor-probe PID
 #include <poll.h>
@@ -9,10 +10,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 
 #include "probe_floor.skel.h"
+#include "symbolizer/elf_file.h"
+#include "symbolizer/library_index.h"
 #include "symbolizer/op_catalog.h"
 #include "userspace/error.h"
+#include "userspace/exit_probes.h"
 #include "userspace/probe_plan.h"
 #include "userspace/stop_signals.h"
 #include "userspace/target_process.h"
@@ -31,15 +36,22 @@ int run(pid_t pid) {
   if (!library) throw tprof::Error("process " + std::to_string(pid) + " has not loaded libtorch_cpu");
   const tprof::ProbePlan plan = tprof::plan_op_probes(tprof::symbolizer::build_op_catalog(library->host_path),
                                                       library->host_path);
+  const tprof::symbolizer::ElfFile elf(library->host_path);
+  const tprof::symbolizer::LibraryIndex index(elf);
+  const tprof::ExitProbes exits = tprof::plan_exit_probes(*library, index, plan.addresses, target);
   std::unique_ptr<probe_floor, SkeletonDeleter> skeleton(probe_floor__open_and_load());
   if (!skeleton) throw tprof::Error("cannot load the floor BPF programs");
   const tprof::UniqueFd stop_signals = tprof::block_stop_signals();
 
   const uint64_t start_ns = tprof::monotonic_now_ns();
-  // As tprof does: the same sites, return probes first.
-  const tprof::UprobeLinks links =
-      tprof::attach_returns_then_entries(skeleton->progs.op_enter, skeleton->progs.op_exit, pid, plan.sites);
-  std::fprintf(stderr, "tprof-floor-probe: attached %zu op sites in %.1f ms\n", plan.sites.offsets.size(),
+  // As tprof does: the same sites, exits first.
+  const tprof::BpfLink returns = tprof::attach_uprobe_multi(skeleton->progs.op_return, pid, exits.returns);
+  std::optional<tprof::BpfLink> catches;
+  if (!exits.catches.offsets.empty())
+    catches = tprof::attach_uprobe_multi(skeleton->progs.exception_caught, pid, exits.catches);
+  const tprof::BpfLink entries = tprof::attach_uprobe_multi(skeleton->progs.op_enter, pid, plan.sites);
+  std::fprintf(stderr, "tprof-floor-probe: attached %zu op sites (%zu return sites) in %.1f ms\n",
+               plan.sites.offsets.size(), exits.returns.offsets.size(),
                static_cast<double>(tprof::monotonic_now_ns() - start_ns) / 1e6);
 
   pollfd waits[2] = {{stop_signals.get(), POLLIN, 0}, {target.exit_notifier().get(), POLLIN, 0}};

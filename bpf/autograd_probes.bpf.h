@@ -2,12 +2,13 @@
 /*
  * The autograd engine's backward work: Engine::evaluate_function around each node it runs,
  * and the node's own apply(), with the node's vtable pointer (its class), sequence number and
- * forward thread, and its gradient inputs.
+ * forward thread, and its gradient inputs. Their exits are the op tracer's range_return.
  */
 #ifndef TPROF_BPF_AUTOGRAD_PROBES_BPF_H
 #define TPROF_BPF_AUTOGRAD_PROBES_BPF_H
 
 #include "argument_reader.bpf.h"
+#include "open_ranges.bpf.h"
 #include "record_emitter.bpf.h"
 
 /* Where torch::autograd::Node keeps sequence_nr_ and thread_id_; 0: unknown. */
@@ -26,10 +27,8 @@ static __always_inline void read_node(struct autograd_node *out, __u64 node)
  * A record of `kind` for `node`, with the thread's Python stack: the Python frames
  * (loss.backward()) must enclose the engine's ranges. NULL when there is no memory for it.
  */
-static __always_inline struct record_with_arguments *begin_node_record(__u8 kind, __u64 node)
+static __always_inline struct record_with_arguments *begin_node_record(__u8 kind, __u64 node, __u32 tid, __u64 now)
 {
-	__u64 now = bpf_ktime_get_ns();
-	__u32 tid = current_thread_ids().tid;
 	__u64 stack_id = python_config.enabled ? capture_python_stack(tid, op_walk_buffer()) : 0;
 	struct record_with_arguments *record =
 		begin_record(tid, 0, kind, stack_id, now, SEQUENCE_COUNTER_UNKNOWN);
@@ -44,19 +43,15 @@ int evaluate_enter(struct pt_regs *ctx)
 {
 	if (!recording)
 		return 0;
-	struct record_with_arguments *record = begin_node_record(OP_RECORD_EVALUATE_ENTER, PT_REGS_PARM3(ctx));
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tid = current_thread_ids().tid;
+	struct open_range_stack *open = prepare_range_entry(PT_REGS_SP(ctx), tid, now);
+	struct record_with_arguments *record = begin_node_record(OP_RECORD_EVALUATE_ENTER, PT_REGS_PARM3(ctx), tid, now);
 	if (!record)
 		return 0;
-	return emit_assembled(record, sizeof(record->node));
-}
-
-SEC("uretprobe.multi")
-int evaluate_exit(struct pt_regs *ctx)
-{
-	if (!recording)
-		return 0;
-	return emit(current_thread_ids().tid, 0, OP_RECORD_EVALUATE_EXIT, 0, bpf_ktime_get_ns(),
-			SEQUENCE_COUNTER_UNKNOWN);
+	emit_assembled(record, sizeof(record->node));
+	push_range(open, PT_REGS_SP(ctx), 0, OPEN_RANGE_EVALUATE);
+	return 0;
 }
 
 /*
@@ -68,24 +63,22 @@ int node_enter(struct pt_regs *ctx)
 {
 	if (!recording)
 		return 0;
-	struct record_with_arguments *record = begin_node_record(OP_RECORD_NODE_ENTER, PT_REGS_PARM2(ctx));
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tid = current_thread_ids().tid;
+	struct open_range_stack *open = prepare_range_entry(PT_REGS_SP(ctx), tid, now);
+	struct record_with_arguments *record = begin_node_record(OP_RECORD_NODE_ENTER, PT_REGS_PARM2(ctx), tid, now);
 	if (!record)
 		return 0;
 	/* Without shapes the record stops after the node: no inputs were captured. */
-	if (!tensor_config.enabled)
-		return emit_assembled(record, sizeof(record->node));
-	reset_arguments(&record->node_arguments);
-	read_tensor_vector(&record->node_arguments, PT_REGS_PARM3(ctx));
-	return emit_assembled(record, sizeof(record->node) + arguments_size(&record->node_arguments));
-}
-
-SEC("uretprobe.multi")
-int node_exit(struct pt_regs *ctx)
-{
-	if (!recording)
-		return 0;
-	return emit(current_thread_ids().tid, 0, OP_RECORD_NODE_EXIT, 0, bpf_ktime_get_ns(),
-			SEQUENCE_COUNTER_UNKNOWN);
+	__u32 payload = sizeof(record->node);
+	if (tensor_config.enabled) {
+		reset_arguments(&record->node_arguments);
+		read_tensor_vector(&record->node_arguments, PT_REGS_PARM3(ctx));
+		payload += arguments_size(&record->node_arguments);
+	}
+	emit_assembled(record, payload);
+	push_range(open, PT_REGS_SP(ctx), 0, OPEN_RANGE_NODE);
+	return 0;
 }
 
 #endif /* TPROF_BPF_AUTOGRAD_PROBES_BPF_H */

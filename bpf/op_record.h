@@ -37,10 +37,25 @@ struct op_record {
 	__u32 tid;             /* thread id in tprof's PID namespace (the target's, for a sidecar) */
 	__u32 op_id;           /* index into the userspace op table, from the attach cookie */
 	__u8 kind;             /* enum op_record_kind */
-	__u8 reserved[7];
+	__u8 exit_cause;       /* exits: enum range_exit_cause; 0 otherwise */
+	__u8 reserved[6];
+};
+
+/* Why a range ended (open_ranges.bpf.h). */
+enum range_exit_cause {
+	RANGE_EXIT_RETURNED = 0, /* its function executed `ret` */
+	RANGE_EXIT_UNWOUND = 1,  /* a C++ exception unwound it; the exit is the catch */
+	RANGE_EXIT_INFERRED = 2, /* found gone later on its thread (no ret or catch was seen) */
 };
 
 #define SEQUENCE_COUNTER_UNKNOWN (~0ULL)
+
+/* The record layout is ABI between the BPF object and the userspace consumer. */
+#ifdef __cplusplus
+static_assert(sizeof(struct op_record) == 40, "op_record is 40 bytes");
+#else
+_Static_assert(sizeof(struct op_record) == 40, "op_record is 40 bytes");
+#endif
 
 #define ANNOTATION_NAME_MAX 128
 
@@ -69,7 +84,8 @@ enum loss_counter {
 	LOSS_STACK_UNREADABLE = 1,   /* a Python stack could not be walked (no thread state found) */
 	LOSS_STACK_NOT_STORED = 2,   /* a walked stack could not be stored in python_stacks */
 	LOSS_ARGUMENTS_UNREADABLE = 3, /* an op's arguments could not be captured (no scratch) */
-	LOSS_COUNTER_COUNT = 4,
+	LOSS_RANGE_NOT_TRACKED = 4,  /* a range nested too deep to track its exit; its parent closes it */
+	LOSS_COUNTER_COUNT = 5,
 };
 
 #endif /* TPROF_BPF_OP_RECORD_H */

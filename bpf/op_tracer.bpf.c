@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Op tracer: one uprobe_multi link for the entries and one for the returns of every
- * at::_ops::<op>::call in libtorch_cpu (the attach cookie of each site is its op id), plus a
- * perf-event sampler that looks at the target's Python stacks between ops. With shapes on,
- * op records carry the op's arguments and returns (argument_reader.bpf.h).
+ * Op tracer: one uprobe_multi link on the entries of every at::_ops::<op>::call in
+ * libtorch_cpu (the attach cookie of each site is its op id), one on the `ret` instructions of
+ * those functions and of the autograd functions, and one on __cxa_begin_catch: ranges close at
+ * their `ret` or at the catch of the exception that unwound them, never through a uretprobe
+ * (open_ranges.bpf.h says why). A perf-event sampler looks at the target's Python stacks
+ * between ops. With shapes on, op records carry the op's arguments and returns
+ * (argument_reader.bpf.h).
  *
  * It also records what torch's RecordFunction would show besides ops: record_function()
  * ranges (annotation_probes.bpf.h) and the autograd engine's backward nodes
@@ -20,6 +23,7 @@
 #include "argument_reader.bpf.h"
 #include "autograd_probes.bpf.h"
 #include "op_record.h"
+#include "open_ranges.bpf.h"
 #include "python_walker.bpf.h"
 #include "record_emitter.bpf.h"
 
@@ -69,35 +73,63 @@ int op_enter(struct pt_regs *ctx)
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tid = current_thread_ids().tid;
 	__u32 op_id = (__u32)bpf_get_attach_cookie(ctx);
+	struct open_range_stack *open = prepare_range_entry(PT_REGS_SP(ctx), tid, now);
 	__u64 counter = read_sequence_counter();
 	__u64 stack_id = python_config.enabled ? capture_python_stack(tid, op_walk_buffer()) : 0;
 	const struct op_plan *plan = capture_plan(op_id);
-	if (!plan)
-		return emit(tid, op_id, OP_RECORD_ENTER, stack_id, now, counter);
-	struct record_with_arguments *record = begin_record(tid, op_id, OP_RECORD_ENTER, stack_id, now, counter);
-	if (!record)
-		return emit(tid, op_id, OP_RECORD_ENTER, stack_id, now, counter);
-	read_op_inputs(ctx, plan, &record->arguments);
-	return emit_assembled(record, arguments_size(&record->arguments));
+	struct record_with_arguments *record =
+		plan ? begin_record(tid, op_id, OP_RECORD_ENTER, stack_id, now, counter) : NULL;
+	if (record) {
+		read_op_inputs(ctx, plan, &record->arguments);
+		emit_assembled(record, arguments_size(&record->arguments));
+	} else {
+		emit(tid, op_id, OP_RECORD_ENTER, stack_id, now, counter);
+	}
+	push_range(open, PT_REGS_SP(ctx), op_id, OPEN_RANGE_OP);
+	return 0;
 }
 
-SEC("uretprobe.multi")
-int op_exit(struct pt_regs *ctx)
+/* The `ret` of op `op_id`'s call: rax holds what it returns (the sret pointer for objects). */
+static __always_inline void emit_op_return(struct pt_regs *ctx, __u32 tid, __u32 op_id, __u64 now)
+{
+	__u64 counter = read_sequence_counter();
+	const struct op_plan *plan = capture_plan(op_id);
+	struct record_with_arguments *record = plan && plan->output_read != OUTPUT_NOTHING
+		? begin_record(tid, op_id, OP_RECORD_EXIT, 0, now, counter) : NULL;
+	if (!record) {
+		emit(tid, op_id, OP_RECORD_EXIT, 0, now, counter);
+		return;
+	}
+	read_op_outputs(PT_REGS_RC(ctx), plan, &record->arguments);
+	emit_assembled(record, arguments_size(&record->arguments));
+}
+
+/* Every `ret` of the op and autograd functions (several functions may share one). */
+SEC("uprobe.multi")
+int range_return(struct pt_regs *ctx)
 {
 	if (!recording)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tid = current_thread_ids().tid;
-	__u32 op_id = (__u32)bpf_get_attach_cookie(ctx);
-	__u64 counter = read_sequence_counter();
-	const struct op_plan *plan = capture_plan(op_id);
-	if (!plan || plan->output_read == OUTPUT_NOTHING)
-		return emit(tid, op_id, OP_RECORD_EXIT, 0, now, counter);
-	struct record_with_arguments *record = begin_record(tid, op_id, OP_RECORD_EXIT, 0, now, counter);
-	if (!record)
-		return emit(tid, op_id, OP_RECORD_EXIT, 0, now, counter);
-	read_op_outputs(PT_REGS_RC(ctx), plan, &record->arguments);
-	return emit_assembled(record, arguments_size(&record->arguments));
+	struct open_range returned;
+	if (!pop_returning_range(PT_REGS_SP(ctx), tid, now, &returned))
+		return 0;
+	if (returned.kind == OPEN_RANGE_OP)
+		emit_op_return(ctx, tid, returned.op_id, now);
+	else
+		emit_range_exit(&returned, tid, now, RANGE_EXIT_RETURNED);
+	return 0;
+}
+
+/* libstdc++'s __cxa_begin_catch: a handler begins; what the exception left is closed now. */
+SEC("uprobe.multi")
+int exception_caught(struct pt_regs *ctx)
+{
+	if (!recording)
+		return 0;
+	close_unwound_ranges(PT_REGS_SP(ctx), current_thread_ids().tid, bpf_ktime_get_ns());
+	return 0;
 }
 
 SEC("perf_event")

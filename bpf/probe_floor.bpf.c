@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * The benchmark floor: empty programs on the same sites and in the same attach mode as the
- * op tracer. Their cost is the uprobe trap itself, which no tracer can go below.
+ * op tracer (op entries, their `ret` instructions, __cxa_begin_catch). Their cost is the
+ * uprobe traps themselves, which no tracer on these sites can go below.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -14,8 +15,14 @@ int op_enter(void *ctx)
 	return 0;
 }
 
-SEC("uretprobe.multi")
-int op_exit(void *ctx)
+SEC("uprobe.multi")
+int op_return(void *ctx)
+{
+	return 0;
+}
+
+SEC("uprobe.multi")
+int exception_caught(void *ctx)
 {
 	return 0;
 }

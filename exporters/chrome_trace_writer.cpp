@@ -24,6 +24,7 @@ constexpr uint64_t kNanosecondsPerSecond = 1'000'000'000;
 //                    at the return of the enclosing op.
 constexpr std::string_view kClosedAtStopArg = "tprof: closed at stop";
 constexpr std::string_view kReturnMissingArg = "tprof: return missing";
+constexpr std::string_view kUnwoundArg = "tprof: unwound";
 
 void append_relative_us(std::string& out, int64_t offset_ns) {
   if (offset_ns < 0) offset_ns = 0;  // Kineto clamps too (output_json.cpp transToRelativeTime)
@@ -238,6 +239,7 @@ class ChromeTraceEmitter {
     if (span.python_stack >= 0) append_call_stack(trace_.python_stacks.at(static_cast<size_t>(span.python_stack)));
     if (span.closed_at_stop) append_true_arg(kClosedAtStopArg);
     if (span.return_missing) append_true_arg(kReturnMissingArg);
+    if (span.unwound) append_true_arg(kUnwoundArg);
     end_slice();
   }
 

@@ -95,8 +95,9 @@ struct OpSpan {
   uint32_t operator_index = 0;  // into Trace::operators
   uint32_t depth = 0;           // number of enclosing ops on this thread
   bool closed_at_stop = false;  // still running when recording stopped; end_ns is the stop time
-  bool return_missing = false;  // its return was never seen (e.g. unwound by an exception);
-                                // end_ns is the return of the enclosing op
+  bool unwound = false;         // a C++ exception ended it; end_ns is when a handler caught it
+  bool return_missing = false;  // neither its return nor its unwinding was seen (longjmp, a
+                                // lost record); end_ns is when its thread showed it gone
   int32_t python_stack = -1;    // into Trace::python_stacks; -1: none captured
   bool arguments_recorded = false;  // inputs/outputs were captured (record_shapes)
   std::vector<Value> inputs;    // schema order

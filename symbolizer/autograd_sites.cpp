@@ -55,7 +55,9 @@ AutogradSites find_autograd_sites(const LibraryIndex& libtorch_cpu) {
   const Relocations& relocations = libtorch_cpu.relocations;
   const ClassHierarchy hierarchy(symbols, relocations, sections);
   AutogradSites sites;
-  sites.evaluate_function = probe_offset(symbols.find(kEvaluateFunction), sections);
+  const DefinedSymbol* evaluate_function = symbols.find(kEvaluateFunction);
+  sites.evaluate_function = probe_offset(evaluate_function, sections);
+  if (sites.evaluate_function) sites.evaluate_function_address = evaluate_function->address;
 
   // Any class deriving from Node overrides Node::apply with a member function of this exact
   // name and parameter list; other classes' apply(std::vector<at::Tensor>&&) are not nodes.
@@ -75,7 +77,7 @@ AutogradSites find_autograd_sites(const LibraryIndex& libtorch_cpu) {
     // Identical bodies folded into one: a probe there cannot tell the classes apart, so the
     // site is listed once (the BPF side names the node from its vptr anyway).
     if (!probed_addresses.insert(function.address).second) continue;
-    sites.apply_sites.push_back({profiler_node_name(*class_name), *file_offset});
+    sites.apply_sites.push_back({profiler_node_name(*class_name), *file_offset, function.address});
   }
   std::sort(
       sites.apply_sites.begin(), sites.apply_sites.end(),

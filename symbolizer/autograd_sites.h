@@ -19,6 +19,7 @@ struct NodeApplySite {
   // Of C::apply(std::vector<at::Tensor>&&). It returns the outputs vector in memory, so at
   // entry rdi = where that goes (sret), rsi = the node (this), rdx = the inputs vector.
   uint64_t file_offset = 0;
+  uint64_t address = 0;  // link-time: where its exits are searched from
 };
 
 struct AutogradSites {
@@ -26,6 +27,7 @@ struct AutogradSites {
   // std::shared_ptr<ReadyQueue> const&): rdi = the engine, rsi = &graph_task, rdx = the node.
   // 0 if the library does not export it.
   uint64_t evaluate_function = 0;
+  uint64_t evaluate_function_address = 0;  // link-time; 0 with evaluate_function
   // The apply() of every exported class deriving from torch::autograd::Node, each address
   // once, sorted by class_name.
   std::vector<NodeApplySite> apply_sites;

@@ -18,6 +18,7 @@
 #include "userspace/argument_decoder.h"
 #include "userspace/console.h"
 #include "userspace/error.h"
+#include "userspace/exit_probes.h"
 #include "userspace/op_summary.h"
 #include "userspace/op_tracer.h"
 #include "userspace/privileges.h"
@@ -133,13 +134,29 @@ std::optional<OpProbes> plan_torch_probes(const TargetProcess& target, bool reco
   return probes;
 }
 
+// Where the ranges of the ops and autograd functions end: their `ret`s and the catch. A function
+// without a `ret` (one that always throws) is closed by the catch.
+ExitProbes plan_range_exits(const OpProbes& ops, const RangeProbes& ranges, const TargetProcess& target,
+                            Console& console) {
+  std::vector<uint64_t> functions = ops.plan.addresses;
+  const std::vector<uint64_t> autograd = ranges.range_function_addresses();
+  functions.insert(functions.end(), autograd.begin(), autograd.end());
+  ExitProbes exits = plan_exit_probes(ops.library, ranges.library_index(), functions, target);
+  if (exits.catches.offsets.empty())
+    console.line("warning: the target maps no libstdc++ with __cxa_begin_catch: ops ended by a C++ exception "
+                 "are closed at their thread's next op, flagged 'tprof: return missing'");
+  return exits;
+}
+
 std::string describe_attachment(const TargetProcess& target, const std::optional<OpProbes>& ops,
+                                const std::optional<ExitProbes>& exits,
                                 const std::optional<symbolizer::PythonLayout>& python, uint32_t sample_hz,
                                 double attach_ms) {
   char milliseconds[32];
   std::snprintf(milliseconds, sizeof(milliseconds), "%.1f", attach_ms);
   std::string text = "attached to " + std::to_string(target.pid()) + " (" + target.name() + "): ";
   if (ops) text += std::to_string(ops->plan.sites.offsets.size()) + " op sites in " + ops->library.path_in_target;
+  if (exits) text += " (" + std::to_string(exits->returns.offsets.size()) + " return sites)";
   if (ops && ops->tensor_layout) text += " with shapes";
   if (ops && python) text += ", ";
   if (python) text += "Python " + python->version.to_string() + " stacks (sampler " + std::to_string(sample_hz) + " Hz)";
@@ -179,7 +196,11 @@ int run_attach(const AttachOptions& options) {
   }
 
   std::optional<RangeProbes> range_probes;
-  if (ops) range_probes.emplace(ops->library, target.pid(), console);
+  std::optional<ExitProbes> exits;
+  if (ops) {
+    range_probes.emplace(ops->library, target.pid(), console);
+    exits = plan_range_exits(*ops, *range_probes, target, console);
+  }
 
   OpTracerOptions tracer_options;
   tracer_options.ring_buffer_bytes = options.ring_buffer_bytes;
@@ -247,13 +268,15 @@ int run_attach(const AttachOptions& options) {
 
   const uint64_t attach_start_ns = monotonic_now_ns();
   metadata.window_start_unix_ns = clock.to_unix(attach_start_ns);
+  // Exits first: a range entered before its exits are probed would stay open.
+  if (exits) tracer.attach_exits(exits->returns, exits->catches);
   if (ops) tracer.attach_ops(ops->plan.sites);
   if (range_probes) range_probes->attach(tracer);
   tracer.start_recording();
   if (python) tracer.attach_python_sampler(options.sample_hz);
   const uint64_t attached_ns = monotonic_now_ns();
   metadata.attach_unix_ns = clock.to_unix(attached_ns);
-  console.line(describe_attachment(target, ops, python, options.sample_hz,
+  console.line(describe_attachment(target, ops, exits, python, options.sample_hz,
                                    static_cast<double>(attached_ns - attach_start_ns) / 1e6));
 
   StopReason reason;

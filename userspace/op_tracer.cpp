@@ -55,7 +55,14 @@ OpTracer::OpTracer(const OpTracerOptions& options) : target_pid_(options.target_
 OpTracer::~OpTracer() = default;
 
 void OpTracer::attach_ops(const UprobeSites& sites) {
-  op_links_ = attach_returns_then_entries(skeleton_->progs.op_enter, skeleton_->progs.op_exit, target_pid_, sites);
+  op_links_ = attach_uprobe_multi(skeleton_->progs.op_enter, target_pid_, sites);
+}
+
+void OpTracer::attach_exits(const UprobeSites& returns, const UprobeSites& catches) {
+  if (!returns.offsets.empty())
+    exit_links_.push_back(attach_uprobe_multi(skeleton_->progs.range_return, target_pid_, returns));
+  if (!catches.offsets.empty())
+    exit_links_.push_back(attach_uprobe_multi(skeleton_->progs.exception_caught, target_pid_, catches));
 }
 
 void OpTracer::set_op_plan(uint32_t op_id, const op_plan& plan) {
@@ -68,23 +75,17 @@ void OpTracer::attach_annotations(const UprobeSites& name_kernels, const UprobeS
   // The end probe first, then the constructor, then the names: an annotation is only opened
   // once everything that closes it is in place.
   record_function_links_.push_back(
-      attach_uprobe_multi(skeleton_->progs.annotation_end, target_pid_, end, /*on_return=*/false));
+      attach_uprobe_multi(skeleton_->progs.annotation_end, target_pid_, end));
   record_function_links_.push_back(
-      attach_uprobe_multi(skeleton_->progs.annotation_begin, target_pid_, constructor, /*on_return=*/false));
+      attach_uprobe_multi(skeleton_->progs.annotation_begin, target_pid_, constructor));
   record_function_links_.push_back(
-      attach_uprobe_multi(skeleton_->progs.annotation_name, target_pid_, name_kernels, /*on_return=*/false));
+      attach_uprobe_multi(skeleton_->progs.annotation_name, target_pid_, name_kernels));
 }
 
 void OpTracer::attach_autograd(const UprobeSites& evaluate_function, const UprobeSites& node_apply) {
-  auto keep = [&](UprobeLinks links) {
-    record_function_links_.push_back(std::move(links.on_return));
-    record_function_links_.push_back(std::move(links.on_entry));
-  };
-  keep(attach_returns_then_entries(skeleton_->progs.evaluate_enter, skeleton_->progs.evaluate_exit, target_pid_,
-                                   evaluate_function));
+  record_function_links_.push_back(attach_uprobe_multi(skeleton_->progs.evaluate_enter, target_pid_, evaluate_function));
   if (node_apply.offsets.empty()) return;
-  keep(attach_returns_then_entries(skeleton_->progs.node_enter, skeleton_->progs.node_exit, target_pid_,
-                                   node_apply));
+  record_function_links_.push_back(attach_uprobe_multi(skeleton_->progs.node_enter, target_pid_, node_apply));
 }
 
 void OpTracer::attach_python_sampler(uint32_t frequency_hz) {
@@ -118,6 +119,7 @@ void OpTracer::detach() {
   stop_recording();
   op_links_ = {};
   record_function_links_.clear();
+  exit_links_.clear();
   sampler_links_.clear();
   sampler_events_.clear();
 }
@@ -138,7 +140,8 @@ LossCounts OpTracer::losses() const {
     return total;
   };
   return LossCounts{read_counter(LOSS_RING_BUFFER_FULL), read_counter(LOSS_STACK_UNREADABLE),
-                    read_counter(LOSS_STACK_NOT_STORED), read_counter(LOSS_ARGUMENTS_UNREADABLE)};
+                    read_counter(LOSS_STACK_NOT_STORED), read_counter(LOSS_ARGUMENTS_UNREADABLE),
+                    read_counter(LOSS_RANGE_NOT_TRACKED)};
 }
 
 }  // namespace tprof

@@ -43,6 +43,7 @@ struct LossCounts {
   uint64_t stack_unreadable = 0;   // Python stacks that could not be walked
   uint64_t stack_not_stored = 0;   // walked stacks that found no room in the stack map
   uint64_t arguments_unreadable = 0;  // records sent without their arguments (no scratch memory)
+  uint64_t ranges_not_tracked = 0;    // ranges nested too deep to track; closed by their parent
 };
 
 class OpTracer {
@@ -53,8 +54,11 @@ class OpTracer {
   OpTracer(const OpTracer&) = delete;
   OpTracer& operator=(const OpTracer&) = delete;
 
-  // Entry and return probes on every op site, for the target's threads.
+  // Entry probes on every op site, for the target's threads.
   void attach_ops(const UprobeSites& sites);
+  // Where ranges end (userspace/exit_probes.h): the `ret` instructions of the op and autograd
+  // functions, and __cxa_begin_catch (no offsets: not probed). Attach before their entries.
+  void attach_exits(const UprobeSites& returns, const UprobeSites& catches);
   // A CPU-clock sampler on every CPU at `frequency_hz` that records the target's Python
   // stacks between ops. Only with Python stacks enabled.
   void attach_python_sampler(uint32_t frequency_hz);
@@ -86,7 +90,8 @@ class OpTracer {
   };
   std::unique_ptr<op_tracer, SkeletonDeleter> skeleton_;
   pid_t target_pid_;
-  UprobeLinks op_links_;
+  BpfLink op_links_;
+  std::vector<BpfLink> exit_links_;
   std::vector<UniqueFd> sampler_events_;
   std::vector<BpfLink> sampler_links_;
   std::vector<BpfLink> record_function_links_;  // annotations and autograd

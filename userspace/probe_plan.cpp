@@ -37,6 +37,7 @@ ProbePlan plan_op_probes(const symbolizer::OpCatalog& catalog, const std::string
     }
     plan.sites.offsets.push_back(entry.site.file_offset);
     plan.sites.cookies.push_back(plan.operators.size());
+    plan.addresses.push_back(entry.site.symbol_address);
     plan.operators.push_back(model::Operator{entry.op_name, entry.schema});
     plan.catalog_entries.push_back(index);
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@ namespace tprof {
 
 struct ProbePlan {
   UprobeSites sites;                        // cookie i == index i of `operators`
+  std::vector<uint64_t> addresses;          // link-time address of each site's function
   std::vector<model::Operator> operators;
   std::vector<size_t> catalog_entries;      // op id -> index into the catalog's entries
   // Ops whose code the linker folded onto an op already probed: their calls are recorded

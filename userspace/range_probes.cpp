@@ -87,6 +87,14 @@ void RangeProbes::attach(OpTracer& tracer) const {
   }
 }
 
+std::vector<uint64_t> RangeProbes::range_function_addresses() const {
+  std::vector<uint64_t> addresses;
+  if (!autograd_found_) return addresses;
+  addresses.push_back(autograd_.evaluate_function_address);
+  for (const auto& site : autograd_.apply_sites) addresses.push_back(site.address);
+  return addresses;
+}
+
 std::string RangeProbes::node_name(uint64_t vptr) const {
   if (!vtables_ || vptr < library_.load_address) return "";
   return vtables_->node_name_at(vptr - library_.load_address).value_or("");

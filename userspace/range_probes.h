@@ -41,6 +41,11 @@ class RangeProbes {
   // Attaches every probe that was found.
   void attach(OpTracer& tracer) const;
 
+  // Link-time addresses of the probed autograd functions, whose `ret`s close their ranges.
+  std::vector<uint64_t> range_function_addresses() const;
+  // libtorch_cpu's symbols and sections, read once for every search of its code.
+  const symbolizer::LibraryIndex& library_index() const { return *index_; }
+
   // A node's name as torch's profiler shows it, from its runtime vtable pointer; "" if unknown.
   std::string node_name(uint64_t vptr) const;
 

@@ -82,6 +82,7 @@ void RecordConsumer::consume(const op_record& head, const unsigned char* payload
   event.op_id = head.op_id;
   event.python_stack_id = head.python_stack_id;
   event.sequence_counter = head.sequence_counter;
+  event.exit_cause = head.exit_cause;
   switch (head.kind) {
     case OP_RECORD_ENTER:
     case OP_RECORD_EXIT:

@@ -4,6 +4,8 @@
 #include <optional>
 #include <tuple>
 
+#include "op_record.h"
+
 namespace tprof {
 namespace {
 
@@ -82,7 +84,9 @@ model::ThreadTrack replay_thread(uint32_t tid, std::vector<OpEvent>& events, uin
     for (size_t depth = open.size(); depth-- > matched_depth;) {
       model::OpSpan& span = track.spans[open[depth].span_index];
       span.end_ns = end_ns;
-      span.return_missing = depth != matched_depth;
+      const bool own_exit = depth == matched_depth;
+      span.unwound = own_exit && event.exit_cause == RANGE_EXIT_UNWOUND;
+      span.return_missing = !own_exit || event.exit_cause == RANGE_EXIT_INFERRED;
     }
     open.resize(matched_depth);
   }

@@ -17,6 +17,7 @@ struct OpEvent {
   uint64_t monotonic_ns = 0;
   uint32_t op_id = 0;            // index of its model::Operator
   bool is_exit = false;
+  uint8_t exit_cause = 0;        // exits: enum range_exit_cause (bpf/op_record.h)
   uint64_t python_stack_id = 0;  // entries only; 0: none
   bool has_arguments = false;    // entries: inputs were captured; exits: returns were
   std::vector<model::Value> arguments;
@@ -39,8 +40,9 @@ class SpanBuilder {
   void add(uint32_t tid, OpEvent event) { events_by_thread_[tid].push_back(std::move(event)); }
 
   // Replays every thread. An op still open at the end is closed at `stop_monotonic_ns` and
-  // flagged closed_at_stop. An exit that skips open inner ops closes them at its own time,
-  // flagged return_missing (their returns were lost, e.g. to an exception).
+  // flagged closed_at_stop. An exit of an unwound range flags it unwound, an inferred one
+  // return_missing. An exit that skips open inner ops closes them at its own time, flagged
+  // return_missing (their exits were lost).
   BuiltThreads build(uint64_t stop_monotonic_ns, const MonotonicToUnix& clock) &&;
 
  private:

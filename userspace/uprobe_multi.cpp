@@ -35,19 +35,18 @@ constexpr unsigned char kEndbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
 
 // Attaches `program` at `offsets`, which are already where the probes go.
 BpfLink attach_at(const bpf_program* program, pid_t pid, const UprobeSites& sites,
-                  const std::vector<unsigned long>& offsets, bool on_return) {
+                  const std::vector<unsigned long>& offsets) {
   LIBBPF_OPTS(bpf_uprobe_multi_opts, opts);
   opts.offsets = offsets.data();
   static_assert(sizeof(uint64_t) == sizeof(__u64));
   opts.cookies = reinterpret_cast<const __u64*>(sites.cookies.data());
   opts.cnt = sites.offsets.size();
-  opts.retprobe = on_return;
   bpf_link* link = bpf_program__attach_uprobe_multi(program, pid, sites.binary_path.c_str(), nullptr, &opts);
   if (!link) {
     const int err = errno;
     if (err == EOPNOTSUPP || err == ENOSYS)
       throw Error("this kernel does not support uprobe_multi links (CONFIG_UPROBES and Linux 6.6+ are required)");
-    throw Error(errno_message(std::string("cannot attach ") + (on_return ? "return" : "entry") + " uprobes to " +
+    throw Error(errno_message("cannot attach uprobes to " +
                                   std::to_string(sites.offsets.size()) + " sites in " + sites.binary_path,
                               err));
   }
@@ -70,17 +69,8 @@ std::vector<unsigned long> past_leading_endbr64(const std::string& binary_path,
   return adjusted;
 }
 
-BpfLink attach_uprobe_multi(const bpf_program* program, pid_t pid, const UprobeSites& sites, bool on_return) {
-  return attach_at(program, pid, sites, past_leading_endbr64(sites.binary_path, sites.offsets), on_return);
-}
-
-UprobeLinks attach_returns_then_entries(const bpf_program* on_entry, const bpf_program* on_return, pid_t pid,
-                                        const UprobeSites& sites) {
-  const std::vector<unsigned long> offsets = past_leading_endbr64(sites.binary_path, sites.offsets);
-  UprobeLinks links;
-  links.on_return = attach_at(on_return, pid, sites, offsets, /*on_return=*/true);
-  links.on_entry = attach_at(on_entry, pid, sites, offsets, /*on_return=*/false);
-  return links;
+BpfLink attach_uprobe_multi(const bpf_program* program, pid_t pid, const UprobeSites& sites) {
+  return attach_at(program, pid, sites, past_leading_endbr64(sites.binary_path, sites.offsets));
 }
 
 }  // namespace tprof

@@ -37,23 +37,13 @@ void require_uprobe_multi_kernel();
 // trap: on this VM, empty programs on the entries and returns of torch 2.6's ops (a CET build:
 // every function begins with endbr64) cost +4,300 us per step of the test loop with the
 // probes on the endbr64, +279 us on the push after it (docs/BENCHMARKS.md). endbr64 changes
-// no register and not the stack, so entry and return probes see the same state there.
+// no register and not the stack, so the probe sees the arguments and rsp as at entry.
 std::vector<unsigned long> past_leading_endbr64(const std::string& binary_path,
                                                 const std::vector<unsigned long>& offsets);
 
 // Attaches `program` to every site (past a leading endbr64), for the threads of `pid` only.
-// Throws tprof::Error.
-BpfLink attach_uprobe_multi(const bpf_program* program, pid_t pid, const UprobeSites& sites, bool on_return);
-
-struct UprobeLinks {
-  BpfLink on_entry;
-  BpfLink on_return;
-};
-
-// Return probes, then entry probes, on the same sites (placed once): a return probe only
-// catches calls entered after it exists, so every recorded entry can also have its return
-// recorded. Throws tprof::Error.
-UprobeLinks attach_returns_then_entries(const bpf_program* on_entry, const bpf_program* on_return, pid_t pid,
-                                        const UprobeSites& sites);
+// Entry-style probes only: tprof places no uretprobe, since a C++ exception thrown through a
+// uretprobed frame aborts the target (userspace/exit_probes.h). Throws tprof::Error.
+BpfLink attach_uprobe_multi(const bpf_program* program, pid_t pid, const UprobeSites& sites);
 
 }  // namespace tprof

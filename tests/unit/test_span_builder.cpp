@@ -2,6 +2,7 @@
 // records that arrive out of order from different CPUs, and record-id assignment.
 #include <gtest/gtest.h>
 
+#include "op_record.h"
 #include "userspace/op_summary.h"
 #include "userspace/span_builder.h"
 
@@ -12,11 +13,13 @@ const MonotonicToUnix kUnixIsMonotonicPlus1000(1000);
 
 OpEvent enter(uint64_t ns, uint32_t op) { return {ns, op, false}; }
 OpEvent leave(uint64_t ns, uint32_t op) { return {ns, op, true}; }
+OpEvent unwound(uint64_t ns, uint32_t op) { return {ns, op, true, RANGE_EXIT_UNWOUND}; }
+OpEvent inferred(uint64_t ns, uint32_t op) { return {ns, op, true, RANGE_EXIT_INFERRED}; }
 
 struct ExpectedSpan {
   uint64_t start, end;
   uint32_t op, depth;
-  bool closed_at_stop = false, return_missing = false;
+  bool closed_at_stop = false, return_missing = false, unwound = false;
 };
 
 void expect_spans(const model::ThreadTrack& track, const std::vector<ExpectedSpan>& expected) {
@@ -30,6 +33,7 @@ void expect_spans(const model::ThreadTrack& track, const std::vector<ExpectedSpa
     EXPECT_EQ(span.depth, expected[i].depth);
     EXPECT_EQ(span.closed_at_stop, expected[i].closed_at_stop);
     EXPECT_EQ(span.return_missing, expected[i].return_missing);
+    EXPECT_EQ(span.unwound, expected[i].unwound);
   }
 }
 
@@ -80,6 +84,30 @@ TEST(SpanBuilder, ClosesOpsWhoseReturnWasLostAtTheEnclosingReturn) {
                                   {20, 60, 2, 1, false, true},
                                   {25, 60, 3, 2, false, true},
                                   {70, 80, 4, 0}});
+}
+
+TEST(SpanBuilder, FlagsOpsEndedByAnExceptionAsUnwound) {
+  // BPF closes what the exception unwound at the catch, innermost first, all at its time; the
+  // enclosing op goes on and returns normally.
+  SpanBuilder builder;
+  for (const OpEvent& e : {enter(10, 1), enter(20, 2), enter(25, 3), unwound(40, 3), unwound(40, 2), enter(50, 4),
+                           leave(55, 4), leave(60, 1)})
+    builder.add(5, e);
+  const BuiltThreads built = std::move(builder).build(100, kUnixIsMonotonicPlus1000);
+  expect_spans(built.threads[0], {{10, 60, 1, 0},
+                                  {20, 40, 2, 1, false, false, true},
+                                  {25, 40, 3, 2, false, false, true},
+                                  {50, 55, 4, 1}});
+  EXPECT_EQ(built.unmatched_returns, 0u);
+}
+
+TEST(SpanBuilder, FlagsOpsFoundGoneAsReturnMissing) {
+  // BPF saw op 2's frame gone (a later entry at or above its stack pointer) without its ret.
+  SpanBuilder builder;
+  for (const OpEvent& e : {enter(10, 1), enter(20, 2), inferred(30, 2), enter(30, 3), leave(35, 3), leave(60, 1)})
+    builder.add(5, e);
+  const BuiltThreads built = std::move(builder).build(100, kUnixIsMonotonicPlus1000);
+  expect_spans(built.threads[0], {{10, 60, 1, 0}, {20, 30, 2, 1, false, true}, {30, 35, 3, 1}});
 }
 
 TEST(SpanBuilder, ClosesOpsStillRunningAtStopAndCountsOrphanReturns) {
