@@ -18,10 +18,11 @@ constexpr auto kStartTimeout = 180s;
 constexpr auto kRunTimeout = 600s;
 constexpr auto kTrixieRootBuildTimeout = 900s;
 
-const fs::path kWorkloadScript = fs::path(testing::source_dir()) / "tests/workloads/train_loop.py";
-
-
 }  // namespace
+
+fs::path workload_script(const std::string& file_name) {
+  return fs::path(testing::source_dir()) / "tests/workloads" / file_name;
+}
 
 std::vector<std::string> workload_command(const WorkloadEnvironment& environment,
                                           const std::vector<std::string>& arguments) {
@@ -31,31 +32,31 @@ std::vector<std::string> workload_command(const WorkloadEnvironment& environment
   return command;
 }
 
-WorkloadEnvironment host_workload(const fs::path& scratch) {
+WorkloadEnvironment host_workload(const fs::path& scratch, const fs::path& script) {
   return {.description = "torch 1.13 / Python 3.11 (host)",
           .interpreter = {"/usr/bin/python3"},
-          .script = kWorkloadScript,
+          .script = script,
           .scratch_for_target = scratch,
           .scratch_for_us = scratch};
 }
 
-std::unique_ptr<TrixieWorkload> TrixieWorkload::make() {
+std::unique_ptr<TrixieWorkload> TrixieWorkload::make(const fs::path& script) {
   const auto built =
       run_command({"bash", (fs::path(testing::source_dir()) / "scripts/make-trixie-root.sh").string()},
                   kTrixieRootBuildTimeout);
   if (!built.status || !built.status->succeeded() || built.stdout_lines.empty()) return nullptr;
-  return std::unique_ptr<TrixieWorkload>(new TrixieWorkload(built.stdout_lines.back()));
+  return std::unique_ptr<TrixieWorkload>(new TrixieWorkload(built.stdout_lines.back(), script));
 }
 
-TrixieWorkload::TrixieWorkload(const fs::path& root) : in_root_(root / "tmp") {
+TrixieWorkload::TrixieWorkload(const fs::path& root, const fs::path& script) : in_root_(root / "tmp") {
   // The target sees the root as "/": the workload and its output live under its /tmp. torch
   // leaves a temporary directory behind when killed; TMPDIR keeps it in the scratch directory.
   // env execs python, so the pid the workload reports is the interpreter's.
-  fs::copy_file(kWorkloadScript, in_root_.path() / kWorkloadScript.filename());
+  fs::copy_file(script, in_root_.path() / script.filename());
   const fs::path target_dir = "/tmp" / in_root_.path().filename();
   environment_ = {.description = "torch 2.6 / Python 3.13 (chroot)",
                   .interpreter = {"chroot", root.string(), "env", "TMPDIR=" + target_dir.string(), "python3"},
-                  .script = target_dir / kWorkloadScript.filename(),
+                  .script = target_dir / script.filename(),
                   .scratch_for_target = target_dir,
                   .scratch_for_us = in_root_.path()};
 }

@@ -21,22 +21,29 @@ struct WorkloadEnvironment {
   std::filesystem::path scratch_for_us;      // the same directory as the test sees it
 };
 
-// The command that runs train_loop.py with `arguments` in `environment`.
+// tests/workloads/<file_name> in the source tree.
+std::filesystem::path workload_script(const std::string& file_name);
+
+// The command that runs the environment's script with `arguments` in `environment`.
 std::vector<std::string> workload_command(const WorkloadEnvironment& environment,
                                           const std::vector<std::string>& arguments);
 
-// Debian's torch 1.13 on /usr/bin/python3; files go to `scratch`.
-WorkloadEnvironment host_workload(const std::filesystem::path& scratch);
+// Debian's torch 1.13 on /usr/bin/python3 running `script` (train_loop.py by default); files go
+// to `scratch`.
+WorkloadEnvironment host_workload(const std::filesystem::path& scratch,
+                                  const std::filesystem::path& script = workload_script("train_loop.py"));
 
 // torch 2.6 on Python 3.13 in the trixie root (scripts/make-trixie-root.sh builds or reuses
-// it), with a scratch directory inside the root; nullopt when the root cannot be had.
+// it) running a copy of `script`, with a scratch directory inside the root; nullptr when the
+// root cannot be had.
 class TrixieWorkload {
  public:
-  static std::unique_ptr<TrixieWorkload> make();
+  static std::unique_ptr<TrixieWorkload> make(
+      const std::filesystem::path& script = workload_script("train_loop.py"));
   const WorkloadEnvironment& environment() const { return environment_; }
 
  private:
-  explicit TrixieWorkload(const std::filesystem::path& root);
+  TrixieWorkload(const std::filesystem::path& root, const std::filesystem::path& script);
   ScratchDirectory in_root_;
   WorkloadEnvironment environment_;
 };

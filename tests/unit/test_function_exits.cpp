@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <map>
 #include <string>
 
@@ -69,6 +70,7 @@ TEST_P(FunctionExitsTest, EveryOpCallFunctionHasARet) {
   const OpCatalog catalog = build_op_catalog(GetParam().library("libtorch_cpu"));
   ExitCensus census;
   for (const OpCatalogEntry& entry : catalog.entries) count(census, exits_of(entry.site.symbol_address));
+  std::cout << "op call functions: " << describe(census) << "\n";
   SCOPED_TRACE(describe(census));
   EXPECT_EQ(census.functions, catalog.entries.size());
   EXPECT_EQ(census.without_return, 0u);
@@ -84,6 +86,7 @@ TEST_P(FunctionExitsTest, AutogradFunctionsExitsAreRets) {
   count(census, exits_of(sites.evaluate_function_address));
   EXPECT_EQ(census.without_return, 0u) << "Engine::evaluate_function";
   for (const NodeApplySite& site : sites.apply_sites) count(census, exits_of(site.address));
+  std::cout << "evaluate_function and Node::apply: " << describe(census) << "\n";
   SCOPED_TRACE(describe(census));
   EXPECT_EQ(census.not_a_ret, 0u);
   // A node that only throws (torch::autograd::Error) has no ret: the catch closes it. Any
