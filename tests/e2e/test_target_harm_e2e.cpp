@@ -234,6 +234,7 @@ INSTANTIATE_TEST_SUITE_P(
                       HarmCase{"python-raise", false, 20, "aten::mul", 1},
                       HarmCase{"python-raise", true, 20, "aten::mul", 1},
                       HarmCase{"dataloader-fork", false, 20, "aten::topk", 1},
+                      HarmCase{"dataloader-fork", true, 20, "aten::topk", 1},
                       HarmCase{"threads", false, 3, "aten::topk", 1},
                       HarmCase{"threads", true, 3, "aten::topk", 1}),
     [](const auto& info) {
