@@ -1,6 +1,7 @@
 #include "exporters/output_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -139,10 +140,17 @@ struct OutputFile::Sink {
   std::vector<char> compressed_;  // deflate output staging, gzip only
 };
 
-OutputFile::OutputFile(std::string path) : path_(std::move(path)), temp_path_(path_ + ".tmp") {
-  FileDescriptor fd(::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!fd.valid()) throw_cannot_write_errno(path_, errno);
+OutputFile::OutputFile(std::string path, mode_t mode) : path_(std::move(path)), temp_path_(path_ + ".tmp") {
+  FileDescriptor fd(::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+  if (!fd.valid()) {
+    if (errno == EEXIST)
+      throw_cannot_write(path_, temp_path_ + " already exists (another tprof writing there, or a link; "
+                                             "remove it if it is stale)");
+    throw_cannot_write_errno(path_, errno);
+  }
   try {
+    // The umask may have taken bits from `mode`; --mode means exactly that.
+    if (::fchmod(fd.get(), mode) != 0) throw_cannot_write_errno(path_, errno);
     sink_ = std::make_unique<Sink>(path_, std::move(fd), has_gzip_suffix(path_));
   } catch (...) {
     ::unlink(temp_path_.c_str());

@@ -1,6 +1,13 @@
 // An output file that appears complete or not at all: data goes to "<path>.tmp" and is
 // renamed onto <path> by commit(). A ".gz" path is written gzip-compressed.
+//
+// tprof runs as root and may write into a directory others can write to: the temp file is
+// created new (O_EXCL), never through a link (O_NOFOLLOW), readable by its owner only unless
+// asked otherwise (traces hold paths, arguments and code), and the rename replaces whatever
+// is at <path>, a link included, without following it.
 #pragma once
+
+#include <sys/types.h>
 
 #include <memory>
 #include <string>
@@ -10,9 +17,12 @@ namespace tprof::exporters {
 
 class OutputFile {
  public:
-  // Creates "<path>.tmp" now, so that an unwritable destination is reported before any work.
-  // Throws std::runtime_error("cannot write <path>: <reason>").
-  explicit OutputFile(std::string path);
+  static constexpr mode_t kDefaultMode = 0600;
+
+  // Creates "<path>.tmp" now, with exactly `mode`, so that an unwritable destination is
+  // reported before any work. Throws std::runtime_error("cannot write <path>: <reason>"), also
+  // when "<path>.tmp" already exists (as a file or a link).
+  explicit OutputFile(std::string path, mode_t mode = kDefaultMode);
   ~OutputFile();  // removes the temp file unless committed
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;

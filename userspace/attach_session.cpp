@@ -185,14 +185,14 @@ int run_attach(const AttachOptions& options) {
 
   const std::string output_path =
       options.output_path.empty() ? default_output_path(target.pid(), unix_now_ns()) : options.output_path;
-  exporters::OutputFile output(output_path);  // fails now, not after recording, if unwritable
+  exporters::OutputFile output(output_path, options.output_mode);  // fails now, not after recording
   std::optional<exporters::OutputFile> execution_trace_output;
   if (options.execution_trace) {
     const std::string execution_trace_path = options.execution_trace_path.empty()
                                                  ? default_execution_trace_path(output_path)
                                                  : options.execution_trace_path;
     if (execution_trace_path == output_path) throw Error("--et names the trace file itself: " + output_path);
-    execution_trace_output.emplace(execution_trace_path);
+    execution_trace_output.emplace(execution_trace_path, options.output_mode);
   }
 
   std::optional<RangeProbes> range_probes;

@@ -17,6 +17,7 @@ struct AttachOptions {
   std::string output_path;           // empty: <hostname>_<pid>.<unix_ns>.pt.trace.json
   bool execution_trace = true;        // --no-et turns the Execution Trace off
   std::string execution_trace_path;   // empty: beside the trace, <stem>.et.json[.gz]
+  mode_t output_mode = 0600;          // --mode: permission bits of the files written
   size_t ring_buffer_bytes = 64u << 20;
   bool python_stacks = true;          // --no-python turns stacks and python_function spans off
   uint32_t sample_hz = 1000;          // the stack sampler's rate per CPU

@@ -1,8 +1,12 @@
 // tprof command line.
 #include <CLI/CLI.hpp>
 
+#include <sys/types.h>
+
 #include <cstdio>
 #include <exception>
+#include <optional>
+#include <string>
 
 #include "userspace/attach_session.h"
 #include "userspace/error.h"
@@ -33,7 +37,19 @@ constexpr const char* kAttachFooter =
     "beside the trace, linked to it by rf_id == \"Record function id\". Its name ends in\n"
     ".et.json, not .pt.trace.json, so that TensorBoard does not load it as a second trace; but\n"
     "HTA's TraceAnalysis(trace_dir=...) reads every .json/.gz in a directory and may take the ET\n"
-    "for the rank-0 trace, so give HTA a directory without it (--et elsewhere, or --no-et).";
+    "for the rank-0 trace, so give HTA a directory without it (--et elsewhere, or --no-et).\n"
+    "\nFiles are created new and mode 0600 (--mode to share them); an existing <file>.tmp, or a\n"
+    "link there, is refused rather than followed.\n"
+    "\nExceptions are safe to trace: tprof closes ops at their `ret` instructions and at the\n"
+    "C++ runtime's catch, never with uretprobes; an op a C++ exception ended is kept and\n"
+    "flagged \"tprof: unwound\".";
+
+// "0640" -> 0640; nullopt unless 1 to 4 octal digits.
+std::optional<mode_t> parse_file_mode(const std::string& text) {
+  if (text.empty() || text.size() > 4 || text.find_first_not_of("01234567") != std::string::npos)
+    return std::nullopt;
+  return static_cast<mode_t>(std::stoul(text, nullptr, 8));
+}
 
 }  // namespace
 
@@ -61,6 +77,14 @@ int main(int argc, char** argv) {
   attach->add_option("--et", options.execution_trace_path,
                      "Execution Trace file; a .gz suffix compresses it (default: the trace's path "
                      "with .pt.trace.json replaced by .et.json)");
+  std::string mode = "0600";
+  attach->add_option("--mode", mode,
+                     "Permission bits of the files written, in octal; traces hold paths, arguments "
+                     "and code, so only their owner may read them by default")
+      ->capture_default_str()
+      ->check([](const std::string& text) -> std::string {
+        return parse_file_mode(text) ? "" : "not an octal file mode like 0640: " + text;
+      });
   bool no_execution_trace = false;
   attach->add_flag("--no-et", no_execution_trace, "Write no Execution Trace")->excludes("--et");
   attach->add_option("--buffer-mb", buffer_mb, "BPF ring buffer size in MiB, rounded up to a power of two")
@@ -89,6 +113,7 @@ int main(int argc, char** argv) {
   options.python_stacks = !no_python;
   options.record_shapes = !no_shapes;
   options.execution_trace = !no_execution_trace;
+  options.output_mode = *parse_file_mode(mode);
 
   try {
     return tprof::run_attach(options);

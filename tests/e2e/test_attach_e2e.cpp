@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <iomanip>
 #include <iostream>
 #include <optional>
@@ -687,6 +688,29 @@ TEST_F(RefusalTest, UnwritableOutputIsRejectedBeforeAttaching) {
   expect_refusal({"attach", std::to_string(workload.python_pid()), "--output",
                   "/proc/nonexistent/x.pt.trace.json"});
   // The target was never disturbed: it still trains and exits normally.
+  workload.run_steps();
+  workload.wait_until_done();
+  workload.finish();
+}
+
+TEST_F(RefusalTest, LinksPlantedAtTheTemporaryNamesAreRefusedAndTheirTargetsUntouched) {
+  // Someone who can write the output directory plants links where tprof (root) writes.
+  ParkedWorkload workload(host_workload(scratch_.path()), kMeasuredSteps);
+  const fs::path victim = scratch_.path() / "victim";
+  std::ofstream(victim) << "precious";
+  const fs::path trace = scratch_.path() / "x.pt.trace.json";
+  for (const fs::path& planted : {fs::path(trace.string() + ".tmp"), scratch_.path() / "x.et.json.tmp"}) {
+    SCOPED_TRACE(planted.string());
+    fs::create_symlink(victim, planted);
+    std::string error;
+    expect_refusal({"attach", std::to_string(workload.python_pid()), "--output", trace.string()}, {}, &error);
+    EXPECT_NE(error.find("already exists"), std::string::npos) << error;
+    std::ifstream in(victim);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "precious");
+    EXPECT_TRUE(fs::is_symlink(planted));
+    fs::remove(planted);
+  }
+  EXPECT_FALSE(fs::exists(trace));
   workload.run_steps();
   workload.wait_until_done();
   workload.finish();

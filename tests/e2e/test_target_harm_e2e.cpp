@@ -214,6 +214,8 @@ TEST_P(TargetHarm, TargetSurvivesFullTracingAndTheTraceHoldsItsOps) {
   EXPECT_EQ(counts["caught"], counts["expected"]);
 
   expect_valid(trace);
+  EXPECT_EQ(fs::status(trace).permissions(), fs::perms::owner_read | fs::perms::owner_write)
+      << "traces hold paths, arguments and code: 0600 by default";
   const OpCensus census = census_of(load_trace(trace));
   std::string detail;
   const double share = recall(census.all, reference["ops"], reference["threads"], &detail);

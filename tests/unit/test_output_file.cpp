@@ -1,6 +1,7 @@
 #include "exporters/output_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <cstdlib>
@@ -159,6 +160,70 @@ TEST_F(OutputFileTest, WritingAfterCommitIsRejected) {
   out.commit();
   EXPECT_THROW(out.write("late"), std::logic_error);
   EXPECT_THROW(out.commit(), std::logic_error);
+}
+
+
+TEST_F(OutputFileTest, CreatesTheFileForItsOwnerOnlyByDefault) {
+  const fs::path path = directory_ / "trace.json";
+  const mode_t old_umask = ::umask(0);  // the default must not depend on the caller's umask
+  OutputFile out(path.string());
+  ::umask(old_umask);
+  out.write("{}");
+  out.commit();
+  EXPECT_EQ(fs::status(path).permissions(), fs::perms::owner_read | fs::perms::owner_write);
+}
+
+TEST_F(OutputFileTest, ModeIsAppliedExactlyWhateverTheUmask) {
+  const fs::path path = directory_ / "trace.json";
+  const mode_t old_umask = ::umask(077);
+  OutputFile out(path.string(), 0644);
+  ::umask(old_umask);
+  out.commit();
+  EXPECT_EQ(fs::status(path).permissions(),
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
+}
+
+TEST_F(OutputFileTest, RefusesALinkPlantedAtTheTempNameAndLeavesItsTargetAlone) {
+  const fs::path victim = directory_ / "victim";
+  std::ofstream(victim) << "precious";
+  const fs::path path = directory_ / "trace.json";
+  fs::create_symlink(victim, directory_ / "trace.json.tmp");
+  try {
+    OutputFile out(path.string());
+    FAIL() << "a link at the temp name was followed";
+  } catch (const std::runtime_error& error) {
+    EXPECT_NE(std::string(error.what()).find("already exists"), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(read_file(victim), "precious");
+  EXPECT_TRUE(fs::is_symlink(directory_ / "trace.json.tmp")) << "someone else's link is not removed";
+  EXPECT_FALSE(fs::exists(path));
+}
+
+TEST_F(OutputFileTest, RefusesADanglingLinkAtTheTempName) {
+  const fs::path path = directory_ / "trace.json";
+  fs::create_symlink(directory_ / "would-be-created", directory_ / "trace.json.tmp");
+  EXPECT_THROW(OutputFile out(path.string()), std::runtime_error);
+  EXPECT_FALSE(fs::exists(directory_ / "would-be-created"));
+}
+
+TEST_F(OutputFileTest, ReplacesALinkAtTheFinalNameWithoutFollowingIt) {
+  const fs::path victim = directory_ / "victim";
+  std::ofstream(victim) << "precious";
+  const fs::path path = directory_ / "trace.json";
+  fs::create_symlink(victim, path);
+  OutputFile out(path.string());
+  out.write("{\"traceEvents\": []}");
+  out.commit();
+  EXPECT_FALSE(fs::is_symlink(path));
+  EXPECT_EQ(read_file(path), "{\"traceEvents\": []}");
+  EXPECT_EQ(read_file(victim), "precious");
+}
+
+TEST_F(OutputFileTest, RefusesATempFileAnotherWriterLeft) {
+  const fs::path path = directory_ / "trace.json";
+  std::ofstream(directory_ / "trace.json.tmp") << "another run's data";
+  EXPECT_THROW(OutputFile out(path.string()), std::runtime_error);
+  EXPECT_EQ(read_file(directory_ / "trace.json.tmp"), "another run's data");
 }
 
 }  // namespace
