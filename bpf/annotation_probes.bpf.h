@@ -38,7 +38,7 @@ int annotation_name(struct pt_regs *ctx)
 {
 	if (!recording)
 		return 0;
-	__u32 tid = current_thread_ids().tid;
+	struct thread_ids ids = current_thread_ids();
 	__u64 string[2] = {};
 	if (bpf_probe_read_user(string, sizeof(string), (const void *)PT_REGS_PARM2(ctx)))
 		return 0;
@@ -47,7 +47,7 @@ int annotation_name(struct pt_regs *ctx)
 	__u32 copied = string[1] < ANNOTATION_NAME_MAX - 1 ? (__u32)string[1] : ANNOTATION_NAME_MAX - 1;
 	if (bpf_probe_read_user(pending.name, copied & (ANNOTATION_NAME_MAX - 1), (const void *)string[0]))
 		return 0;
-	bpf_map_update_elem(&pending_annotations, &tid, &pending, BPF_ANY);
+	bpf_map_update_elem(&pending_annotations, &ids.tid, &pending, BPF_ANY);
 	return 0;
 }
 
@@ -60,15 +60,15 @@ int annotation_begin(struct pt_regs *ctx)
 	if (PT_REGS_PARM2(ctx) != RECORD_SCOPE_USER)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	__u32 tid = current_thread_ids().tid;
-	struct pending_annotation *pending = bpf_map_lookup_elem(&pending_annotations, &tid);
+	struct thread_ids ids = current_thread_ids();
+	struct pending_annotation *pending = bpf_map_lookup_elem(&pending_annotations, &ids.tid);
 	if (!pending)
 		return 0;
-	__u64 stack_id = python_config.enabled ? capture_python_stack(tid, op_walk_buffer()) : 0;
-	struct record_with_arguments *record = begin_record(tid, 0, OP_RECORD_ANNOTATION_ENTER, stack_id, now,
+	__u64 stack_id = python_config.enabled ? capture_python_stack(ids.tid, op_walk_buffer()) : 0;
+	struct record_with_arguments *record = begin_record(ids, 0, OP_RECORD_ANNOTATION_ENTER, stack_id, now,
 			SEQUENCE_COUNTER_UNKNOWN);
 	if (!record) {
-		bpf_map_delete_elem(&pending_annotations, &tid);
+		bpf_map_delete_elem(&pending_annotations, &ids.tid);
 		return 0;
 	}
 	struct annotation_enter *enter = &record->annotation_enter;
@@ -76,7 +76,7 @@ int annotation_begin(struct pt_regs *ctx)
 	enter->name_length = pending->name_length;
 	enter->reserved = 0;
 	__builtin_memcpy(enter->name, pending->name, sizeof(enter->name));
-	bpf_map_delete_elem(&pending_annotations, &tid);
+	bpf_map_delete_elem(&pending_annotations, &ids.tid);
 	__u32 one = 1;
 	bpf_map_update_elem(&open_annotations, &enter->handle, &one, BPF_ANY);
 	return emit_assembled(record, sizeof(*enter));
@@ -94,7 +94,7 @@ int annotation_end(struct pt_regs *ctx)
 	bpf_map_delete_elem(&open_annotations, &handle);
 	__u64 now = bpf_ktime_get_ns();
 	struct record_with_arguments *record =
-		begin_record(current_thread_ids().tid, 0, OP_RECORD_ANNOTATION_EXIT, 0, now,
+		begin_record(current_thread_ids(), 0, OP_RECORD_ANNOTATION_EXIT, 0, now,
 				SEQUENCE_COUNTER_UNKNOWN);
 	if (!record)
 		return 0;

@@ -27,11 +27,11 @@ static __always_inline void read_node(struct autograd_node *out, __u64 node)
  * A record of `kind` for `node`, with the thread's Python stack: the Python frames
  * (loss.backward()) must enclose the engine's ranges. NULL when there is no memory for it.
  */
-static __always_inline struct record_with_arguments *begin_node_record(__u8 kind, __u64 node, __u32 tid, __u64 now)
+static __always_inline struct record_with_arguments *begin_node_record(__u8 kind, __u64 node, struct thread_ids ids, __u64 now)
 {
-	__u64 stack_id = python_config.enabled ? capture_python_stack(tid, op_walk_buffer()) : 0;
+	__u64 stack_id = python_config.enabled ? capture_python_stack(ids.tid, op_walk_buffer()) : 0;
 	struct record_with_arguments *record =
-		begin_record(tid, 0, kind, stack_id, now, SEQUENCE_COUNTER_UNKNOWN);
+		begin_record(ids, 0, kind, stack_id, now, SEQUENCE_COUNTER_UNKNOWN);
 	if (record)
 		read_node(&record->node, node);
 	return record;
@@ -44,9 +44,9 @@ int evaluate_enter(struct pt_regs *ctx)
 	if (!recording)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	__u32 tid = current_thread_ids().tid;
-	struct open_range_stack *open = prepare_range_entry(PT_REGS_SP(ctx), tid, now);
-	struct record_with_arguments *record = begin_node_record(OP_RECORD_EVALUATE_ENTER, PT_REGS_PARM3(ctx), tid, now);
+	struct thread_ids ids = current_thread_ids();
+	struct open_range_stack *open = prepare_range_entry(PT_REGS_SP(ctx), ids, now);
+	struct record_with_arguments *record = begin_node_record(OP_RECORD_EVALUATE_ENTER, PT_REGS_PARM3(ctx), ids, now);
 	if (!record)
 		return 0;
 	emit_assembled(record, sizeof(record->node));
@@ -64,9 +64,9 @@ int node_enter(struct pt_regs *ctx)
 	if (!recording)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	__u32 tid = current_thread_ids().tid;
-	struct open_range_stack *open = prepare_range_entry(PT_REGS_SP(ctx), tid, now);
-	struct record_with_arguments *record = begin_node_record(OP_RECORD_NODE_ENTER, PT_REGS_PARM2(ctx), tid, now);
+	struct thread_ids ids = current_thread_ids();
+	struct open_range_stack *open = prepare_range_entry(PT_REGS_SP(ctx), ids, now);
+	struct record_with_arguments *record = begin_node_record(OP_RECORD_NODE_ENTER, PT_REGS_PARM2(ctx), ids, now);
 	if (!record)
 		return 0;
 	/* Without shapes the record stops after the node: no inputs were captured. */

@@ -38,8 +38,12 @@ struct op_record {
 	__u32 op_id;           /* index into the userspace op table, from the attach cookie */
 	__u8 kind;             /* enum op_record_kind */
 	__u8 exit_cause;       /* exits: enum range_exit_cause; 0 otherwise */
-	__u8 reserved[6];
+	__u16 abi_version;     /* OP_RECORD_ABI_VERSION of the BPF object that wrote it */
+	__u32 tgid;            /* process id in tprof's PID namespace: which target, once there are several */
 };
+
+/* Raised whenever a record's layout or meaning changes; the consumer drops other versions. */
+#define OP_RECORD_ABI_VERSION 2
 
 /* Why a range ended (open_ranges.bpf.h). */
 enum range_exit_cause {

@@ -98,33 +98,33 @@ int op_enter(struct pt_regs *ctx)
 	if (!recording)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	__u32 tid = current_thread_ids().tid;
+	struct thread_ids ids = current_thread_ids();
 	__u32 op_id = (__u32)bpf_get_attach_cookie(ctx);
-	struct open_range_stack *open = prepare_range_entry(PT_REGS_SP(ctx), tid, now);
+	struct open_range_stack *open = prepare_range_entry(PT_REGS_SP(ctx), ids, now);
 	__u64 counter = read_sequence_counter();
-	__u64 stack_id = python_config.enabled ? capture_python_stack(tid, op_walk_buffer()) : 0;
+	__u64 stack_id = python_config.enabled ? capture_python_stack(ids.tid, op_walk_buffer()) : 0;
 	const struct op_plan *plan = capture_plan(op_id);
 	struct record_with_arguments *record =
-		plan ? begin_record(tid, op_id, OP_RECORD_ENTER, stack_id, now, counter) : NULL;
+		plan ? begin_record(ids, op_id, OP_RECORD_ENTER, stack_id, now, counter) : NULL;
 	if (record) {
 		read_op_inputs(ctx, plan, &record->arguments);
 		emit_assembled(record, arguments_size(&record->arguments));
 	} else {
-		emit(tid, op_id, OP_RECORD_ENTER, stack_id, now, counter);
+		emit(ids, op_id, OP_RECORD_ENTER, stack_id, now, counter);
 	}
 	push_range(open, PT_REGS_SP(ctx), op_id, OPEN_RANGE_OP);
 	return 0;
 }
 
 /* The `ret` of op `op_id`'s call: rax holds what it returns (the sret pointer for objects). */
-static __always_inline void emit_op_return(struct pt_regs *ctx, __u32 tid, __u32 op_id, __u64 now)
+static __always_inline void emit_op_return(struct pt_regs *ctx, struct thread_ids ids, __u32 op_id, __u64 now)
 {
 	__u64 counter = read_sequence_counter();
 	const struct op_plan *plan = capture_plan(op_id);
 	struct record_with_arguments *record = plan && plan->output_read != OUTPUT_NOTHING
-		? begin_record(tid, op_id, OP_RECORD_EXIT, 0, now, counter) : NULL;
+		? begin_record(ids, op_id, OP_RECORD_EXIT, 0, now, counter) : NULL;
 	if (!record) {
-		emit(tid, op_id, OP_RECORD_EXIT, 0, now, counter);
+		emit(ids, op_id, OP_RECORD_EXIT, 0, now, counter);
 		return;
 	}
 	read_op_outputs(PT_REGS_RC(ctx), plan, &record->arguments);
@@ -138,14 +138,14 @@ int range_return(struct pt_regs *ctx)
 	if (!recording)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	__u32 tid = current_thread_ids().tid;
+	struct thread_ids ids = current_thread_ids();
 	struct open_range returned;
-	if (!pop_returning_range(PT_REGS_SP(ctx), tid, now, &returned))
+	if (!pop_returning_range(PT_REGS_SP(ctx), ids, now, &returned))
 		return 0;
 	if (returned.kind == OPEN_RANGE_OP)
-		emit_op_return(ctx, tid, returned.op_id, now);
+		emit_op_return(ctx, ids, returned.op_id, now);
 	else
-		emit_range_exit(&returned, tid, now, RANGE_EXIT_RETURNED);
+		emit_range_exit(&returned, ids, now, RANGE_EXIT_RETURNED);
 	return 0;
 }
 
@@ -155,7 +155,7 @@ int exception_caught(struct pt_regs *ctx)
 {
 	if (!recording)
 		return 0;
-	close_unwound_ranges(PT_REGS_SP(ctx), current_thread_ids().tid, bpf_ktime_get_ns());
+	close_unwound_ranges(PT_REGS_SP(ctx), current_thread_ids(), bpf_ktime_get_ns());
 	return 0;
 }
 
@@ -171,5 +171,5 @@ int python_sample(void *ctx)
 	__u64 stack_id = capture_python_stack(ids.tid, sample_walk_buffer());
 	if (!stack_id)
 		return 0;
-	return emit(ids.tid, 0, OP_RECORD_PYTHON_SAMPLE, stack_id, now, SEQUENCE_COUNTER_UNKNOWN);
+	return emit(ids, 0, OP_RECORD_PYTHON_SAMPLE, stack_id, now, SEQUENCE_COUNTER_UNKNOWN);
 }

@@ -72,14 +72,14 @@ static __always_inline __u8 exit_record_kind(__u32 range_kind)
 }
 
 /* An exit record without payload, for a range closed by `cause`. */
-static __always_inline void emit_range_exit(const struct open_range *range, __u32 tid, __u64 now, __u8 cause)
+static __always_inline void emit_range_exit(const struct open_range *range, struct thread_ids ids, __u64 now, __u8 cause)
 {
 	struct op_record *rec = bpf_ringbuf_reserve(&op_records, sizeof(*rec), 0);
 	if (!rec) {
 		count_loss(LOSS_RING_BUFFER_FULL);
 		return;
 	}
-	fill_head(rec, tid, range->op_id, exit_record_kind(range->kind), 0, now, SEQUENCE_COUNTER_UNKNOWN);
+	fill_head(rec, ids, range->op_id, exit_record_kind(range->kind), 0, now, SEQUENCE_COUNTER_UNKNOWN);
 	rec->exit_cause = cause;
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 }
@@ -89,7 +89,7 @@ static __always_inline void emit_range_exit(const struct open_range *range, __u3
  * (or equal, with `inclusive`).
  */
 static __always_inline void close_ranges_below(struct open_range_stack *stack, __u64 stack_pointer, bool inclusive,
-					       __u8 cause, __u32 tid, __u64 now)
+					       __u8 cause, struct thread_ids ids, __u64 now)
 {
 	for (int i = 0; i < OPEN_RANGES_MAX; i++) {
 		struct open_range *top = top_range(stack);
@@ -97,7 +97,7 @@ static __always_inline void close_ranges_below(struct open_range_stack *stack, _
 			return;
 		if (top->stack_pointer > stack_pointer || (!inclusive && top->stack_pointer == stack_pointer))
 			return;
-		emit_range_exit(top, tid, now, cause);
+		emit_range_exit(top, ids, now, cause);
 		stack->depth -= 1;
 	}
 }
@@ -106,11 +106,11 @@ static __always_inline void close_ranges_below(struct open_range_stack *stack, _
  * At a range's entry, before its entry record: closes what this entry proves gone, so that
  * their exits precede it in the stream. NULL when the thread has no stack (no memory).
  */
-static __always_inline struct open_range_stack *prepare_range_entry(__u64 stack_pointer, __u32 tid, __u64 now)
+static __always_inline struct open_range_stack *prepare_range_entry(__u64 stack_pointer, struct thread_ids ids, __u64 now)
 {
 	struct open_range_stack *stack = open_ranges(true);
 	if (stack)
-		close_ranges_below(stack, stack_pointer, true, RANGE_EXIT_INFERRED, tid, now);
+		close_ranges_below(stack, stack_pointer, true, RANGE_EXIT_INFERRED, ids, now);
 	return stack;
 }
 
@@ -137,13 +137,13 @@ static __always_inline void push_range(struct open_range_stack *stack, __u64 sta
  * At a `ret` with rsp `stack_pointer`: the range it returns from, popped into `returned`;
  * false when it returns from no open range (a function that shares the site).
  */
-static __always_inline bool pop_returning_range(__u64 stack_pointer, __u32 tid, __u64 now,
+static __always_inline bool pop_returning_range(__u64 stack_pointer, struct thread_ids ids, __u64 now,
 						struct open_range *returned)
 {
 	struct open_range_stack *stack = open_ranges(false);
 	if (!stack)
 		return false;
-	close_ranges_below(stack, stack_pointer, false, RANGE_EXIT_INFERRED, tid, now);
+	close_ranges_below(stack, stack_pointer, false, RANGE_EXIT_INFERRED, ids, now);
 	struct open_range *top = top_range(stack);
 	if (!top || top->stack_pointer != stack_pointer)
 		return false;
@@ -153,11 +153,11 @@ static __always_inline bool pop_returning_range(__u64 stack_pointer, __u32 tid, 
 }
 
 /* At __cxa_begin_catch with rsp `stack_pointer`: everything the exception unwound. */
-static __always_inline void close_unwound_ranges(__u64 stack_pointer, __u32 tid, __u64 now)
+static __always_inline void close_unwound_ranges(__u64 stack_pointer, struct thread_ids ids, __u64 now)
 {
 	struct open_range_stack *stack = open_ranges(false);
 	if (stack)
-		close_ranges_below(stack, stack_pointer, true, RANGE_EXIT_UNWOUND, tid, now);
+		close_ranges_below(stack, stack_pointer, true, RANGE_EXIT_UNWOUND, ids, now);
 }
 
 #endif /* TPROF_BPF_OPEN_RANGES_BPF_H */

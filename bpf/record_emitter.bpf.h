@@ -68,20 +68,22 @@ static __always_inline struct thread_ids current_thread_ids(void)
 	return (struct thread_ids){.tgid = ids.tgid, .tid = ids.pid};
 }
 
-static __always_inline void fill_head(struct op_record *head, __u32 tid, __u32 op_id, __u8 kind,
+static __always_inline void fill_head(struct op_record *head, struct thread_ids ids, __u32 op_id, __u8 kind,
 				      __u64 python_stack_id, __u64 now, __u64 sequence_counter)
 {
 	head->timestamp_ns = now;
 	head->python_stack_id = python_stack_id;
 	head->sequence_counter = sequence_counter;
-	head->tid = tid;
+	head->tid = ids.tid;
+	head->tgid = ids.tgid;
 	head->op_id = op_id;
 	head->kind = kind;
-	__builtin_memset(head->reserved, 0, sizeof(head->reserved));
+	head->exit_cause = 0;
+	head->abi_version = OP_RECORD_ABI_VERSION;
 }
 
 /* A record without payload. */
-static __always_inline int emit(__u32 tid, __u32 op_id, __u8 kind, __u64 python_stack_id, __u64 now,
+static __always_inline int emit(struct thread_ids ids, __u32 op_id, __u8 kind, __u64 python_stack_id, __u64 now,
 				__u64 sequence_counter)
 {
 	struct op_record *rec = bpf_ringbuf_reserve(&op_records, sizeof(*rec), 0);
@@ -89,7 +91,7 @@ static __always_inline int emit(__u32 tid, __u32 op_id, __u8 kind, __u64 python_
 		count_loss(LOSS_RING_BUFFER_FULL);
 		return 0;
 	}
-	fill_head(rec, tid, op_id, kind, python_stack_id, now, sequence_counter);
+	fill_head(rec, ids, op_id, kind, python_stack_id, now, sequence_counter);
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	return 0;
 }
@@ -109,7 +111,7 @@ static __always_inline int emit_assembled(struct record_with_arguments *record, 
  * This thread's record buffer with its head filled in, or NULL (counted as a loss) when the
  * kernel has no memory for it.
  */
-static __always_inline struct record_with_arguments *begin_record(__u32 tid, __u32 op_id, __u8 kind,
+static __always_inline struct record_with_arguments *begin_record(struct thread_ids ids, __u32 op_id, __u8 kind,
 								  __u64 python_stack_id, __u64 now,
 								  __u64 sequence_counter)
 {
@@ -118,7 +120,7 @@ static __always_inline struct record_with_arguments *begin_record(__u32 tid, __u
 		count_loss(LOSS_ARGUMENTS_UNREADABLE);
 		return NULL;
 	}
-	fill_head(&record->head, tid, op_id, kind, python_stack_id, now, sequence_counter);
+	fill_head(&record->head, ids, op_id, kind, python_stack_id, now, sequence_counter);
 	return record;
 }
 

@@ -247,8 +247,8 @@ int run_attach(const AttachOptions& options) {
   RangeOperators range_operators(operators, [&](uint64_t vptr) {
     return range_probes ? range_probes->node_name(vptr) : std::string();
   });
-  RecordConsumer consumer(
-      tracer.ring_buffer_fd(), spans, samples,
+  RecordDecoder decoder(
+      spans, samples,
       {.on_new_thread = [&](uint32_t tid) { thread_names.emplace(tid, target.thread_name(tid)); },
        .on_stack_id =
            [&](uint64_t stack_id) {
@@ -261,6 +261,7 @@ int run_attach(const AttachOptions& options) {
        },
        .annotation_operator = [&](std::string_view name) { return range_operators.annotation(name); },
        .node_operator = [&](uint64_t vptr, model::RangeKind kind) { return range_operators.node(vptr, kind); }});
+  RecordConsumer consumer(tracer.ring_buffer_fd(), decoder);
   auto drain = [&] {
     consumer.drain();
     if (stacks) stacks->resolve_pending();
@@ -284,7 +285,7 @@ int run_attach(const AttachOptions& options) {
   try {
     reason = run_recording_loop(target, stop_signals, options.duration_s,
                                 {.drain = drain, .show_status = [&](double elapsed_s) {
-                                   console.status(elapsed_s, consumer.records(), tracer.losses().ring_buffer_full);
+                                   console.status(elapsed_s, decoder.records(), tracer.losses().ring_buffer_full);
                                  }});
   } catch (const Error& error) {
     reason = StopReason::kFault;
@@ -311,7 +312,7 @@ int run_attach(const AttachOptions& options) {
   if (!thread_names.contains(static_cast<uint32_t>(target.pid())))
     thread_names.emplace(target.pid(), target.thread_name(static_cast<uint32_t>(target.pid())));
 
-  const uint64_t records = consumer.records();
+  const uint64_t records = decoder.records();
   RecordedRun run{.main_tid = static_cast<uint32_t>(target.pid()),
                   .operators = std::move(operators),
                   .ops = std::move(spans).build(stop_ns, clock),
@@ -343,8 +344,8 @@ int run_attach(const AttachOptions& options) {
   if (python)
     console.line(group_thousands(trace.metadata.python_samples) + " stack samples; " +
                  group_thousands(trace.metadata.python_stacks_lost) + " Python stacks could not be read");
-  if (consumer.malformed_records() > 0)
-    console.line("warning: " + group_thousands(consumer.malformed_records()) +
+  if (decoder.malformed_records() > 0)
+    console.line("warning: " + group_thousands(decoder.malformed_records()) +
                  " records of an unknown shape were ignored (tprof and its BPF object disagree?)");
   if (trace.metadata.dropped_records > 0)
     console.line("warning: the ring buffer overflowed and events were lost; retry with a larger --buffer-mb");

@@ -17,9 +17,8 @@ namespace tprof {
 
 void RecordConsumer::RingBufferDeleter::operator()(ring_buffer* ring) const { ring_buffer__free(ring); }
 
-RecordConsumer::RecordConsumer(int ring_buffer_fd, SpanBuilder& spans, PythonSampleLog& samples, Callbacks callbacks)
-    : spans_(spans), samples_(samples), callbacks_(std::move(callbacks)) {
-  ring_.reset(ring_buffer__new(ring_buffer_fd, &RecordConsumer::on_record, this, nullptr));
+RecordConsumer::RecordConsumer(int ring_buffer_fd, RecordDecoder& decoder) {
+  ring_.reset(ring_buffer__new(ring_buffer_fd, &RecordConsumer::on_record, &decoder, nullptr));
   if (!ring_) throw Error(errno_message("cannot map the BPF ring buffer", errno));
 }
 
@@ -30,17 +29,24 @@ void RecordConsumer::drain() {
   if (result < 0 && result != -EINTR) throw Error(errno_message("reading the BPF ring buffer failed", -result));
 }
 
-int RecordConsumer::on_record(void* self, void* data, size_t size) {
-  auto* consumer = static_cast<RecordConsumer*>(self);
-  if (size < sizeof(op_record)) {
-    ++consumer->malformed_;
-    return 0;
+int RecordConsumer::on_record(void* decoder, void* data, size_t size) {
+  static_cast<RecordDecoder*>(decoder)->decode({static_cast<const std::byte*>(data), size});
+  return 0;
+}
+
+void RecordDecoder::decode(std::span<const std::byte> record) {
+  if (record.size() < sizeof(op_record)) {
+    ++malformed_;
+    return;
   }
   op_record head;
-  std::memcpy(&head, data, sizeof(head));
-  ++consumer->records_;
-  consumer->consume(head, static_cast<const unsigned char*>(data) + sizeof(head), size - sizeof(head));
-  return 0;
+  std::memcpy(&head, record.data(), sizeof(head));
+  if (head.abi_version != OP_RECORD_ABI_VERSION) {
+    ++malformed_;
+    return;
+  }
+  ++records_;
+  consume(head, reinterpret_cast<const unsigned char*>(record.data()) + sizeof(head), record.size() - sizeof(head));
 }
 
 namespace {
@@ -61,8 +67,8 @@ int64_t signed_sequence_number(uint64_t raw) {
 
 }  // namespace
 
-std::vector<model::Value> RecordConsumer::decode(uint32_t op_id, bool returns, const unsigned char* payload,
-                                                 size_t size) {
+std::vector<model::Value> RecordDecoder::decode_arguments(uint32_t op_id, bool returns, const unsigned char* payload,
+                                                          size_t size) {
   // BPF cuts the record after its last tensor copy; the missing tail reads as zeros.
   op_arguments arguments{};
   std::memcpy(&arguments, payload, std::min(size, sizeof(arguments)));
@@ -74,7 +80,7 @@ std::vector<model::Value> RecordConsumer::decode(uint32_t op_id, bool returns, c
   return callbacks_.decode_arguments(op_id, returns, arguments);
 }
 
-void RecordConsumer::consume(const op_record& head, const unsigned char* payload, size_t payload_size) {
+void RecordDecoder::consume(const op_record& head, const unsigned char* payload, size_t payload_size) {
   if (seen_threads_.insert(head.tid).second) callbacks_.on_new_thread(head.tid);
   if (head.python_stack_id != 0) callbacks_.on_stack_id(head.python_stack_id);
   OpEvent event;
@@ -88,7 +94,7 @@ void RecordConsumer::consume(const op_record& head, const unsigned char* payload
     case OP_RECORD_EXIT:
       event.is_exit = head.kind == OP_RECORD_EXIT;
       if (payload_size > 0) {
-        event.arguments = decode(head.op_id, event.is_exit, payload, payload_size);
+        event.arguments = decode_arguments(head.op_id, event.is_exit, payload, payload_size);
         event.has_arguments = true;
       }
       spans_.add(head.tid, std::move(event));
@@ -127,8 +133,8 @@ void RecordConsumer::consume(const op_record& head, const unsigned char* payload
       event.sequence_number = signed_sequence_number(node->sequence_nr);
       event.forward_thread = node->thread_id;
       if (is_node && payload_size > sizeof(autograd_node)) {
-        event.arguments = decode(kAutogradNodeInputs, false, payload + sizeof(autograd_node),
-                                 payload_size - sizeof(autograd_node));
+        event.arguments = decode_arguments(kAutogradNodeInputs, false, payload + sizeof(autograd_node),
+                                           payload_size - sizeof(autograd_node));
         event.has_arguments = true;
       }
       (is_node ? open_nodes_ : open_evaluations_)[head.tid].push_back(event.op_id);

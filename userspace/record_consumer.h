@@ -1,11 +1,13 @@
-// Drains the op tracer's ring buffer: op, annotation and autograd entries and exits into a
-// SpanBuilder, stack samples into a PythonSampleLog. The BPF side never wakes us
-// (BPF_RB_NO_WAKEUP), so drain() is called on a timer.
+// The op tracer's records, decoded: op, annotation and autograd entries and exits into a
+// SpanBuilder, stack samples into a PythonSampleLog. RecordDecoder takes one record's bytes
+// (pure, so that tests can feed it); RecordConsumer drains the ring buffer into one. The BPF
+// side never wakes us (BPF_RB_NO_WAKEUP), so drain() is called on a timer.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -22,7 +24,7 @@ struct op_record;
 
 namespace tprof {
 
-class RecordConsumer {
+class RecordDecoder {
  public:
   // The op id decode_arguments receives for an autograd node's inputs: every one a Tensor.
   static constexpr uint32_t kAutogradNodeInputs = UINT32_MAX;
@@ -43,27 +45,22 @@ class RecordConsumer {
     // from the node's vtable pointer.
     std::function<uint32_t(uint64_t vptr, model::RangeKind kind)> node_operator;
   };
-  RecordConsumer(int ring_buffer_fd, SpanBuilder& spans, PythonSampleLog& samples, Callbacks callbacks);
-  ~RecordConsumer();
-  RecordConsumer(const RecordConsumer&) = delete;
-  RecordConsumer& operator=(const RecordConsumer&) = delete;
+  RecordDecoder(SpanBuilder& spans, PythonSampleLog& samples, Callbacks callbacks)
+      : spans_(spans), samples_(samples), callbacks_(std::move(callbacks)) {}
 
-  // Consumes everything available now. Throws tprof::Error on a ring-buffer failure.
-  void drain();
+  // One record as the ring buffer holds it: a struct op_record head, then its kind's payload.
+  // One that is too short, of another ABI version or of an unknown kind is counted malformed.
+  void decode(std::span<const std::byte> record);
 
   uint64_t records() const { return records_; }
   uint64_t malformed_records() const { return malformed_; }
 
  private:
-  static int on_record(void* self, void* data, size_t size);
   void consume(const op_record& head, const unsigned char* payload, size_t payload_size);
   // The op arguments in a payload of `size` bytes; none (and counted malformed) if it is cut short.
-  std::vector<model::Value> decode(uint32_t op_id, bool returns, const unsigned char* payload, size_t size);
+  std::vector<model::Value> decode_arguments(uint32_t op_id, bool returns, const unsigned char* payload,
+                                             size_t size);
 
-  struct RingBufferDeleter {
-    void operator()(ring_buffer* ring) const;
-  };
-  std::unique_ptr<ring_buffer, RingBufferDeleter> ring_;
   SpanBuilder& spans_;
   PythonSampleLog& samples_;
   Callbacks callbacks_;
@@ -75,6 +72,26 @@ class RecordConsumer {
   std::unordered_map<uint32_t, std::vector<uint32_t>> open_nodes_;
   uint64_t records_ = 0;
   uint64_t malformed_ = 0;
+};
+
+class RecordConsumer {
+ public:
+  // Maps the ring buffer behind `ring_buffer_fd`; throws tprof::Error.
+  RecordConsumer(int ring_buffer_fd, RecordDecoder& decoder);
+  ~RecordConsumer();
+  RecordConsumer(const RecordConsumer&) = delete;
+  RecordConsumer& operator=(const RecordConsumer&) = delete;
+
+  // Decodes everything available now. Throws tprof::Error on a ring-buffer failure.
+  void drain();
+
+ private:
+  static int on_record(void* decoder, void* data, size_t size);
+
+  struct RingBufferDeleter {
+    void operator()(ring_buffer* ring) const;
+  };
+  std::unique_ptr<ring_buffer, RingBufferDeleter> ring_;
 };
 
 }  // namespace tprof
