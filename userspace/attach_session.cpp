@@ -269,7 +269,7 @@ int run_attach(const AttachOptions& options) {
 
   const uint64_t attach_start_ns = monotonic_now_ns();
   metadata.window_start_unix_ns = clock.to_unix(attach_start_ns);
-  // Exits first: a range entered before its exits are probed would stay open.
+  // Exits before entries, like the partners they are (nothing records before start_recording()).
   if (exits) tracer.attach_exits(exits->returns, exits->catches);
   if (ops) tracer.attach_ops(ops->plan.sites);
   if (range_probes) range_probes->attach(tracer);
@@ -347,6 +347,10 @@ int run_attach(const AttachOptions& options) {
   if (decoder.malformed_records() > 0)
     console.line("warning: " + group_thousands(decoder.malformed_records()) +
                  " records of an unknown shape were ignored (tprof and its BPF object disagree?)");
+  if (losses.ranges_not_tracked > 0)
+    console.line("warning: " + group_thousands(losses.ranges_not_tracked) +
+                 " calls nested deeper than tprof tracks (64 open ops per thread) end with their caller, "
+                 "flagged 'tprof: return missing'");
   if (trace.metadata.dropped_records > 0)
     console.line("warning: the ring buffer overflowed and events were lost; retry with a larger --buffer-mb");
   console.operator_table(top_operators_by_self_time(trace, 10));
