@@ -1,7 +1,11 @@
 #include "exporters/chrome_trace_writer.h"
 
+#include <algorithm>
+#include <charconv>
+#include <limits>
 #include <optional>
 #include <queue>
+#include <unordered_map>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -34,6 +38,13 @@ void append_relative_us(std::string& out, int64_t offset_ns) {
   out += static_cast<char>('0' + fraction / 100);
   out += static_cast<char>('0' + fraction / 10 % 10);
   out += static_cast<char>('0' + fraction % 10);
+}
+
+// The number a consumer that reads JSON numbers as float64 (Python, JavaScript) gets for `text`.
+double as_float64(std::string_view text) {
+  double value = 0;
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
 }
 
 // The difference as a signed value, so that times before `origin_ns` clamp to 0 rather than
@@ -286,9 +297,43 @@ class ChromeTraceEmitter {
     line_ += "\", \"name\": ";
     append_json_string(line_, name);
     append_place(tid, start_ns);
+    // append_place ended the line with the ts value.
+    const double ts_us = as_float64(std::string_view(line_).substr(line_.rfind(' ') + 1));
     line_ += ", \"dur\": ";
-    append_relative_us(line_, signed_difference_ns(end_ns, start_ns));
+    append_float64_safe_duration(tid, start_ns, end_ns, ts_us);
     line_ += ", \"args\": {";
+  }
+
+  // The exact duration, shortened by a nanosecond or so where a float64 reader would put the
+  // slice's end (ts + dur) after its exact end, or after the end of the slice that encloses it:
+  // at ts ~ 1e12 us a double resolves ~1 ns, and a child ending with its parent would be read
+  // as ending after it (TensorBoard's op tree then drops it). Slices arrive in start order,
+  // parents first, so each thread's enclosing slices are a stack; a child never ends after
+  // the end written for its parent, in nanoseconds or in float64.
+  void append_float64_safe_duration(uint32_t tid, uint64_t start_ns, uint64_t end_ns, double ts_us) {
+    std::vector<OpenSlice>& enclosing = open_slices_[tid];
+    while (!enclosing.empty() && enclosing.back().end_ns <= start_ns) enclosing.pop_back();
+    int64_t duration_ns = std::max<int64_t>(signed_difference_ns(end_ns, start_ns), 0);
+    double limit_us = std::numeric_limits<double>::infinity();
+    if (!enclosing.empty()) {
+      duration_ns = std::min(duration_ns, std::max<int64_t>(signed_difference_ns(enclosing.back().end_ns, start_ns), 0));
+      limit_us = enclosing.back().end_us;
+    }
+    std::string text;
+    if (start_ns >= base_time_ns_) {  // a clamped ts (0) says nothing about where the end lies
+      append_relative_us(text, signed_difference_ns(start_ns + duration_ns, base_time_ns_));
+      limit_us = std::min(limit_us, as_float64(text));
+    }
+    double end_us = 0;
+    while (true) {
+      text.clear();
+      append_relative_us(text, duration_ns);
+      end_us = ts_us + as_float64(text);
+      if (end_us <= limit_us || duration_ns == 0) break;
+      --duration_ns;
+    }
+    line_ += text;
+    enclosing.push_back({start_ns + static_cast<uint64_t>(duration_ns), end_us});
   }
 
   // `, "pid": P, "tid": T, "ts": µs`: where and when an event happens.
@@ -355,7 +400,14 @@ class ChromeTraceEmitter {
   OutputFile& out_;
   const uint64_t base_time_ns_;
   std::string line_;  // one event at a time, reused so that writing allocates nothing per event
-  uint64_t next_event_index_ = 0;  // "Ev Idx": position among the X events, as PyTorch counts
+  uint64_t next_event_index_ = 0;
+  // Per thread, the slices written so far that may still enclose the next one: the end as
+  // written (start + dur, in ns), and as a float64 reader computes it.
+  struct OpenSlice {
+    uint64_t end_ns;
+    double end_us;
+  };
+  std::unordered_map<uint32_t, std::vector<OpenSlice>> open_slices_;  // "Ev Idx": position among the X events, as PyTorch counts
 };
 
 }  // namespace

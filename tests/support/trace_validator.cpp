@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <array>
 #include <cmath>
 #include <fstream>
@@ -118,6 +119,10 @@ struct Slice {
   std::int64_t begin_ns = 0;
   std::int64_t end_ns = 0;
   std::size_t event_index = 0;
+  // As a consumer that reads numbers as float64 sees it (TensorBoard's op tree, HTA's pandas):
+  // ts, and ts + dur computed in doubles.
+  double begin_us = 0;
+  double end_us = 0;
 };
 
 using TrackKey = std::pair<std::string, std::string>;  // (pid, tid) as written
@@ -223,6 +228,35 @@ void check_slice_nesting(std::map<TrackKey, std::vector<Slice>>& slices_by_track
   }
 }
 
+// The same nesting once ts and ts + dur are float64: at ts ~ 1e12 us a double holds about
+// 1 ns, so a child that ends with its parent can end after it. TensorBoard's op tree then
+// reports "ranges on the same thread should not intersect" and drops the op.
+void check_float64_nesting(std::map<TrackKey, std::vector<Slice>>& slices_by_track, const TraceJson& events,
+                           ViolationList& violations) {
+  for (auto& [track, slices] : slices_by_track) {
+    std::sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) {
+      return a.begin_us != b.begin_us ? a.begin_us < b.begin_us : a.end_us > b.end_us;
+    });
+    std::vector<const Slice*> open_slices;
+    for (const auto& slice : slices) {
+      while (!open_slices.empty() && open_slices.back()->end_us <= slice.begin_us) open_slices.pop_back();
+      if (!open_slices.empty() && slice.end_us > open_slices.back()->end_us) {
+        const Slice& parent = *open_slices.back();
+        char slice_end[32], parent_end[32];
+        std::snprintf(slice_end, sizeof(slice_end), "%.17g", slice.end_us);
+        std::snprintf(parent_end, sizeof(parent_end), "%.17g", parent.end_us);
+        violations.add("float64-nesting", "pid " + track.first + " tid " + track.second + ": " +
+                                              describe_event(events[slice.event_index], slice.event_index) +
+                                              " ends at " + slice_end + " us, after its enclosing " +
+                                              describe_event(events[parent.event_index], parent.event_index) +
+                                              " at " + parent_end + " us");
+        continue;
+      }
+      open_slices.push_back(&slice);
+    }
+  }
+}
+
 void check_events(const TraceJson& events, ViolationList& violations) {
   static const std::regex kProfilerStepName(R"(ProfilerStep#\d+)");
   std::map<TrackKey, std::vector<Slice>> slices_by_track;
@@ -297,8 +331,10 @@ void check_events(const TraceJson& events, ViolationList& violations) {
       violations.add("complete-event", where + " has a negative ts or dur (Kineto clamps to 0)");
       continue;
     }
+    const double begin_us = static_cast<double>(event["ts"].get<long double>());
     slices_by_track[{event["pid"].dump(), event["tid"].dump()}].push_back(
-        {begin_ns, begin_ns + duration_ns, index});
+        {begin_ns, begin_ns + duration_ns, index, begin_us,
+         begin_us + static_cast<double>(event["dur"].get<long double>())});
 
     const std::string category = event["cat"].get<std::string>();
     const auto& args = event["args"];
@@ -343,6 +379,7 @@ void check_events(const TraceJson& events, ViolationList& violations) {
                    "Chakra's critical path and the TB step view need one)");
   }
   check_slice_nesting(slices_by_track, events, violations);
+  check_float64_nesting(slices_by_track, events, violations);
 }
 
 }  // namespace

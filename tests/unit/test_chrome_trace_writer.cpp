@@ -19,6 +19,7 @@
 #include "exporters/json_writer.h"
 #include "exporters/output_file.h"
 #include "model/trace_model.h"
+#include "tests/support/trace_validator.h"
 
 namespace tprof::exporters {
 namespace {
@@ -410,6 +411,34 @@ TEST_F(ChromeTraceWriterTest, GzipTraceInflatesToTheSameDocument) {
   for (int read; (read = gzread(file, chunk, sizeof chunk)) > 0;) inflated.append(chunk, read);
   gzclose(file);
   EXPECT_EQ(inflated, plain);
+}
+
+
+// 54 days into Kineto's three-month quantum, ts is ~4.66e12 us, where a double resolves ~1 ns:
+// a child that ends with its parent, or an op that ends with its step, could be read as
+// ending after it (issue 13, defect 4). Every shared end here must still nest in float64.
+TEST_F(ChromeTraceWriterTest, RangesThatEndTogetherStillNestWhenReadAsFloat64) {
+  model::Trace trace = make_sample_trace();
+  const uint64_t late_start = kBaseTimeNs + 4'660'000'000'000'123;
+  trace.metadata.window_start_unix_ns = late_start;
+  trace.metadata.window_end_unix_ns = late_start + 100'000'000;
+  model::ThreadTrack thread{.tid = kPid, .name = "python3", .spans = {}};
+  uint64_t record_id = 2;
+  for (uint64_t k = 0; k < 3000; ++k) {
+    // A parent with a child that starts later, and a grandchild, all ending at the same ns.
+    const uint64_t start = late_start + 1'000 + k * 10'000;
+    const uint64_t end = start + 5'000 + k % 997;
+    thread.spans.push_back({.start_ns = start, .end_ns = end, .record_id = record_id++, .depth = 0});
+    thread.spans.push_back({.start_ns = start + 1 + k % 13, .end_ns = end, .record_id = record_id++, .depth = 1});
+    thread.spans.push_back({.start_ns = start + 20 + k % 7, .end_ns = end, .record_id = record_id++, .depth = 2});
+  }
+  trace.threads = {thread};
+  trace.annotations = {{.name = "ProfilerStep#0", .tid = kPid, .start_ns = late_start,
+                        .end_ns = thread.spans.back().end_ns, .record_id = 1}};
+  const std::vector<std::string> violations = test::validate_trace_text(write_trace(trace));
+  std::string listed;
+  for (size_t i = 0; i < violations.size() && i < 5; ++i) listed += violations[i] + "\n";
+  EXPECT_TRUE(violations.empty()) << violations.size() << " violations, first:\n" << listed;
 }
 
 }  // namespace
