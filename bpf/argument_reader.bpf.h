@@ -225,14 +225,16 @@ static long read_argument(__u32 index, void *context)
 		record_int_list(walk->args, value, word, length);
 		break;
 	case READ_SCALAR: {
-		__u64 scalar[2] = {};
+		/* c10::Scalar {Tag tag; union {double; int64_t; c10::complex<double>; ...} v;}: the
+		 * union holds a complex<double>, aligned to 16, so the payload is at 16, not 8. */
+		__u64 scalar[3] = {};
 		if (bpf_probe_read_user(scalar, sizeof(scalar), (const void *)word)) {
 			value->status = ARGUMENT_UNREADABLE;
 			break;
 		}
 		value->status = ARGUMENT_SCALAR;
 		value->length = (__u32)scalar[0];
-		value->value = scalar[1];
+		value->value = scalar[2];
 		break;
 	}
 	}

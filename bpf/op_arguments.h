@@ -44,7 +44,7 @@ enum argument_read {
 	READ_OPTIONAL_TENSOR = 4,  /* the word points at an optional<at::Tensor> (tensor_layout's offsets) */
 	READ_TENSOR_LIST = 5,      /* ArrayRef<at::Tensor>: word = data, `length` = element count */
 	READ_INT_LIST = 6,         /* ArrayRef<int64_t> or ArrayRef<SymInt>: word = data, `length` = count */
-	READ_SCALAR = 7,           /* the word points at a c10::Scalar: tag word at 0, payload at 8 */
+	READ_SCALAR = 7,           /* the word points at a c10::Scalar: tag word at 0, payload at 16 */
 };
 
 struct argument_plan {

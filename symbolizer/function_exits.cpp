@@ -23,9 +23,9 @@ std::optional<uint64_t> direct_target(const cs_insn* instruction) {
 
 }  // namespace
 
-FunctionExits FunctionExitFinder::exits_of(uint64_t function_address) const {
+FunctionExits FunctionExitFinder::exits_of(uint64_t function_address) {
   FunctionExits exits;
-  X86Disassembler disassembler;
+  X86Disassembler& disassembler = disassembler_;
   std::set<uint64_t> fragments_seen;  // by start address
   std::deque<AddressRange> to_scan;
   const auto enqueue_fragment = [&](uint64_t address) {

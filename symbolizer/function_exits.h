@@ -17,6 +17,7 @@
 
 #include "symbolizer/function_bounds.h"
 #include "symbolizer/section_map.h"
+#include "symbolizer/x86_disassembler.h"
 
 namespace tprof::symbolizer {
 
@@ -37,11 +38,13 @@ class FunctionExitFinder {
 
   // The exits of the function whose first instruction is at `function_address`. Empty
   // `returns` when the address lies in no FDE or holds no code.
-  FunctionExits exits_of(uint64_t function_address) const;
+  FunctionExits exits_of(uint64_t function_address);
 
  private:
   const SectionMap& sections_;
   const FunctionBounds& bounds_;
+  // One for all searches: opening capstone costs more than reading a small function.
+  X86Disassembler disassembler_;
 };
 
 }  // namespace tprof::symbolizer

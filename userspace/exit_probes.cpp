@@ -37,7 +37,7 @@ UprobeSites catch_sites(const TargetProcess& target) {
 ExitProbes plan_exit_probes(const MappedLibrary& torch, const symbolizer::LibraryIndex& index,
                             const std::vector<uint64_t>& function_addresses, const TargetProcess& target) {
   const symbolizer::FunctionBounds bounds(index.elf, index.sections);
-  const symbolizer::FunctionExitFinder finder(index.sections, bounds);
+  symbolizer::FunctionExitFinder finder(index.sections, bounds);
   ExitProbes probes;
   std::set<uint64_t> return_offsets;  // a `ret` shared by several functions is probed once
   for (const uint64_t address : function_addresses) {

@@ -40,11 +40,10 @@ class FunctionExitsTest : public ::testing::TestWithParam<testing::TorchInstall>
     elf_ = std::make_unique<ElfFile>(GetParam().library("libtorch_cpu"));
     index_ = std::make_unique<LibraryIndex>(*elf_);
     bounds_ = std::make_unique<FunctionBounds>(*elf_, index_->sections);
+    finder_ = std::make_unique<FunctionExitFinder>(index_->sections, *bounds_);
   }
 
-  FunctionExits exits_of(uint64_t address) const {
-    return FunctionExitFinder(index_->sections, *bounds_).exits_of(address);
-  }
+  FunctionExits exits_of(uint64_t address) { return finder_->exits_of(address); }
 
   void count(ExitCensus& census, const FunctionExits& exits) const {
     ++census.functions;
@@ -64,6 +63,7 @@ class FunctionExitsTest : public ::testing::TestWithParam<testing::TorchInstall>
   std::unique_ptr<ElfFile> elf_;
   std::unique_ptr<LibraryIndex> index_;
   std::unique_ptr<FunctionBounds> bounds_;
+  std::unique_ptr<FunctionExitFinder> finder_;
 };
 
 TEST_P(FunctionExitsTest, EveryOpCallFunctionHasARet) {
