@@ -300,6 +300,11 @@ static __always_inline void read_op_outputs(__u64 result, const struct op_plan *
 			struct argument_value *value = &args->arguments[i & (OP_ARGUMENTS_MAX - 1)];
 			__builtin_memset(value, 0, sizeof(*value));
 			args->argument_count = (__u8)(i + 1);
+			if ((plan->output_word_mask >> i) & 1) {
+				value->status = bpf_probe_read_user(&value->value, sizeof(value->value), (const void *)element)
+					? ARGUMENT_UNREADABLE : ARGUMENT_WORD;
+				continue;
+			}
 			record_tensor(args, value, tensor_impl(element));
 		}
 		break;

@@ -59,7 +59,8 @@ struct argument_plan {
 enum output_read {
 	OUTPUT_NOTHING = 0,        /* void, or returns BPF does not read */
 	OUTPUT_TENSOR = 1,         /* rax points at an at::Tensor (sret slot, or the Tensor& returned) */
-	OUTPUT_TENSOR_TUPLE = 2,   /* rax points at std::tuple<Tensor...>: libstdc++ lays it out last element first */
+	OUTPUT_TENSOR_TUPLE = 2,   /* rax points at std::tuple<Tensor or int64_t...>: libstdc++ lays it out
+				    * last element first, 8 bytes each; output_word_mask marks the ints */
 	OUTPUT_TENSOR_REF_TUPLE = 3, /* std::tuple<Tensor&...>: as above, each element a pointer to a Tensor */
 	OUTPUT_TENSOR_VECTOR = 4,  /* rax points at std::vector<at::Tensor>: {begin, end, capacity} */
 };
@@ -69,7 +70,8 @@ struct op_plan {
 	__u8 argument_count;  /* schema arguments, in schema order (at most OP_ARGUMENTS_MAX described) */
 	__u8 output_read;     /* enum output_read */
 	__u8 output_count;    /* tuple elements for OUTPUT_TENSOR_TUPLE / _REF_TUPLE */
-	__u8 reserved[5];
+	__u8 output_word_mask; /* OUTPUT_TENSOR_TUPLE: bit i set when element i is an int64_t, not a Tensor */
+	__u8 reserved[4];
 	struct argument_plan arguments[OP_ARGUMENTS_MAX];
 };
 

@@ -161,6 +161,7 @@ struct ReturnAbi {
   bool hidden_return_pointer = false;
   output_read read = OUTPUT_NOTHING;
   uint8_t count = 0;
+  uint8_t word_mask = 0;  // OUTPUT_TENSOR_TUPLE: the int64_t elements
 };
 
 // torchgen's C++ return types: a mutable alias "Tensor(a!)" returns at::Tensor& (or const&), in
@@ -177,8 +178,15 @@ std::optional<ReturnAbi> classify_returns(const std::vector<SchemaArgument>& ret
     // std::tuple: libstdc++'s _Tuple_impl has a user-provided move constructor, so every tuple
     // (even std::tuple<at::Tensor&, at::Tensor&>) is non-trivial and returned through memory.
     auto count = static_cast<uint8_t>(returns.size());
-    if (std::all_of(returns.begin(), returns.end(), is_value_tensor)) {
-      return ReturnAbi{true, OUTPUT_TENSOR_TUPLE, count};
+    // Tensors and int64_ts are 8 bytes each, so element i sits at 8 * (count - 1 - i)
+    // (_batch_norm_impl_index returns (Tensor, Tensor, Tensor, Tensor, int)).
+    auto is_int = [](const SchemaArgument& r) { return r.type == "int"; };
+    if (count <= 8 && std::all_of(returns.begin(), returns.end(),
+                                  [&](const SchemaArgument& r) { return is_value_tensor(r) || is_int(r); })) {
+      uint8_t word_mask = 0;
+      for (uint8_t i = 0; i < count; ++i)
+        if (is_int(returns[i])) word_mask |= static_cast<uint8_t>(1u << i);
+      return ReturnAbi{true, OUTPUT_TENSOR_TUPLE, count, word_mask};
     }
     if (std::all_of(returns.begin(), returns.end(), is_mutable_tensor)) {
       return ReturnAbi{true, OUTPUT_TENSOR_REF_TUPLE, count};
@@ -365,6 +373,7 @@ OpArgumentPlan plan_op_arguments(std::string_view schema, const char* mangled_ca
   for (size_t i = 0; i < plan.bpf.argument_count; ++i) plan.bpf.arguments[i] = plan.inputs[i].bpf;
   plan.bpf.output_read = return_abi->read;
   plan.bpf.output_count = return_abi->count;
+  plan.bpf.output_word_mask = return_abi->word_mask;
   return plan;
 }
 

@@ -202,6 +202,17 @@ TEST(ArgumentPlan113, TuplesOfTensorsComeBackThroughMemory) {
                    "training word stack0", "momentum -", "eps -"}));
   EXPECT_EQ(batch_norm.bpf.output_read, OUTPUT_TENSOR_TUPLE);
   EXPECT_EQ(batch_norm.bpf.output_count, 3);
+  EXPECT_EQ(batch_norm.bpf.output_word_mask, 0);
+}
+
+TEST(ArgumentPlan113, TuplesMixingTensorsAndIntsAreReadElementByElement) {
+  // -> (Tensor, Tensor, Tensor, Tensor, int): every BatchNorm forward runs it (issue 13,
+  // defect 3: its outputs were missing).
+  OpArgumentPlan plan = plan_of(torch_1_13(), "_batch_norm_impl_index");
+  EXPECT_EQ(plan.bpf.output_read, OUTPUT_TENSOR_TUPLE);
+  EXPECT_EQ(plan.bpf.output_count, 5);
+  EXPECT_EQ(plan.bpf.output_word_mask, 1u << 4);
+  EXPECT_EQ(plan.return_types, (Texts{"Tensor", "Tensor", "Tensor", "Tensor", "int"}));
 }
 
 TEST(ArgumentPlan113, TuplesOfTensorReferencesComeBackThroughMemoryToo) {
