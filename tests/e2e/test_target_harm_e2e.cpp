@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +34,7 @@ using testing::fail_harness;
 
 constexpr double kMinimumRecall = 0.99;
 constexpr int kAttachCycles = 20;
+constexpr int kKilledAttaches = 5;
 // The engine's range around a Python autograd.Function's node (PyNode lives in libtorch_python,
 // whose apply() is not probed, so only evaluate_function shows it).
 constexpr const char* kFailingNodeRange = "autograd::engine::evaluate_function: torch::autograd::Node";
@@ -274,6 +276,35 @@ TEST(TargetHarmAttachCycles, AttachAndDetachTwentyTimesWhileExceptionsAreInFligh
   workload.expect_clean_exit();
   EXPECT_GT(counts["steps"].get<int>(), 0);
   EXPECT_EQ(counts["caught"], counts["steps"]) << "every iteration caught its error";
+  EXPECT_EQ(counts["caught"], counts["expected"]);
+}
+
+// tprof itself killed (SIGKILL: no detach code runs) while the target throws: the kernel drops
+// every probe with tprof's links, and no return address was ever swapped, so nothing is left
+// behind in the target.
+TEST(TargetHarmAttachCycles, TargetOutlivesTprofBeingKilledMidRecording) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; target safety is NOT tested ***";
+  ScratchDirectory scratch;
+  const WorkloadEnvironment environment = host_workload(scratch.path(), workload_script("harm_workloads.py"));
+  HarmWorkload workload(environment, {"--scenario", "nested-op-error", "--until-stopped"});
+  workload.process().write_stdin("go\n");
+  for (int kill = 0; kill < kKilledAttaches; ++kill) {
+    SCOPED_TRACE("kill " + std::to_string(kill + 1));
+    ChildProcess tprof({.argv = {testing::tprof_binary(), "attach", workload.pid(), "--output",
+                                 (scratch.path() / ("killed" + std::to_string(kill) + ".json")).string()},
+                        .pipe_stderr = true});
+    if (!tprof.stderr_lines().read_line_containing("attached", kStartTimeout))
+      fail_harness("tprof never printed 'attached':\n" + tprof.stderr_lines().transcript());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 + 150 * kill));
+    tprof.send_signal(SIGKILL);
+    ASSERT_TRUE(tprof.wait_for_exit(kRunTimeout).has_value());
+    ASSERT_TRUE(workload.process().is_running()) << "the target died with tprof";
+  }
+  workload.process().write_stdin("stop\n");
+  const nlohmann::json counts = read_counts(workload.process());
+  workload.expect_clean_exit();
+  EXPECT_GT(counts["steps"].get<int>(), 0);
   EXPECT_EQ(counts["caught"], counts["expected"]);
 }
 
