@@ -3,9 +3,9 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <regex>

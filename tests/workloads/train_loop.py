@@ -151,14 +151,6 @@ def autograd_events(events):
             if event.name.startswith(EVALUATE_FUNCTION) or event.name in node_names]
 
 
-def count_aten_beneath(event):
-    """How many aten:: events torch nests beneath `event`, at any depth."""
-    return sum((child.name.startswith("aten::")) + count_aten_beneath(child) for child in event.cpu_children)
-
-
-EVALUATE_FUNCTION = "autograd::engine::evaluate_function: "
-
-
 def write_execution_trace(run_steps, path):
     """torch's own Execution Trace of the steps: the reference for tprof's ET."""
     observer = torch.profiler.ExecutionTraceObserver().register_callback(path)
