@@ -15,5 +15,6 @@ until grep -q READY "$workload_out"; do
   sleep 0.2
 done
 echo "demo: training loop running as pid $workload_pid; attaching for 3 s" >&2
-./build/tprof attach "$workload_pid" --duration 3 --output demo.pt.trace.json.gz
+# --mode 0644: the demo trace is meant to be opened by whoever ran the demo through sudo.
+./build/tprof attach "$workload_pid" --duration 3 --output demo.pt.trace.json.gz --mode 0644
 echo "demo: open demo.pt.trace.json.gz in https://ui.perfetto.dev or chrome://tracing" >&2
