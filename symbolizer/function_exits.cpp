@@ -11,7 +11,7 @@ namespace tprof::symbolizer {
 namespace {
 
 // A function and its cold fragments are a handful of FDEs; a tail call chain beyond this is not
-// followed further (and said in FunctionExits).
+// followed further (a range whose `ret` is missed is closed later, flagged, by the BPF side).
 constexpr size_t kMaxFragments = 8;
 
 // The target of a direct jmp/jcc; nullopt for a jump through a register or memory.
@@ -25,16 +25,12 @@ std::optional<uint64_t> direct_target(const cs_insn* instruction) {
 
 FunctionExits FunctionExitFinder::exits_of(uint64_t function_address) {
   FunctionExits exits;
-  X86Disassembler& disassembler = disassembler_;
   std::set<uint64_t> fragments_seen;  // by start address
   std::deque<AddressRange> to_scan;
   const auto enqueue_fragment = [&](uint64_t address) {
     const auto fragment = bounds_.function_containing(address);
     if (!fragment || fragments_seen.contains(fragment->start)) return;
-    if (fragments_seen.size() == kMaxFragments) {
-      exits.fragment_limit_reached = true;
-      return;
-    }
+    if (fragments_seen.size() == kMaxFragments) return;
     fragments_seen.insert(fragment->start);
     to_scan.push_back(*fragment);
   };
@@ -49,11 +45,11 @@ FunctionExits FunctionExitFinder::exits_of(uint64_t function_address) {
     code = code.substr(0, std::min<uint64_t>(code.size(), fragment.end - fragment.start));
     uint64_t address = fragment.start;
     while (!code.empty()) {
-      const cs_insn* instruction = disassembler.decode(address, code);
+      const cs_insn* instruction = disassembler_.decode(address, code);
       const size_t size = instruction ? instruction->size : 1;  // skip a byte that does not decode
-      if (instruction && disassembler.in_group(instruction, CS_GRP_RET)) {
+      if (instruction && disassembler_.in_group(instruction, CS_GRP_RET)) {
         exits.returns.push_back(address);
-      } else if (instruction && disassembler.in_group(instruction, CS_GRP_JUMP)) {
+      } else if (instruction && disassembler_.in_group(instruction, CS_GRP_JUMP)) {
         // Out of this fragment: into a cold block of the same function, or a tail call.
         const auto target = direct_target(instruction);
         if (target && (*target < fragment.start || *target >= fragment.end)) enqueue_fragment(*target);

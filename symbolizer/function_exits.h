@@ -23,11 +23,10 @@ namespace tprof::symbolizer {
 
 struct FunctionExits {
   std::vector<uint64_t> returns;  // link-time addresses of the `ret` instructions, sorted
-  size_t fragments = 0;           // code blocks (FDEs) read: the function's, cold ones, tail-called ones
-  // More fragments were reachable than were read: some exits may be missing. A range whose
-  // `ret` is not probed (this, or a tail call through a register) is closed later by the BPF
-  // side's stack-pointer checks and flagged.
-  bool fragment_limit_reached = false;
+  // Code blocks (FDEs) read: the function's, cold ones, tail-called ones. A range whose `ret`
+  // is not among `returns` (a longer chain, a tail call through a register) is closed later by
+  // the BPF side's stack-pointer checks, flagged.
+  size_t fragments = 0;
 };
 
 class FunctionExitFinder {
