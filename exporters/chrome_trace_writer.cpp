@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstdio>
 #include <limits>
 #include <optional>
 #include <queue>
-#include <unordered_map>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -300,40 +301,43 @@ class ChromeTraceEmitter {
     // append_place ended the line with the ts value.
     const double ts_us = as_float64(std::string_view(line_).substr(line_.rfind(' ') + 1));
     line_ += ", \"dur\": ";
-    append_float64_safe_duration(tid, start_ns, end_ns, ts_us);
+    append_float64_safe_duration(start_ns, end_ns, ts_us);
     line_ += ", \"args\": {";
   }
 
-  // The exact duration, shortened by a nanosecond or so where a float64 reader would put the
-  // slice's end (ts + dur) after its exact end, or after the end of the slice that encloses it:
-  // at ts ~ 1e12 us a double resolves ~1 ns, and a child ending with its parent would be read
-  // as ending after it (TensorBoard's op tree then drops it). Slices arrive in start order,
-  // parents first, so each thread's enclosing slices are a stack; a child never ends after
-  // the end written for its parent, in nanoseconds or in float64.
-  void append_float64_safe_duration(uint32_t tid, uint64_t start_ns, uint64_t end_ns, double ts_us) {
-    std::vector<OpenSlice>& enclosing = open_slices_[tid];
-    while (!enclosing.empty() && enclosing.back().end_ns <= start_ns) enclosing.pop_back();
-    int64_t duration_ns = std::max<int64_t>(signed_difference_ns(end_ns, start_ns), 0);
-    double limit_us = std::numeric_limits<double>::infinity();
-    if (!enclosing.empty()) {
-      duration_ns = std::min(duration_ns, std::max<int64_t>(signed_difference_ns(enclosing.back().end_ns, start_ns), 0));
-      limit_us = enclosing.back().end_us;
+  // The duration, as a reader that takes JSON numbers as float64 (TensorBoard's op tree, HTA)
+  // adds it to ts: at ts ~ 1e12 us a double resolves ~1 ns, so ts + dur written exactly can
+  // land a double above the exact end, and a child ending with its parent, or a slice ending
+  // where its sibling starts, then overlaps it (TensorBoard drops such ops). Where that would
+  // happen, dur gets more decimals: a value within half a nanosecond of the exact one (it still
+  // reads as the same integer ns) whose sum with ts is the double nearest the exact end. Every
+  // slice's float64 end is then a monotonic function of its exact end, so nesting holds.
+  void append_float64_safe_duration(uint64_t start_ns, uint64_t end_ns, double ts_us) {
+    const int64_t duration_ns = std::max<int64_t>(signed_difference_ns(end_ns, start_ns), 0);
+    std::string exact;
+    append_relative_us(exact, duration_ns);
+    if (start_ns < base_time_ns_) {  // ts was clamped to 0: Kineto keeps dur as it is
+      line_ += exact;
+      return;
     }
-    std::string text;
-    if (start_ns >= base_time_ns_) {  // a clamped ts (0) says nothing about where the end lies
-      append_relative_us(text, signed_difference_ns(start_ns + duration_ns, base_time_ns_));
-      limit_us = std::min(limit_us, as_float64(text));
+    std::string end_text;
+    append_relative_us(end_text, signed_difference_ns(end_ns, base_time_ns_));
+    const double end_us = as_float64(end_text);
+    if (ts_us + as_float64(exact) == end_us) {
+      line_ += exact;
+      return;
     }
-    double end_us = 0;
-    while (true) {
-      text.clear();
-      append_relative_us(text, duration_ns);
-      end_us = ts_us + as_float64(text);
-      if (end_us <= limit_us || duration_ns == 0) break;
-      --duration_ns;
-    }
-    line_ += text;
-    enclosing.push_back({start_ns + static_cast<uint64_t>(duration_ns), end_us});
+    // end_us - ts_us is exact here (the two are within a factor of two); aim at it, staying
+    // less than half a double's spacing from it and as close to the exact duration as that allows.
+    const double spacing = std::nextafter(end_us, std::numeric_limits<double>::infinity()) - end_us;
+    const double to_end_us = end_us - ts_us;
+    const double wanted_us =
+        to_end_us + std::clamp(static_cast<double>(duration_ns) / 1000.0 - to_end_us, -0.49 * spacing, 0.49 * spacing);
+    char adjusted[48];
+    std::snprintf(adjusted, sizeof(adjusted), "%.6f", wanted_us);
+    const double adjusted_us = as_float64(adjusted);
+    const bool reads_as_exact_ns = std::llround(adjusted_us * 1000.0) == duration_ns;
+    line_ += ts_us + adjusted_us == end_us && reads_as_exact_ns ? std::string_view(adjusted) : std::string_view(exact);
   }
 
   // `, "pid": P, "tid": T, "ts": µs`: where and when an event happens.
@@ -401,13 +405,7 @@ class ChromeTraceEmitter {
   const uint64_t base_time_ns_;
   std::string line_;  // one event at a time, reused so that writing allocates nothing per event
   uint64_t next_event_index_ = 0;
-  // Per thread, the slices written so far that may still enclose the next one: the end as
-  // written (start + dur, in ns), and as a float64 reader computes it.
-  struct OpenSlice {
-    uint64_t end_ns;
-    double end_us;
-  };
-  std::unordered_map<uint32_t, std::vector<OpenSlice>> open_slices_;  // "Ev Idx": position among the X events, as PyTorch counts
+ // "Ev Idx": position among the X events, as PyTorch counts
 };
 
 }  // namespace
