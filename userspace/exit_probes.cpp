@@ -41,10 +41,7 @@ ExitProbes plan_exit_probes(const MappedLibrary& torch, const symbolizer::Librar
   ExitProbes probes;
   std::set<uint64_t> return_offsets;  // a `ret` shared by several functions is probed once
   for (const uint64_t address : function_addresses) {
-    const symbolizer::FunctionExits exits = finder.exits_of(address);
-    ++probes.functions;
-    if (exits.returns.empty()) ++probes.functions_without_return;
-    for (const uint64_t ret : exits.returns)
+    for (const uint64_t ret : finder.exits_of(address).returns)
       if (const auto offset = index.sections.file_offset_of(ret)) return_offsets.insert(*offset);
   }
   probes.returns = sites_in(torch.host_path, return_offsets);

@@ -5,7 +5,6 @@
 // frame aborts the target.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -17,9 +16,9 @@ namespace tprof {
 
 struct ExitProbes {
   UprobeSites returns;  // in libtorch_cpu, each offset once
-  UprobeSites catches;  // __cxa_begin_catch in the target's libstdc++; no offsets when none
-  size_t functions = 0;                 // functions whose exits were searched
-  size_t functions_without_return = 0;  // none found: their ranges close late, flagged inferred
+  // __cxa_begin_catch in the target's libstdc++; no offsets when none. It also closes the ranges
+  // of functions without a `ret` (ones that only throw).
+  UprobeSites catches;
 };
 
 // `function_addresses` are link-time addresses in `torch`'s library. Throws std::runtime_error

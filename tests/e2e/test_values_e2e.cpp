@@ -4,16 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
-#include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "tests/support/process_harness.h"
 #include "tests/support/recorded_workload.h"
 #include "tests/support/test_environment.h"
 #include "tests/support/trace_validator.h"
@@ -22,10 +20,6 @@ namespace tprof::test {
 namespace {
 
 namespace fs = std::filesystem;
-using namespace std::chrono_literals;
-using testing::fail_harness;
-
-constexpr auto kTimeout = 180s;
 
 // The Concrete Inputs of an op event at its Scalar arguments, in schema order.
 std::vector<std::string> scalar_inputs(const TraceJson& event) {
@@ -39,28 +33,13 @@ std::vector<std::string> scalar_inputs(const TraceJson& event) {
   return values;
 }
 
-// Records the workload's calls with tprof; returns what it expected and the trace's ops.
+// Records the workload's calls with tprof and checks each call's Scalars in the trace.
 void expect_known_scalars(const WorkloadEnvironment& environment, const fs::path& trace_path) {
-  ChildProcess workload({.argv = workload_command(environment, {}), .pipe_stdin = true, .pipe_stdout = true});
-  const auto ready = workload.stdout_lines().read_line_containing("READY", kTimeout);
-  if (!ready) fail_harness("workload never printed READY:\n" + workload.stdout_lines().transcript());
-  ChildProcess tprof({.argv = {testing::tprof_binary(), "attach", ready->substr(ready->find(' ') + 1), "--output",
-                               trace_path.string(), "--no-python", "--no-et"},
-                      .pipe_stderr = true});
-  if (!tprof.stderr_lines().read_line_containing("attached", kTimeout))
-    fail_harness("tprof never printed 'attached':\n" + tprof.stderr_lines().transcript());
-  workload.write_stdin("go\n");
-  const auto expected_line = workload.stdout_lines().read_line_containing("EXPECTED ", kTimeout);
-  if (!expected_line) fail_harness("workload never printed EXPECTED:\n" + workload.stdout_lines().transcript());
-  workload.stdout_lines().read_line_containing("DONE", kTimeout);
-  tprof.send_signal(SIGINT);
-  tprof.stderr_lines().read_to_end(kTimeout);
-  const auto status = tprof.wait_for_exit(kTimeout);
-  ASSERT_TRUE(status && status->succeeded()) << tprof.stderr_lines().transcript();
-  workload.close_stdin();
-  workload.wait_for_exit(kTimeout);
-
-  const nlohmann::json expected = nlohmann::json::parse(expected_line->substr(expected_line->find(' ') + 1));
+  const fs::path expected_file = "expected.json";
+  record_workload_with_tprof(environment, {"--expected-out", (environment.scratch_for_target / expected_file).string()},
+                             trace_path, {"--no-python", "--no-et"});
+  const nlohmann::json expected =
+      nlohmann::json::parse(std::ifstream(environment.scratch_for_us / expected_file));
   const TraceJson trace = load_trace(trace_path);
   std::vector<const TraceJson*> ops;
   for (const auto& event : trace["traceEvents"])

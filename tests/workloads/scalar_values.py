@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Ops called with Scalars whose values are known: the target of the values e2e test.
 
-Prints READY <pid>, waits for a line on stdin, runs each call once, prints the calls as JSON
-on a line starting EXPECTED (op name and the Concrete Inputs torch's profiler would show for
-its Scalar arguments, in schema order), then DONE, and exits at the next line or EOF.
+Protocol as train_loop.py's: prints READY <pid>, waits for a line on stdin, runs each call once,
+writes the calls to --expected-out as JSON (op name and the Concrete Inputs torch's profiler
+would show for its Scalar arguments, in schema order), prints DONE, and exits at the next line
+or EOF.
 """
+import argparse
 import json
 import os
 import sys
@@ -26,11 +28,16 @@ CALLS = [
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--expected-out", metavar="FILE", required=True)
+    parser.add_argument("--trigger", choices=("stdin",), default="stdin", help="what releases the calls")
+    args = parser.parse_args()
     print(f"READY {os.getpid()}", flush=True)
     sys.stdin.readline()
     for _, _, call in CALLS:
         call()
-    print("EXPECTED " + json.dumps([[op, values] for op, values, _ in CALLS]), flush=True)
+    with open(args.expected_out, "w") as out:
+        json.dump([[op, values] for op, values, _ in CALLS], out)
     print("DONE", flush=True)
     sys.stdin.readline()
     return 0
