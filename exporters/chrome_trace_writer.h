@@ -1,14 +1,18 @@
-// Writes the model as a Kineto-compatible Chrome trace (../shared/docs/formats.md §2, §5):
-// Kineto's top-level key order, relative microsecond timestamps with 3 decimals against a
-// 3-month-floored baseTimeNanoseconds, process/thread metadata, cpu_op and user_annotation
-// slices.
+// Writes a Kineto-compatible Chrome trace (../shared/docs/formats.md §2, §5) as the ranges
+// arrive: Kineto's top-level key order, relative microsecond timestamps with 3 decimals
+// against a 3-month-floored baseTimeNanoseconds, process/thread metadata, cpu_op,
+// user_annotation and python_function slices and fwdbwd flows, one event per line. Events
+// come in the order the sink receives them (ranges as they close); every consumer sorts.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 
 #include "exporters/output_file.h"
 #include "model/trace_model.h"
+#include "model/trace_sink.h"
 
 namespace tprof::exporters {
 
@@ -18,10 +22,48 @@ uint64_t chrome_trace_base_time_ns(uint64_t unix_ns);
 // "<int us>.<3-digit ns>" of a non-negative ns offset; negative offsets clamp to "0.000".
 std::string format_relative_us(int64_t offset_ns);
 
+// Everything after the last event: the "Record Window End" instant, the end of traceEvents,
+// "tprof_summary" and "traceName". `tprof recover` ends a partial file with it too.
+std::string chrome_trace_tail(int64_t window_end_relative_ns, const model::RunSummary& summary,
+                              const std::string& trace_name);
+
 // `trace_name` goes into the top-level "traceName" (the output file's base name).
-// baseTimeNanoseconds derives from the window start. X events come out one per line, merged
-// across threads by start time, which needs each ThreadTrack::spans and Trace::annotations
-// sorted by start as the model promises. Does not commit `out`.
+// baseTimeNanoseconds derives from the window start. Does not commit `out`.
+class ChromeTraceWriter final : public model::TraceSink {
+ public:
+  ChromeTraceWriter(OutputFile& out, std::string trace_name);
+
+  void begin(const model::SessionInfo& session) override;
+  void thread(const model::ThreadInfo& thread) override;
+  void op(const model::ClosedOp& op) override;
+  void python_span(uint32_t tid, const model::PythonSpan& span) override;
+  void flow(const model::ForwardBackwardFlow& flow) override;
+  void flush() override;
+  void finish(const model::RunSummary& summary) override;
+
+ private:
+  void write_header();
+  template <typename AppendValue>
+  void write_metadata_event(std::string_view name, uint32_t tid, std::string_view arg_key, AppendValue append_value);
+  void write_flow_event(std::string_view phase, uint64_t id, uint32_t tid, uint64_t ts_ns);
+  void begin_event(std::string_view category, std::string_view name, uint32_t tid, uint64_t start_ns,
+                   uint64_t end_ns);
+  void append_float64_safe_duration(uint64_t start_ns, uint64_t end_ns, double ts_us);
+  void append_place(uint32_t tid, uint64_t time_ns);
+  void append_true_arg(std::string_view key);
+  void end_slice();
+  const std::string& call_stack_json(const model::PythonStack& stack);
+
+  OutputFile& out_;
+  const std::string trace_name_;
+  model::SessionInfo session_;
+  uint64_t base_time_ns_ = 0;
+  std::string line_;  // one event at a time, reused so that writing allocates nothing per event
+  uint64_t next_event_index_ = 0;  // "Ev Idx": position among the X events, as PyTorch counts
+  std::unordered_map<const model::PythonStack*, std::string> call_stacks_;
+};
+
+// The whole trace, replayed through a ChromeTraceWriter. Does not commit `out`.
 void write_chrome_trace(const model::Trace& trace, const std::string& trace_name, OutputFile& out);
 
 }  // namespace tprof::exporters

@@ -1,6 +1,7 @@
-// The neutral in-memory trace: what was recorded, already symbolized and on the wall clock.
-// Producers (the attach session) fill it; exporters only read it. Nothing here knows about
-// BPF, ELF or any output format.
+// The neutral trace model: what was recorded, already symbolized and on the wall clock. The
+// attach session streams it to exporters through model/trace_sink.h; the whole-trace `Trace`
+// below is for tests and offline tools, which replay it into the same sinks. Nothing here
+// knows about BPF, ELF or any output format.
 #pragma once
 
 #include <cstdint>
@@ -70,6 +71,7 @@ struct PythonFrame {
   std::string file;
   int line = 0;           // the line executing in that frame (the call site); 0 if unknown
   std::string function;   // co_qualname (co_name before 3.11)
+  bool operator==(const PythonFrame&) const = default;
 };
 
 // A call stack, innermost frame first.
@@ -91,8 +93,11 @@ struct PythonSpan {
 struct OpSpan {
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;
-  uint64_t record_id = 0;   // the process-wide op id: Chrome "External id"/"Record function id", ET rf_id
-  uint32_t operator_index = 0;  // into Trace::operators
+  uint64_t record_id = 0;   // the process-wide op id, handed out at entry: Chrome "External
+                            // id"/"Record function id", ET rf_id
+  uint64_t parent_record_id = 0;  // the enclosing range on this thread (an op or the step
+                                  // annotation); 0: none
+  uint32_t operator_index = 0;  // into the operator table
   uint32_t depth = 0;           // number of enclosing ops on this thread
   bool closed_at_stop = false;  // still running when recording stopped; end_ns is the stop time
   bool unwound = false;         // a C++ exception ended it; end_ns is when a handler caught it
@@ -116,49 +121,56 @@ struct ForwardBackwardLink {
   uint32_t backward_span_index = 0;
 };
 
-// A user-level range such as ProfilerStep#N.
-struct Annotation {
-  std::string name;
-  uint32_t tid = 0;
-  uint64_t start_ns = 0;
-  uint64_t end_ns = 0;
-  uint64_t record_id = 0;
-};
-
 struct ThreadTrack {
   uint32_t tid = 0;
   std::string name;            // /proc/PID/task/TID/comm
+  uint64_t entry_id = 0;       // see ThreadInfo::entry_id (model/trace_sink.h)
   std::vector<OpSpan> spans;   // sorted by start; a parent precedes its children
   std::vector<PythonSpan> python_spans;  // sorted by start; a parent precedes its children;
                                          // nested with `spans` (each op lies inside the python
                                          // spans of its stack)
 };
 
-struct TraceMetadata {
+// What is known when recording starts.
+struct SessionInfo {
   uint32_t pid = 0;
   std::string process_name;       // /proc/PID/comm
   std::string hostname;
   std::string tprof_version;
   uint64_t attach_unix_ns = 0;    // when every probe was live
   uint64_t window_start_unix_ns = 0;
+  std::string torch_library;      // path of libtorch_cpu as seen in the target ("" if none)
+  std::string python_version;     // "3.11.2"; "" when Python stacks were not recorded
+  std::string tensor_layout;      // how TensorImpl was calibrated; "" when shapes were not recorded
+};
+
+// What is known only when recording ends: the window's end and everything that was lost.
+struct RunSummary {
   uint64_t window_end_unix_ns = 0;
   uint64_t dropped_records = 0;   // ring-buffer reservation failures in BPF
   uint64_t unmatched_returns = 0; // returns whose entry was never seen (op began before attach)
-  std::string torch_library;      // path of libtorch_cpu as seen in the target ("" if none)
-  std::string python_version;     // "3.11.2"; "" when Python stacks were not recorded
+  uint64_t late_records = 0;      // records that arrived after the watermark had passed them
   uint64_t python_samples = 0;    // stack samples taken between ops
   uint64_t python_stacks_lost = 0;  // stacks that could not be walked or stored
-  std::string tensor_layout;      // how TensorImpl was calibrated; "" when shapes were not recorded
   uint64_t arguments_lost = 0;    // op records that went without their arguments
+  uint64_t python_timeline_lost = 0;  // stack observations left out of python_function spans
+                                      // because a thread's backlog reached its bound
+  bool recovered = false;         // rebuilt by `tprof recover` from a partial file
 };
 
 struct Trace {
-  TraceMetadata metadata;
+  SessionInfo session;
+  RunSummary summary;
   std::vector<Operator> operators;
   std::vector<PythonStack> python_stacks;  // distinct op call stacks, referenced by OpSpan
   std::vector<ThreadTrack> threads;    // main thread (tid == pid) first, then by tid
-  std::vector<Annotation> annotations; // sorted by start
   std::vector<ForwardBackwardLink> forward_backward_links;  // by forward op start
 };
+
+// Numbers a trace's entries as the span closer does while recording: record ids from 1 in
+// start order over all threads (an enclosing range before what it encloses), each thread's
+// entry id just before its first range, and each range's parent_record_id from how the
+// ranges of its thread enclose each other. For traces built by hand.
+void number_entries(Trace& trace);
 
 }  // namespace tprof::model

@@ -13,6 +13,7 @@
 #include "exporters/execution_trace_writer.h"
 #include "exporters/output_file.h"
 #include "model/trace_model.h"
+#include "model/trace_sink.h"
 #include "symbolizer/op_catalog.h"
 #include "symbolizer/python_runtime.h"
 #include "userspace/argument_decoder.h"
@@ -25,16 +26,14 @@
 #include "userspace/probe_plan.h"
 #include "userspace/record_consumer.h"
 #include "userspace/python_frame_resolver.h"
-#include "userspace/python_sample_log.h"
 #include "userspace/python_stack_store.h"
 #include "userspace/python_walker_config.h"
 #include "userspace/range_operators.h"
 #include "userspace/range_probes.h"
 #include "userspace/recording_loop.h"
-#include "userspace/span_builder.h"
+#include "userspace/span_closer.h"
 #include "userspace/stop_signals.h"
 #include "userspace/target_process.h"
-#include "userspace/trace_assembly.h"
 #include "userspace/unique_fd.h"
 #include "userspace/wall_clock.h"
 
@@ -163,6 +162,136 @@ std::string describe_attachment(const TargetProcess& target, const std::optional
   return text + " in " + milliseconds + " ms";
 }
 
+// The files a session writes, created before anything is attached so that an unwritable
+// destination fails at once.
+struct OutputFiles {
+  OutputFiles(const AttachOptions& options, const TargetProcess& target)
+      : trace(options.output_path.empty() ? default_output_path(target.pid(), unix_now_ns()) : options.output_path,
+              options.output_mode) {
+    if (!options.execution_trace) return;
+    const std::string execution_trace_path = options.execution_trace_path.empty()
+                                                 ? default_execution_trace_path(trace.path())
+                                                 : options.execution_trace_path;
+    if (execution_trace_path == trace.path()) throw Error("--et names the trace file itself: " + trace.path());
+    execution_trace.emplace(execution_trace_path, options.output_mode);
+  }
+
+  exporters::OutputFile trace;
+  std::optional<exporters::OutputFile> execution_trace;
+};
+
+OpTracerOptions tracer_options_for(const AttachOptions& options, const TargetProcess& target,
+                                   const std::optional<OpProbes>& ops, const std::optional<RangeProbes>& ranges,
+                                   const std::optional<symbolizer::PythonLayout>& python) {
+  OpTracerOptions tracer_options;
+  tracer_options.ring_buffer_bytes = options.ring_buffer_bytes;
+  tracer_options.target_pid = target.pid();
+  if (ranges) {
+    tracer_options.node_sequence_nr_offset = ranges->node_sequence_nr_offset();
+    tracer_options.node_thread_id_offset = ranges->node_thread_id_offset();
+    if (const auto& counter = ranges->sequence_counter()) {
+      tracer_options.sequence_counter_module = counter->module;
+      tracer_options.sequence_counter_offset = counter->offset;
+    }
+  }
+  if (python) tracer_options.python = make_walker_config(*python);
+  if (ops) tracer_options.op_count = static_cast<uint32_t>(ops->plan.operators.size());
+  if (ops && ops->tensor_layout) tracer_options.tensors = ops->tensor_layout->to_bpf();
+  return tracer_options;
+}
+
+model::SessionInfo session_info(const TargetProcess& target, const std::optional<OpProbes>& ops,
+                                const std::optional<symbolizer::PythonLayout>& python) {
+  model::SessionInfo session;
+  session.pid = static_cast<uint32_t>(target.pid());
+  session.process_name = target.name();
+  session.hostname = host_name();
+  session.tprof_version = TPROF_VERSION;
+  if (ops) session.torch_library = ops->library.path_in_target;
+  if (ops && ops->tensor_layout) session.tensor_layout = ops->tensor_layout->source;
+  if (python) session.python_version = python->version.to_string();
+  return session;
+}
+
+// The sinks a recording streams into: the trace, the ET if asked for, and the console table.
+class SessionSinks {
+ public:
+  explicit SessionSinks(OutputFiles& outputs)
+      : outputs_(outputs), chrome_(outputs.trace, base_name(outputs.trace.path())) {
+    std::vector<model::TraceSink*> sinks{&chrome_, &totals_};
+    if (outputs.execution_trace) {
+      execution_trace_.emplace(*outputs.execution_trace);
+      sinks.push_back(&*execution_trace_);
+    }
+    fan_out_.emplace(std::move(sinks));
+  }
+  model::TraceSink& sink() { return *fan_out_; }
+  const OperatorTotalsSink& totals() const { return totals_; }
+
+  // At most once per kFlushPeriodNs: what was handed on so far reaches the partial files.
+  void flush_if_due(uint64_t now_ns) {
+    if (now_ns - last_flush_ns_ < kFlushPeriodNs) return;
+    fan_out_->flush();
+    last_flush_ns_ = now_ns;
+  }
+
+  void commit() {
+    outputs_.trace.commit();
+    if (outputs_.execution_trace) outputs_.execution_trace->commit();
+  }
+
+  std::string written() const {
+    std::string paths = outputs_.trace.path();
+    if (outputs_.execution_trace) paths += " and " + outputs_.execution_trace->path();
+    return paths;
+  }
+
+ private:
+  static constexpr uint64_t kFlushPeriodNs = 1'000'000'000;
+
+  OutputFiles& outputs_;
+  exporters::ChromeTraceWriter chrome_;
+  std::optional<exporters::ExecutionTraceWriter> execution_trace_;
+  OperatorTotalsSink totals_;
+  std::optional<model::FanOutSink> fan_out_;
+  uint64_t last_flush_ns_ = 0;
+};
+
+// How long after its timestamp a record may still reach the ring buffer: BPF stamps a record
+// before it reserves its slot, and a program can be preempted in between. Records older than
+// the drain time minus this are final.
+constexpr uint64_t kRecordSkewBoundNs = 50'000'000;
+
+void report(Console& console, StopReason reason, const SessionSinks& sinks, const SpanCloser& closer,
+            const RecordDecoder& decoder, const model::RunSummary& summary, const LossCounts& losses, bool python) {
+  const SpanCloser::Counts& counts = closer.counts();
+  console.line(std::string("stopped: ") + describe(reason) + ". Wrote " + sinks.written());
+  console.line(group_thousands(counts.ops) + " ranges and " + group_thousands(counts.python_spans) +
+               " python_function spans on " + std::to_string(counts.threads) + " threads from " +
+               group_thousands(decoder.records()) + " events; " + group_thousands(summary.dropped_records) +
+               " events dropped; " + group_thousands(summary.unmatched_returns) +
+               " returns of calls that began before attach (ignored)");
+  if (python)
+    console.line(group_thousands(summary.python_samples) + " stack samples; " +
+                 group_thousands(summary.python_stacks_lost) + " Python stacks could not be read");
+  if (decoder.malformed_records() > 0)
+    console.line("warning: " + group_thousands(decoder.malformed_records()) +
+                 " records of an unknown shape were ignored (tprof and its BPF object disagree?)");
+  if (summary.late_records > 0)
+    console.line("warning: " + group_thousands(summary.late_records) +
+                 " records arrived later than the 50 ms skew bound and may nest wrongly");
+  if (summary.python_timeline_lost > 0)
+    console.line("warning: " + group_thousands(summary.python_timeline_lost) +
+                 " stack observations were left out of python_function spans (a thread's backlog reached its bound)");
+  if (losses.ranges_not_tracked > 0)
+    console.line("warning: " + group_thousands(losses.ranges_not_tracked) +
+                 " calls nested deeper than tprof tracks (64 open ops per thread) end with their caller, "
+                 "flagged 'tprof: return missing'");
+  if (summary.dropped_records > 0)
+    console.line("warning: the ring buffer overflowed and events were lost; retry with a larger --buffer-mb");
+  console.operator_table(sinks.totals().top_by_self_time(10));
+}
+
 }  // namespace
 
 int run_attach(const AttachOptions& options) {
@@ -183,18 +312,7 @@ int run_attach(const AttachOptions& options) {
   if (python)
     for (const std::string& warning : python->warnings) console.line("warning: " + warning);
 
-  const std::string output_path =
-      options.output_path.empty() ? default_output_path(target.pid(), unix_now_ns()) : options.output_path;
-  exporters::OutputFile output(output_path, options.output_mode);  // fails now, not after recording
-  std::optional<exporters::OutputFile> execution_trace_output;
-  if (options.execution_trace) {
-    const std::string execution_trace_path = options.execution_trace_path.empty()
-                                                 ? default_execution_trace_path(output_path)
-                                                 : options.execution_trace_path;
-    if (execution_trace_path == output_path) throw Error("--et names the trace file itself: " + output_path);
-    execution_trace_output.emplace(execution_trace_path, options.output_mode);
-  }
-
+  OutputFiles outputs(options, target);  // fails now, not after recording
   std::optional<RangeProbes> range_probes;
   std::optional<ExitProbes> exits;
   if (ops) {
@@ -202,38 +320,14 @@ int run_attach(const AttachOptions& options) {
     exits = plan_range_exits(*ops, *range_probes, target, console);
   }
 
-  OpTracerOptions tracer_options;
-  tracer_options.ring_buffer_bytes = options.ring_buffer_bytes;
-  tracer_options.target_pid = target.pid();
-  if (range_probes) {
-    tracer_options.node_sequence_nr_offset = range_probes->node_sequence_nr_offset();
-    tracer_options.node_thread_id_offset = range_probes->node_thread_id_offset();
-    if (const auto& counter = range_probes->sequence_counter()) {
-      tracer_options.sequence_counter_module = counter->module;
-      tracer_options.sequence_counter_offset = counter->offset;
-    }
-  }
-  if (python) tracer_options.python = make_walker_config(*python);
-  if (ops) tracer_options.op_count = static_cast<uint32_t>(ops->plan.operators.size());
-  if (ops && ops->tensor_layout) tracer_options.tensors = ops->tensor_layout->to_bpf();
-  OpTracer tracer(tracer_options);
+  OpTracer tracer(tracer_options_for(options, target, ops, range_probes, python));
   if (ops && ops->tensor_layout)
     for (uint32_t op_id = 0; op_id < ops->argument_plans.size(); ++op_id)
       tracer.set_op_plan(op_id, ops->argument_plans[op_id].bpf);
   const UniqueFd stop_signals = block_stop_signals();
   const MonotonicToUnix clock = MonotonicToUnix::calibrate();
+  model::SessionInfo session = session_info(target, ops, python);
 
-  model::TraceMetadata metadata;
-  metadata.pid = static_cast<uint32_t>(target.pid());
-  metadata.process_name = target.name();
-  metadata.hostname = host_name();
-  metadata.tprof_version = TPROF_VERSION;
-  if (ops) metadata.torch_library = ops->library.path_in_target;
-  if (ops && ops->tensor_layout) metadata.tensor_layout = ops->tensor_layout->source;
-  if (python) metadata.python_version = python->version.to_string();
-
-  SpanBuilder spans;
-  PythonSampleLog samples;
   std::optional<PythonFrameResolver> frame_resolver;
   std::optional<PythonStackStore> stacks;
   if (python) {
@@ -247,8 +341,17 @@ int run_attach(const AttachOptions& options) {
   RangeOperators range_operators(operators, [&](uint64_t vptr) {
     return range_probes ? range_probes->node_name(vptr) : std::string();
   });
+  SessionSinks sinks(outputs);
+  SpanCloser::StackLookup find_stack;
+  if (stacks) find_stack = [&](uint64_t stack_id) { return stacks->find(stack_id); };
+  SpanCloser closer(operators, find_stack, clock,
+                    [&](uint32_t tid) {
+                      const auto name = thread_names.find(tid);
+                      return name != thread_names.end() ? name->second : target.thread_name(tid);
+                    },
+                    sinks.sink());
   RecordDecoder decoder(
-      spans, samples,
+      closer,
       {.on_new_thread = [&](uint32_t tid) { thread_names.emplace(tid, target.thread_name(tid)); },
        .on_stack_id =
            [&](uint64_t stack_id) {
@@ -262,13 +365,17 @@ int run_attach(const AttachOptions& options) {
        .annotation_operator = [&](std::string_view name) { return range_operators.annotation(name); },
        .node_operator = [&](uint64_t vptr, model::RangeKind kind) { return range_operators.node(vptr, kind); }});
   RecordConsumer consumer(tracer.ring_buffer_fd(), decoder);
+  // Everything up to the watermark is final: it is closed, handed on and written.
   auto drain = [&] {
+    const uint64_t drain_ns = monotonic_now_ns();
     consumer.drain();
     if (stacks) stacks->resolve_pending();
+    closer.advance(drain_ns - std::min(drain_ns, kRecordSkewBoundNs));
+    sinks.flush_if_due(drain_ns);
   };
 
   const uint64_t attach_start_ns = monotonic_now_ns();
-  metadata.window_start_unix_ns = clock.to_unix(attach_start_ns);
+  session.window_start_unix_ns = clock.to_unix(attach_start_ns);
   // Exits before entries, like the partners they are (nothing records before start_recording()).
   if (exits) tracer.attach_exits(exits->returns, exits->catches);
   if (ops) tracer.attach_ops(ops->plan.sites);
@@ -276,9 +383,14 @@ int run_attach(const AttachOptions& options) {
   tracer.start_recording();
   if (python) tracer.attach_python_sampler(options.sample_hz);
   const uint64_t attached_ns = monotonic_now_ns();
-  metadata.attach_unix_ns = clock.to_unix(attached_ns);
+  session.attach_unix_ns = clock.to_unix(attached_ns);
   console.line(describe_attachment(target, ops, exits, python, options.sample_hz,
                                    static_cast<double>(attached_ns - attach_start_ns) / 1e6));
+  sinks.sink().begin(session);
+  // Until step detection exists, one step covers the whole window: HTA and Chakra need a
+  // ProfilerStep annotation.
+  closer.open_step(static_cast<uint32_t>(target.pid()), range_operators.annotation("ProfilerStep#0"),
+                   attach_start_ns);
 
   StopReason reason;
   std::string fault;
@@ -287,7 +399,7 @@ int run_attach(const AttachOptions& options) {
                                 {.drain = drain, .show_status = [&](double elapsed_s) {
                                    console.status(elapsed_s, decoder.records(), tracer.losses().ring_buffer_full);
                                  }});
-  } catch (const Error& error) {
+  } catch (const std::exception& error) {
     reason = StopReason::kFault;
     fault = error.what();
   }
@@ -297,63 +409,28 @@ int run_attach(const AttachOptions& options) {
   const uint64_t stop_ns = monotonic_now_ns();
   tracer.detach();
   try {
-    drain();
-  } catch (const Error& error) {
+    consumer.drain();
+    if (stacks) stacks->resolve_pending();
+  } catch (const std::exception& error) {
     if (fault.empty()) fault = error.what();
     reason = StopReason::kFault;
   }
   console.clear_status();
-  metadata.window_end_unix_ns = clock.to_unix(stop_ns);
+  closer.finish(stop_ns);
+
   const LossCounts losses = tracer.losses();
-  metadata.dropped_records = losses.ring_buffer_full;
-  metadata.python_samples = samples.count();
-  metadata.python_stacks_lost = losses.stack_unreadable + losses.stack_not_stored + (stacks ? stacks->lost() : 0);
-  metadata.arguments_lost = losses.arguments_unreadable;
-  if (!thread_names.contains(static_cast<uint32_t>(target.pid())))
-    thread_names.emplace(target.pid(), target.thread_name(static_cast<uint32_t>(target.pid())));
-
-  const uint64_t records = decoder.records();
-  RecordedRun run{.main_tid = static_cast<uint32_t>(target.pid()),
-                  .operators = std::move(operators),
-                  .ops = std::move(spans).build(stop_ns, clock),
-                  .samples = &samples,
-                  .stacks = stacks ? &*stacks : nullptr,
-                  .thread_names = std::move(thread_names)};
-  const model::Trace trace = assemble_trace(std::move(run), clock, std::move(metadata));
-  exporters::write_chrome_trace(trace, base_name(output_path), output);
-  output.commit();
-  if (execution_trace_output) {
-    exporters::write_execution_trace(trace, *execution_trace_output);
-    execution_trace_output->commit();
-  }
-
-  uint64_t op_count = 0;
-  uint64_t python_span_count = 0;
-  for (const auto& thread : trace.threads) {
-    op_count += thread.spans.size();
-    python_span_count += thread.python_spans.size();
-  }
-  std::string written = output_path;
-  if (execution_trace_output) written += " and " + execution_trace_output->path();
-  console.line(std::string("stopped: ") + describe(reason) + ". Wrote " + written);
-  console.line(group_thousands(op_count) + " ops and " + group_thousands(python_span_count) +
-               " python_function spans on " + std::to_string(trace.threads.size()) + " threads from " +
-               group_thousands(records) + " events; " + group_thousands(trace.metadata.dropped_records) +
-               " events dropped; " + group_thousands(trace.metadata.unmatched_returns) +
-               " returns of calls that began before attach (ignored)");
-  if (python)
-    console.line(group_thousands(trace.metadata.python_samples) + " stack samples; " +
-                 group_thousands(trace.metadata.python_stacks_lost) + " Python stacks could not be read");
-  if (decoder.malformed_records() > 0)
-    console.line("warning: " + group_thousands(decoder.malformed_records()) +
-                 " records of an unknown shape were ignored (tprof and its BPF object disagree?)");
-  if (losses.ranges_not_tracked > 0)
-    console.line("warning: " + group_thousands(losses.ranges_not_tracked) +
-                 " calls nested deeper than tprof tracks (64 open ops per thread) end with their caller, "
-                 "flagged 'tprof: return missing'");
-  if (trace.metadata.dropped_records > 0)
-    console.line("warning: the ring buffer overflowed and events were lost; retry with a larger --buffer-mb");
-  console.operator_table(top_operators_by_self_time(trace, 10));
+  model::RunSummary summary;
+  summary.window_end_unix_ns = clock.to_unix(stop_ns);
+  summary.dropped_records = losses.ring_buffer_full;
+  summary.unmatched_returns = closer.counts().unmatched_returns;
+  summary.late_records = closer.counts().late_records;
+  summary.python_samples = decoder.python_samples();
+  summary.python_stacks_lost = losses.stack_unreadable + losses.stack_not_stored + (stacks ? stacks->lost() : 0);
+  summary.arguments_lost = losses.arguments_unreadable;
+  summary.python_timeline_lost = closer.counts().python_timeline_lost;
+  sinks.sink().finish(summary);
+  sinks.commit();
+  report(console, reason, sinks, closer, decoder, summary, losses, python.has_value());
   if (!fault.empty()) throw Error("recording stopped early: " + fault + " (the trace up to that point was written)");
   return 0;
 }

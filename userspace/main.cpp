@@ -7,7 +7,9 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "exporters/partial_recovery.h"
 #include "userspace/attach_session.h"
 #include "userspace/error.h"
 
@@ -38,8 +40,10 @@ constexpr const char* kAttachFooter =
     ".et.json, not .pt.trace.json, so that TensorBoard does not load it as a second trace; but\n"
     "HTA's TraceAnalysis(trace_dir=...) reads every .json/.gz in a directory and may take the ET\n"
     "for the rank-0 trace, so give HTA a directory without it (--et elsewhere, or --no-et).\n"
-    "\nFiles are created new and mode 0600 (--mode to share them); an existing <file>.tmp, or a\n"
-    "link there, is refused rather than followed.\n"
+    "\nThe files are written as recording goes, to <file>.partial (flushed every second), and\n"
+    "renamed into place at the end; if tprof is killed, `tprof recover <file>.partial` turns what\n"
+    "was flushed into a valid file. Files are created new and mode 0600 (--mode to share them);\n"
+    "an existing <file>.partial, or a link there, is refused rather than followed.\n"
     "\nExceptions are safe to trace: tprof closes ops at their `ret` instructions and at the\n"
     "C++ runtime's catch, never with uretprobes; an op a C++ exception ended is kept and\n"
     "flagged \"tprof: unwound\".";
@@ -51,6 +55,30 @@ std::optional<mode_t> parse_file_mode(const std::string& text) {
   return static_cast<mode_t>(std::stoul(text, nullptr, 8));
 }
 
+constexpr const char* kRecoverFooter =
+    "\nA tprof that was killed (SIGKILL, OOM, a crash) leaves <file>.partial beside each file it\n"
+    "was writing, holding everything up to its last flush (at most a second old). recover keeps\n"
+    "every complete event, closes the file as tprof would have, marks it recovered (\"tprof_summary\":\n"
+    "{\"recovered\": true} in a trace, \"tprof_recovered\": true in an Execution Trace), writes\n"
+    "<file> and removes the partial one. Ops still running at the kill are not in it.\n"
+    "\nExample:\n"
+    "  tprof recover step.pt.trace.json.gz.partial step.et.json.gz.partial";
+
+int recover_files(const std::vector<std::string>& partial_paths, mode_t mode) {
+  int status = 0;
+  for (const std::string& partial_path : partial_paths) {
+    try {
+      const auto recovered = tprof::exporters::recover_partial_file(partial_path, mode);
+      std::printf("recovered %s: %llu %s\n", recovered.path.c_str(), static_cast<unsigned long long>(recovered.events),
+                  recovered.execution_trace ? "nodes" : "events");
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "tprof: error: %s\n", error.what());
+      status = 1;
+    }
+  }
+  return status;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -59,7 +87,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   // One line, in the same form as every other tprof error.
   app.failure_message([](const CLI::App*, const CLI::Error& error) {
-    return "tprof: error: " + std::string(error.what()) + " (see tprof attach --help)\n";
+    return "tprof: error: " + std::string(error.what()) + " (see tprof --help)\n";
   });
 
   tprof::AttachOptions options;
@@ -103,11 +131,26 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100000));
   attach->add_flag("-q,--quiet", options.quiet, "Print only errors");
 
+  std::vector<std::string> partial_paths;
+  std::string recover_mode = "0600";
+  CLI::App* recover =
+      app.add_subcommand("recover", "Turn the .partial files a killed tprof left into a valid trace and Execution Trace");
+  recover->footer(kRecoverFooter);
+  recover->add_option("files", partial_paths, "<file>.partial files, traces or Execution Traces, plain or .gz")
+      ->required()
+      ->check(CLI::ExistingFile);
+  recover->add_option("--mode", recover_mode, "Permission bits of the files written, in octal")
+      ->capture_default_str()
+      ->check([](const std::string& text) -> std::string {
+        return parse_file_mode(text) ? "" : "not an octal file mode like 0640: " + text;
+      });
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     return app.exit(error);
   }
+  if (recover->parsed()) return recover_files(partial_paths, *parse_file_mode(recover_mode));
   if (attach->count("--duration") > 0) options.duration_s = duration_s;
   options.ring_buffer_bytes = buffer_mb << 20;
   options.python_stacks = !no_python;

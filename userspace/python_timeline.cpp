@@ -1,9 +1,6 @@
 #include "userspace/python_timeline.h"
 
 #include <algorithm>
-#include <map>
-#include <tuple>
-#include <unordered_map>
 
 namespace tprof {
 namespace {
@@ -35,92 +32,62 @@ bool extends(const ResolvedStack& inner, const ResolvedStack& outer) {
 
 }  // namespace
 
-std::vector<FrameSpan> build_frame_spans(const std::vector<StackObservation>& observations) {
-  struct OpenFrame {
-    size_t span_index;
-    uint64_t last_seen_ns;
-  };
-  struct EnclosingOp {
-    uint64_t end_ns;
-    const ResolvedStack* stack;
-  };
-  std::vector<FrameSpan> spans;
-  std::vector<OpenFrame> open;
-  const ResolvedStack* open_stack = nullptr;  // the last stack applied: `open` mirrors its outer part
-  std::vector<EnclosingOp> enclosing_ops;
-
-  for (const StackObservation& observation : observations) {
-    while (!enclosing_ops.empty() && enclosing_ops.back().end_ns <= observation.start_ns) enclosing_ops.pop_back();
-    const ResolvedStack& stack = *observation.stack;
-    // Python cannot unwind below a running op: a stack seen inside an op that does not
-    // continue the op's own stack is a torn read. Leave the timeline as it is.
-    const bool consistent = enclosing_ops.empty() || extends(stack, *enclosing_ops.back().stack);
-    if (observation.is_op)
-      enclosing_ops.push_back({observation.end_ns, consistent ? &stack : enclosing_ops.back().stack});
-    if (!consistent) continue;
-
-    size_t shared = 0;
-    while (shared < open.size() && shared < stack.size() && same_invocation(*open_stack, stack, shared)) ++shared;
-    while (open.size() > shared) {
-      spans[open.back().span_index].end_ns = open.back().last_seen_ns;
-      open.pop_back();
-    }
-    for (size_t depth = shared; depth < stack.size(); ++depth) {
-      open.push_back({spans.size(), observation.end_ns});
-      spans.push_back({observation.start_ns, 0, static_cast<uint32_t>(depth), &frame_at_depth(stack, depth)});
-    }
-    for (size_t depth = 0; depth < shared; ++depth)
-      open[depth].last_seen_ns = std::max(open[depth].last_seen_ns, observation.end_ns);
-    open_stack = &stack;
+model::PythonSpan PythonSpanNamer::open(const ResolvedFrame& frame, uint64_t start_ns, uint32_t depth,
+                                        uint64_t parent_python_id) {
+  model::PythonSpan span;
+  span.start_ns = start_ns;
+  span.depth = depth;
+  span.python_id = next_python_id_++;
+  span.parent_python_id = parent_python_id;
+  if (frame.module_class) {
+    auto& instances = module_ids_[*frame.module_class];
+    span.module_id = instances.emplace(frame.module_self, static_cast<int64_t>(instances.size())).first->second;
+    span.name = "nn.Module: " + *frame.module_class + "_" + std::to_string(span.module_id);
+  } else {
+    span.name = frame.file + "(" + std::to_string(frame.first_line) + "): " + frame.function;
   }
-  for (const OpenFrame& frame : open) spans[frame.span_index].end_ns = frame.last_seen_ns;
-  return spans;
+  return span;
 }
 
-void name_python_spans(const std::vector<std::vector<FrameSpan>>& threads, model::Trace& trace) {
-  struct Ref {
-    uint64_t start_ns;
-    size_t thread;
-    size_t index;
-  };
-  std::vector<Ref> order;
-  for (size_t thread = 0; thread < threads.size(); ++thread)
-    for (size_t index = 0; index < threads[thread].size(); ++index)
-      order.push_back({threads[thread][index].start_ns, thread, index});
-  std::sort(order.begin(), order.end(), [](const Ref& a, const Ref& b) {
-    return std::tie(a.start_ns, a.thread, a.index) < std::tie(b.start_ns, b.thread, b.index);
-  });
+// Frames that close together are handed on outermost first: where their times tie exactly
+// (both first seen by one observation, last seen by another), readers that keep file order
+// for equal ranges then nest them the right way round.
+void PythonTimeline::close_down_to(size_t depth, const Emit& emit) {
+  for (size_t at = depth; at < open_.size(); ++at) {
+    open_[at].span.end_ns = open_[at].last_seen_ns;
+    emit(open_[at].span);
+  }
+  if (open_.size() > depth) open_.resize(depth);
+}
 
-  for (size_t thread = 0; thread < threads.size(); ++thread)
-    trace.threads[thread].python_spans.resize(threads[thread].size());
-  // torch's PythonIDVisitor: ids from 1 in event order; module ids per class, per instance
-  // in order of first appearance.
-  std::map<std::string, std::unordered_map<uint64_t, int64_t>> module_ids;
-  uint64_t next_python_id = 1;
-  for (const Ref& ref : order) {
-    const FrameSpan& source = threads[ref.thread][ref.index];
-    model::PythonSpan& span = trace.threads[ref.thread].python_spans[ref.index];
-    span.start_ns = source.start_ns;
-    span.end_ns = source.end_ns;
-    span.depth = source.depth;
-    span.python_id = next_python_id++;
-    const ResolvedFrame& frame = *source.frame;
-    if (frame.module_class) {
-      auto& instances = module_ids[*frame.module_class];
-      span.module_id = instances.emplace(frame.module_self, static_cast<int64_t>(instances.size())).first->second;
-      span.name = "nn.Module: " + *frame.module_class + "_" + std::to_string(span.module_id);
-    } else {
-      span.name = frame.file + "(" + std::to_string(frame.first_line) + "): " + frame.function;
-    }
+void PythonTimeline::observe(const StackObservation& observation, const Emit& emit) {
+  while (!enclosing_ops_.empty() && enclosing_ops_.back().end_ns <= observation.start_ns) enclosing_ops_.pop_back();
+  const ResolvedStack& stack = *observation.stack;
+  // Python cannot unwind below a running op: a stack seen inside an op that does not
+  // continue the op's own stack is a torn read. Leave the timeline as it is.
+  const bool consistent = enclosing_ops_.empty() || extends(stack, *enclosing_ops_.back().stack);
+  if (observation.is_op)
+    enclosing_ops_.push_back({observation.end_ns, consistent ? &stack : enclosing_ops_.back().stack});
+  if (!consistent) return;
+
+  size_t shared = 0;
+  while (shared < open_.size() && shared < stack.size() && same_invocation(*open_stack_, stack, shared)) ++shared;
+  close_down_to(shared, emit);
+  for (size_t depth = 0; depth < shared; ++depth)
+    open_[depth].last_seen_ns = std::max(open_[depth].last_seen_ns, observation.end_ns);
+  for (size_t depth = shared; depth < stack.size(); ++depth) {
+    const uint64_t parent_id = depth > 0 ? open_[depth - 1].span.python_id : 0;
+    open_.push_back({namer_->open(frame_at_depth(stack, depth), observation.start_ns, static_cast<uint32_t>(depth),
+                                  parent_id),
+                     observation.end_ns});
   }
-  for (model::ThreadTrack& thread : trace.threads) {
-    std::vector<uint64_t> id_at_depth;
-    for (model::PythonSpan& span : thread.python_spans) {
-      id_at_depth.resize(span.depth);
-      span.parent_python_id = span.depth > 0 ? id_at_depth.back() : 0;
-      id_at_depth.push_back(span.python_id);
-    }
-  }
+  open_stack_ = &stack;
+}
+
+void PythonTimeline::finish(const Emit& emit) {
+  close_down_to(0, emit);
+  enclosing_ops_.clear();
+  open_stack_ = nullptr;
 }
 
 }  // namespace tprof

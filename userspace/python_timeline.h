@@ -1,16 +1,20 @@
-// Rebuilds torch.profiler's python_function spans from outside the process: from the Python
-// stack seen at every op entry and at every stack sample between ops.
+// Rebuilds torch.profiler's python_function spans from outside the process, as recording goes:
+// from the Python stack seen at every op entry and at every stack sample between ops.
 //
 // A frame that stays at the same depth with the same frame address and code object across
 // consecutive observations is taken to be the same invocation, unless its caller moved to
 // another call site or, for an nn.Module call, its module changed: frame slots are reused by
-// consecutive calls (`self.bn(self.conv(x))` runs two _call_impl frames in one slot). A span starts at the first
-// observation that shows its frame and ends at the end of the last one that does (an op's
-// return, or a sample's time), so its edges are exact to within the nearest op or one
-// sampling period. Spans nest with each other and with the ops by construction.
+// consecutive calls (`self.bn(self.conv(x))` runs two _call_impl frames in one slot). A span
+// starts at the first observation that shows its frame and ends at the end of the last one
+// that does (an op's return, or a sample's time), so its edges are exact to within the nearest
+// op or one sampling period. Spans nest with each other and with the ops by construction.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "model/trace_model.h"
@@ -26,21 +30,44 @@ struct StackObservation {
   bool is_op = false;
 };
 
-// A python span before naming: which frame it is, when, how deep.
-struct FrameSpan {
-  uint64_t start_ns = 0;
-  uint64_t end_ns = 0;
-  uint32_t depth = 0;
-  const ResolvedFrame* frame = nullptr;  // as first seen
+// Names and numbers python spans the way torch's Python tracer does, process-wide: "Python
+// id" from 1 in the order spans open, and per-class "Python module id" per instance in order
+// of first appearance.
+class PythonSpanNamer {
+ public:
+  model::PythonSpan open(const ResolvedFrame& frame, uint64_t start_ns, uint32_t depth, uint64_t parent_python_id);
+
+ private:
+  uint64_t next_python_id_ = 1;
+  std::map<std::string, std::unordered_map<uint64_t, int64_t>, std::less<>> module_ids_;
 };
 
-// `observations` of one thread, sorted by start (ops before samples at equal start; an
-// enclosing op before the ops it calls). Returns spans sorted by start, parents first.
-std::vector<FrameSpan> build_frame_spans(const std::vector<StackObservation>& observations);
+// One thread's python_function spans. Observations come in start order (ops before samples
+// at equal start; an enclosing op before the ops it calls), each op with its end; a span is
+// handed to `emit` once a later observation shows its frame gone, or at finish().
+class PythonTimeline {
+ public:
+  using Emit = std::function<void(const model::PythonSpan&)>;
+  explicit PythonTimeline(PythonSpanNamer& namer) : namer_(&namer) {}
 
-// Names the spans the way torch's Python tracer does and numbers them: "Python id" from 1
-// in start order over all threads, "Python parent id", and per-class "Python module id" in
-// order of first appearance. `threads[i]` becomes trace.threads[i].python_spans.
-void name_python_spans(const std::vector<std::vector<FrameSpan>>& threads, model::Trace& trace);
+  void observe(const StackObservation& observation, const Emit& emit);
+  void finish(const Emit& emit);  // closes every span still open
+
+ private:
+  struct OpenFrame {
+    model::PythonSpan span;
+    uint64_t last_seen_ns;
+  };
+  struct EnclosingOp {
+    uint64_t end_ns;
+    const ResolvedStack* stack;
+  };
+  void close_down_to(size_t depth, const Emit& emit);
+
+  PythonSpanNamer* namer_;
+  std::vector<OpenFrame> open_;
+  const ResolvedStack* open_stack_ = nullptr;  // the last stack applied: `open_` mirrors its outer part
+  std::vector<EnclosingOp> enclosing_ops_;
+};
 
 }  // namespace tprof

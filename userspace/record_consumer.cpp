@@ -100,7 +100,9 @@ void RecordDecoder::consume(const op_record& head, const unsigned char* payload,
       spans_.add(head.tid, std::move(event));
       return;
     case OP_RECORD_PYTHON_SAMPLE:
-      samples_.add(head.tid, PythonSample{head.timestamp_ns, head.python_stack_id});
+      event.is_sample = true;
+      ++python_samples_;
+      spans_.add(head.tid, std::move(event));
       return;
     case OP_RECORD_ANNOTATION_ENTER: {
       const auto enter = payload_as<annotation_enter>(payload, payload_size);

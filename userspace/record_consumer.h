@@ -1,7 +1,7 @@
-// The op tracer's records, decoded: op, annotation and autograd entries and exits into a
-// SpanBuilder, stack samples into a PythonSampleLog. RecordDecoder takes one record's bytes
-// (pure, so that tests can feed it); RecordConsumer drains the ring buffer into one. The BPF
-// side never wakes us (BPF_RB_NO_WAKEUP), so drain() is called on a timer.
+// The op tracer's records, decoded: op, annotation and autograd entries and exits and stack
+// samples, into a SpanCloser. RecordDecoder takes one record's bytes (pure, so that tests can
+// feed it); RecordConsumer drains the ring buffer into one. The BPF side never wakes us
+// (BPF_RB_NO_WAKEUP), so drain() is called on a timer.
 #pragma once
 
 #include <cstdint>
@@ -15,8 +15,7 @@
 
 #include "model/trace_model.h"
 
-#include "userspace/python_sample_log.h"
-#include "userspace/span_builder.h"
+#include "userspace/span_closer.h"
 
 struct ring_buffer;
 struct op_arguments;
@@ -45,14 +44,14 @@ class RecordDecoder {
     // from the node's vtable pointer.
     std::function<uint32_t(uint64_t vptr, model::RangeKind kind)> node_operator;
   };
-  RecordDecoder(SpanBuilder& spans, PythonSampleLog& samples, Callbacks callbacks)
-      : spans_(spans), samples_(samples), callbacks_(std::move(callbacks)) {}
+  RecordDecoder(SpanCloser& spans, Callbacks callbacks) : spans_(spans), callbacks_(std::move(callbacks)) {}
 
   // One record as the ring buffer holds it: a struct op_record head, then its kind's payload.
   // One that is too short, of another ABI version or of an unknown kind is counted malformed.
   void decode(std::span<const std::byte> record);
 
   uint64_t records() const { return records_; }
+  uint64_t python_samples() const { return python_samples_; }
   uint64_t malformed_records() const { return malformed_; }
 
  private:
@@ -61,8 +60,7 @@ class RecordDecoder {
   std::vector<model::Value> decode_arguments(uint32_t op_id, bool returns, const unsigned char* payload,
                                              size_t size);
 
-  SpanBuilder& spans_;
-  PythonSampleLog& samples_;
+  SpanCloser& spans_;
   Callbacks callbacks_;
   std::unordered_set<uint32_t> seen_threads_;
   // Annotation handle (its RecordFunction's address) -> operator index, while open.
@@ -71,6 +69,7 @@ class RecordDecoder {
   std::unordered_map<uint32_t, std::vector<uint32_t>> open_evaluations_;
   std::unordered_map<uint32_t, std::vector<uint32_t>> open_nodes_;
   uint64_t records_ = 0;
+  uint64_t python_samples_ = 0;
   uint64_t malformed_ = 0;
 };
 

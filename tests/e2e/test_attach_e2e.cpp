@@ -175,7 +175,7 @@ void expect_valid_trace(const fs::path& trace_path) {
   EXPECT_TRUE(violations.empty()) << violations.size() << " consumer-rule violations in "
                                   << trace_path << ":\n"
                                   << join_lines(violations);
-  EXPECT_FALSE(fs::exists(trace_path.string() + ".tmp")) << "temporary file left behind";
+  EXPECT_FALSE(fs::exists(trace_path.string() + ".partial")) << "temporary file left behind";
 }
 
 std::size_t total(const NameCounts& counts) {
@@ -699,7 +699,7 @@ TEST_F(RefusalTest, LinksPlantedAtTheTemporaryNamesAreRefusedAndTheirTargetsUnto
   const fs::path victim = scratch_.path() / "victim";
   std::ofstream(victim) << "precious";
   const fs::path trace = scratch_.path() / "x.pt.trace.json";
-  for (const fs::path& planted : {fs::path(trace.string() + ".tmp"), scratch_.path() / "x.et.json.tmp"}) {
+  for (const fs::path& planted : {fs::path(trace.string() + ".partial"), scratch_.path() / "x.et.json.partial"}) {
     SCOPED_TRACE(planted.string());
     fs::create_symlink(victim, planted);
     std::string error;

@@ -528,8 +528,8 @@ TEST_P(PythonCallTreeTest, RebuildsTheKnownCallTreeFromSamples) {
   const TraceJson trace = load_trace(trace_path);
   EXPECT_EQ(trace.at("tprof").at("python_version"), version)
       << "the tprof block must name the target's interpreter";
-  std::cout << "python_samples " << trace.at("tprof").at("python_samples").dump()
-            << ", python_stacks_lost " << trace.at("tprof").at("python_stacks_lost").dump()
+  std::cout << "python_samples " << trace.at("tprof_summary").at("python_samples").dump()
+            << ", python_stacks_lost " << trace.at("tprof_summary").at("python_stacks_lost").dump()
             << '\n';
   const ThreadTimelines timelines(trace);
   expect_parent_ids_match_nesting(timelines);

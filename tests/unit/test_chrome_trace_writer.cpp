@@ -35,6 +35,8 @@ constexpr uint64_t kWindowEndNs = kWindowStartNs + 10'000'000;
 constexpr uint32_t kPid = 4242;
 constexpr uint32_t kWorkerTid = 4300;
 
+constexpr uint32_t kStepOperator = 3;
+
 uint64_t at(uint64_t offset_ns) { return kWindowStartNs + offset_ns; }
 
 // One step on the main thread covering a parent op and its same-start child, plus a worker
@@ -42,23 +44,23 @@ uint64_t at(uint64_t offset_ns) { return kWindowStartNs + offset_ns; }
 // prove it cannot mislead HTA's rank scan.
 model::Trace make_sample_trace() {
   model::Trace trace;
-  trace.metadata = {
+  trace.session = {
       .pid = kPid,
       .process_name = "python3",
       .hostname = "frankfurt-01",
       .tprof_version = "0.1.0",
       .attach_unix_ns = kWindowStartNs - 5'000,
       .window_start_unix_ns = kWindowStartNs,
-      .window_end_unix_ns = kWindowEndNs,
-      .dropped_records = 7,
-      .unmatched_returns = 3,
       .torch_library = "/home/frank/venv/lib/libtorch_cpu.so",
   };
+  trace.summary = {.window_end_unix_ns = kWindowEndNs, .dropped_records = 7, .unmatched_returns = 3};
   trace.operators = {{"aten::mm", "aten::mm(Tensor self, Tensor mat2) -> Tensor"},
                      {"aten::add", ""},
-                     {"aten::rank_of_things", ""}};
+                     {"aten::rank_of_things", ""},
+                     {"ProfilerStep#1", "", model::RangeKind::kUserAnnotation}};
   model::ThreadTrack main_thread{.tid = kPid, .name = "python3", .spans = {}};
   main_thread.spans = {
+      {.start_ns = at(1'000), .end_ns = at(9'000), .record_id = 1, .operator_index = kStepOperator},
       {.start_ns = at(1'000), .end_ns = at(9'000), .record_id = 2, .operator_index = 0},
       {.start_ns = at(1'000), .end_ns = at(4'000), .record_id = 3, .operator_index = 1},
       {.start_ns = at(5'000), .end_ns = at(6'000), .record_id = 5, .operator_index = 1,
@@ -71,10 +73,6 @@ model::Trace make_sample_trace() {
       {.start_ns = at(5'000), .end_ns = at(7'000), .record_id = 6, .operator_index = 0},
   };
   trace.threads = {main_thread, worker};
-  trace.annotations = {
-      {.name = "ProfilerStep#1", .tid = kPid, .start_ns = at(1'000), .end_ns = at(9'000),
-       .record_id = 1},
-  };
   return trace;
 }
 
@@ -110,6 +108,14 @@ class ChromeTraceWriterTest : public ::testing::Test {
 
   fs::path directory_;
 };
+
+// The X event with this External id.
+ordered_json slice_with_id(const std::vector<ordered_json>& slices, uint64_t record_id) {
+  for (const ordered_json& slice : slices)
+    if (slice.at("args").value("External id", uint64_t{0}) == record_id) return slice;
+  ADD_FAILURE() << "no slice with External id " << record_id;
+  return {};
+}
 
 // The X events in file order.
 std::vector<ordered_json> slices_of(const ordered_json& document) {
@@ -176,7 +182,7 @@ TEST_F(ChromeTraceWriterTest, TopLevelKeysFollowKinetoOrder) {
   const std::string text = write_trace(make_sample_trace());
   const std::vector<std::string> expected_order = {
       "schemaVersion", "deviceProperties",    "distributedInfo", "tprof",     "record_shapes",
-      "displayTimeUnit", "baseTimeNanoseconds", "traceEvents",   "traceName"};
+      "displayTimeUnit", "baseTimeNanoseconds", "traceEvents",   "tprof_summary", "traceName"};
 
   // In the raw text: each key opens its own line, in this order.
   size_t previous = 0;
@@ -218,16 +224,21 @@ TEST_F(ChromeTraceWriterTest, DistributedInfoLineIsTheFirstToMentionRank) {
             ordered_json::parse(R"({"backend": "", "rank": 0, "world_size": 1})"));
 }
 
-TEST_F(ChromeTraceWriterTest, TprofMetadataCarriesCountersAndProvenance) {
-  const ordered_json tprof = ordered_json::parse(write_trace(make_sample_trace()))["tprof"];
+// What is known at the start leads the file; the end-of-run facts follow the events, so that
+// the file can be written as recording goes.
+TEST_F(ChromeTraceWriterTest, TprofMetadataCarriesProvenanceFirstAndCountersLast) {
+  const ordered_json document = ordered_json::parse(write_trace(make_sample_trace()));
+  const ordered_json& tprof = document["tprof"];
   EXPECT_EQ(tprof["version"], "0.1.0");
   EXPECT_EQ(tprof["hostname"], "frankfurt-01");
   EXPECT_EQ(tprof["attach_time_unix_ns"].get<uint64_t>(), kWindowStartNs - 5'000);
   EXPECT_EQ(tprof["window_start_unix_ns"].get<uint64_t>(), kWindowStartNs);
-  EXPECT_EQ(tprof["window_end_unix_ns"].get<uint64_t>(), kWindowEndNs);
-  EXPECT_EQ(tprof["dropped_records"], 7);
-  EXPECT_EQ(tprof["unmatched_returns"], 3);
   EXPECT_EQ(tprof["torch_library"], "/home/frank/venv/lib/libtorch_cpu.so");
+  const ordered_json& summary = document["tprof_summary"];
+  EXPECT_EQ(summary["window_end_unix_ns"].get<uint64_t>(), kWindowEndNs);
+  EXPECT_EQ(summary["dropped_records"], 7);
+  EXPECT_EQ(summary["unmatched_returns"], 3);
+  EXPECT_FALSE(summary.contains("recovered"));
 }
 
 TEST_F(ChromeTraceWriterTest, EachEventSitsOnItsOwnLine) {
@@ -276,7 +287,9 @@ TEST_F(ChromeTraceWriterTest, WritesProcessAndThreadMetadataAtWindowStart) {
   for (size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(events[i], expected[i]) << i;
 }
 
-TEST_F(ChromeTraceWriterTest, SlicesAreMergedByStartLongerFirstAnnotationBeforeOps) {
+// Slices are written as their ranges close, over all threads: an inner range before the one
+// enclosing it (consumers sort by ts). "Ev Idx" counts them in file order.
+TEST_F(ChromeTraceWriterTest, SlicesComeAsTheirRangesClose) {
   const std::vector<ordered_json> slices =
       slices_of(ordered_json::parse(write_trace(make_sample_trace())));
   std::vector<std::pair<std::string, uint64_t>> order;  // (name, External id)
@@ -285,12 +298,12 @@ TEST_F(ChromeTraceWriterTest, SlicesAreMergedByStartLongerFirstAnnotationBeforeO
                        slice["args"]["External id"].get<uint64_t>());
   }
   const std::vector<std::pair<std::string, uint64_t>> expected = {
-      {"ProfilerStep#1", 1},        // same span as aten::mm: the annotation comes first
-      {"aten::mm", 2},              // parent before its same-start child
+      {"aten::rank_of_things", 4},  // the worker's, ends first
       {"aten::add", 3},
-      {"aten::rank_of_things", 4},  // the worker's op, merged by start
-      {"aten::mm", 6},              // same start as aten::add #5 but longer
       {"aten::add", 5},
+      {"aten::mm", 6},
+      {"ProfilerStep#1", 1},        // ends with mm 2, which it encloses: written first
+      {"aten::mm", 2},
   };
   EXPECT_EQ(order, expected);
   for (size_t i = 0; i < slices.size(); ++i) EXPECT_EQ(slices[i]["args"]["Ev Idx"], i);
@@ -300,11 +313,11 @@ TEST_F(ChromeTraceWriterTest, CpuOpHasKinetoKeyOrderAndArgs) {
   const std::string text = write_trace(make_sample_trace());
   EXPECT_NE(text.find(R"(  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 4242, )"
                       R"("tid": 4242, "ts": 1000001.250, "dur": 8.000, "args": {"External id": 2, )"
-                      R"("Record function id": 2, "Ev Idx": 1}},)"),
+                      R"("Record function id": 2, "Ev Idx": 5}},)"),
             std::string::npos)
       << text;
 
-  const ordered_json mm = slices_of(ordered_json::parse(text))[1];
+  const ordered_json mm = slice_with_id(slices_of(ordered_json::parse(text)), 2);
   std::vector<std::string> keys;
   for (const auto& [key, value] : mm.items()) keys.push_back(key);
   EXPECT_EQ(keys,
@@ -317,22 +330,20 @@ TEST_F(ChromeTraceWriterTest, CpuOpHasKinetoKeyOrderAndArgs) {
 TEST_F(ChromeTraceWriterTest, IncompleteSpansCarryTheirFlagOnly) {
   const std::vector<ordered_json> slices =
       slices_of(ordered_json::parse(write_trace(make_sample_trace())));
-  const ordered_json& closed_at_stop = slices[3];  // External id 4
-  EXPECT_EQ(closed_at_stop["args"],
-            ordered_json::parse(R"({"External id": 4, "Record function id": 4, "Ev Idx": 3,
+  EXPECT_EQ(slice_with_id(slices, 4)["args"],
+            ordered_json::parse(R"({"External id": 4, "Record function id": 4, "Ev Idx": 0,
                                     "tprof: closed at stop": true})"));
-  const ordered_json& return_missing = slices[5];  // External id 5
-  EXPECT_EQ(return_missing["args"],
-            ordered_json::parse(R"({"External id": 5, "Record function id": 5, "Ev Idx": 5,
+  EXPECT_EQ(slice_with_id(slices, 5)["args"],
+            ordered_json::parse(R"({"External id": 5, "Record function id": 5, "Ev Idx": 2,
                                     "tprof: return missing": true})"));
-  EXPECT_EQ(slices[1]["args"].size(), 3u);  // a complete op has no flag at all
+  EXPECT_EQ(slice_with_id(slices, 2)["args"].size(), 3u);  // a complete op has no flag at all
 }
 
 TEST_F(ChromeTraceWriterTest, AnnotationIsAUserAnnotationSlice) {
-  const ordered_json step = slices_of(ordered_json::parse(write_trace(make_sample_trace())))[0];
+  const ordered_json step = slice_with_id(slices_of(ordered_json::parse(write_trace(make_sample_trace()))), 1);
   EXPECT_EQ(step, ordered_json::parse(R"({"ph": "X", "cat": "user_annotation",
       "name": "ProfilerStep#1", "pid": 4242, "tid": 4242, "ts": 1000001.250, "dur": 8.000,
-      "args": {"External id": 1, "Record function id": 1, "Ev Idx": 0}})"));
+      "args": {"External id": 1, "Record function id": 1, "Ev Idx": 4}})"));
 }
 
 TEST_F(ChromeTraceWriterTest, EndsWithRecordWindowEnd) {
@@ -341,6 +352,9 @@ TEST_F(ChromeTraceWriterTest, EndsWithRecordWindowEnd) {
       "  {\"ph\": \"i\", \"s\": \"g\", \"name\": \"Record Window End\", \"pid\": \"\", "
       "\"tid\": \"\", \"ts\": 1010000.250}\n"
       "  ],\n"
+      "  \"tprof_summary\": {\"window_end_unix_ns\": 1751410837010000250, \"dropped_records\": 7, "
+      "\"unmatched_returns\": 3, \"late_records\": 0, \"python_samples\": 0, \"python_stacks_lost\": 0, "
+      "\"arguments_lost\": 0, \"python_timeline_lost\": 0},\n"
       "  \"traceName\": \"host_4242.1.pt.trace.json\"\n"
       "}\n"))
       << text;
@@ -348,10 +362,10 @@ TEST_F(ChromeTraceWriterTest, EndsWithRecordWindowEnd) {
 
 TEST_F(ChromeTraceWriterTest, EscapesNamesAndNeverWritesRawControlCharacters) {
   model::Trace trace = make_sample_trace();
-  trace.metadata.process_name = "py\"th\\on";
+  trace.session.process_name = "py\"th\\on";
   trace.threads[1].name = "tab\there";
   trace.operators[0].name = "my::\"op\"\\with\nnewline\x01\x7f\xff";
-  trace.annotations[0].name = "step \"1\"";
+  trace.operators[kStepOperator].name = "step \"1\"";
   const std::string text = write_trace(trace, "we\"ird\\name.pt.trace.json");
 
   for (const char c : text) {
@@ -363,19 +377,18 @@ TEST_F(ChromeTraceWriterTest, EscapesNamesAndNeverWritesRawControlCharacters) {
   EXPECT_EQ(events[0]["args"]["name"], "py\"th\\on");
   EXPECT_EQ(events[5]["args"]["name"], "thread 4300 (tab\there)");
   const std::vector<ordered_json> slices = slices_of(document);
-  EXPECT_EQ(slices[0]["name"], "step \"1\"");
-  EXPECT_EQ(slices[1]["name"], "my::\"op\"\\with\nnewline\x01\x7f\uFFFD");
+  EXPECT_EQ(slice_with_id(slices, 1)["name"], "step \"1\"");
+  EXPECT_EQ(slice_with_id(slices, 2)["name"], "my::\"op\"\\with\nnewline\x01\x7f\uFFFD");
   EXPECT_EQ(document["traceName"], "we\"ird\\name.pt.trace.json");
 }
 
 TEST_F(ChromeTraceWriterTest, ClampsTimesBeforeTheBaseAndNegativeDurations) {
   model::Trace trace = make_sample_trace();
-  trace.metadata.window_start_unix_ns = kBaseTimeNs;  // the base is the window start itself
+  trace.session.window_start_unix_ns = kBaseTimeNs;  // the base is the window start itself
   trace.threads = {{.tid = kPid, .name = "python3", .spans = {
       {.start_ns = kBaseTimeNs - 500, .end_ns = kBaseTimeNs + 1'500, .record_id = 1},
       {.start_ns = kBaseTimeNs + 2'000, .end_ns = kBaseTimeNs + 1'000, .record_id = 2},
   }}};
-  trace.annotations.clear();
   const std::string text = write_trace(trace);
   EXPECT_NE(text.find(R"("ts": 0.000, "dur": 2.000, "args": {"External id": 1,)"),
             std::string::npos)
@@ -387,9 +400,9 @@ TEST_F(ChromeTraceWriterTest, ClampsTimesBeforeTheBaseAndNegativeDurations) {
 
 TEST_F(ChromeTraceWriterTest, EmptyTraceIsStillComplete) {
   model::Trace trace;
-  trace.metadata.pid = 1;
-  trace.metadata.window_start_unix_ns = kWindowStartNs;
-  trace.metadata.window_end_unix_ns = kWindowEndNs;
+  trace.session.pid = 1;
+  trace.session.window_start_unix_ns = kWindowStartNs;
+  trace.summary.window_end_unix_ns = kWindowEndNs;
   const ordered_json document = ordered_json::parse(write_trace(trace));
   const ordered_json& events = document["traceEvents"];
   ASSERT_EQ(events.size(), 4u);  // the three process rows and Record Window End
@@ -422,9 +435,10 @@ TEST_F(ChromeTraceWriterTest, GzipTraceInflatesToTheSameDocument) {
 TEST_F(ChromeTraceWriterTest, RangesThatEndTogetherStillNestWhenReadAsFloat64) {
   model::Trace trace = make_sample_trace();
   const uint64_t late_start = kBaseTimeNs + 4'660'000'000'000'123;
-  trace.metadata.window_start_unix_ns = late_start;
-  trace.metadata.window_end_unix_ns = late_start + 100'000'000;
+  trace.session.window_start_unix_ns = late_start;
+  trace.summary.window_end_unix_ns = late_start + 100'000'000;
   model::ThreadTrack thread{.tid = kPid, .name = "python3", .spans = {}};
+  thread.spans.push_back({.start_ns = late_start, .record_id = 1, .operator_index = kStepOperator});
   uint64_t record_id = 2;
   for (uint64_t k = 0; k < 3000; ++k) {
     // A parent with a child that starts later, and a grandchild, all ending at the same ns.
@@ -434,9 +448,8 @@ TEST_F(ChromeTraceWriterTest, RangesThatEndTogetherStillNestWhenReadAsFloat64) {
     thread.spans.push_back({.start_ns = start + 1 + k % 13, .end_ns = end, .record_id = record_id++, .depth = 1});
     thread.spans.push_back({.start_ns = start + 20 + k % 7, .end_ns = end, .record_id = record_id++, .depth = 2});
   }
+  thread.spans.front().end_ns = thread.spans.back().end_ns;
   trace.threads = {thread};
-  trace.annotations = {{.name = "ProfilerStep#0", .tid = kPid, .start_ns = late_start,
-                        .end_ns = thread.spans.back().end_ns, .record_id = 1}};
   const std::string text = write_trace(trace);
   const std::vector<std::string> violations = test::validate_trace_text(text);
   std::string listed;

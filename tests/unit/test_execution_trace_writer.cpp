@@ -35,38 +35,42 @@ constexpr std::string_view kOddSchema = "aten::odd(str s=\"a\\b\") -> Tensor";
 
 uint64_t at(uint64_t offset_ns) { return kWindowStartNs + offset_ns; }
 
+constexpr uint32_t kOddOperator = 3;
+constexpr uint32_t kStepOperator = 4;
+constexpr uint32_t kForwardOperator = 5;
+
 // Main thread: ProfilerStep#0 covering mm (same start and end), which encloses two adds, the
 // first enclosing a copy_. Worker thread: a user annotation covering three top-level ops, one
-// with a name and schema full of characters JSON must escape. Record ids follow start order
-// across threads, as the span builder assigns them.
+// with a name and schema full of characters JSON must escape. Entries are numbered as the span
+// closer numbers them: record ids 2, 3, 4 (main), 6, 7 (worker), 8, 9 (main), 10, 11 (worker),
+// each thread's entry id just before its first range (1 main, 5 worker).
 model::Trace make_two_thread_trace() {
   model::Trace trace;
-  trace.metadata = {.pid = kPid,
-                    .process_name = "python3",
-                    .window_start_unix_ns = kWindowStartNs,
-                    .window_end_unix_ns = kWindowEndNs};
+  trace.session = {.pid = kPid, .process_name = "python3", .window_start_unix_ns = kWindowStartNs};
+  trace.summary = {.window_end_unix_ns = kWindowEndNs};
   trace.operators = {{"aten::mm", "aten::mm(Tensor self, Tensor mat2) -> Tensor"},
                      {"aten::add", "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"},
                      {"aten::copy_", ""},
-                     {std::string(kOddName), std::string(kOddSchema)}};
+                     {std::string(kOddName), std::string(kOddSchema)},
+                     {"ProfilerStep#0", "", model::RangeKind::kUserAnnotation},
+                     {"## forward ##", "", model::RangeKind::kUserAnnotation}};
   model::ThreadTrack main_thread{.tid = kPid, .name = "python3"};
   main_thread.spans = {
-      {.start_ns = at(1'000), .end_ns = at(9'000), .record_id = 2, .operator_index = 0, .depth = 0},
-      {.start_ns = at(1'000), .end_ns = at(4'000), .record_id = 3, .operator_index = 1, .depth = 1},
-      {.start_ns = at(2'000), .end_ns = at(3'000), .record_id = 6, .operator_index = 2, .depth = 2},
-      {.start_ns = at(5'000), .end_ns = at(6'000), .record_id = 7, .operator_index = 1, .depth = 1},
+      {.start_ns = at(1'000), .end_ns = at(9'000), .operator_index = kStepOperator, .depth = 0},
+      {.start_ns = at(1'000), .end_ns = at(9'000), .operator_index = 0, .depth = 0},
+      {.start_ns = at(1'000), .end_ns = at(4'000), .operator_index = 1, .depth = 1},
+      {.start_ns = at(2'000), .end_ns = at(3'000), .operator_index = 2, .depth = 2},
+      {.start_ns = at(5'000), .end_ns = at(6'000), .operator_index = 1, .depth = 1},
   };
   model::ThreadTrack worker{.tid = kWorkerTid, .name = "worker"};
   worker.spans = {
-      {.start_ns = at(1'500), .end_ns = at(3'000), .record_id = 5, .operator_index = 0, .depth = 0},
-      {.start_ns = at(6'000), .end_ns = at(7'000), .record_id = 8, .operator_index = 1, .depth = 0},
-      {.start_ns = at(7'500), .end_ns = at(7'600), .record_id = 9, .operator_index = 3, .depth = 0},
+      {.start_ns = at(1'500), .end_ns = at(8'000), .operator_index = kForwardOperator, .depth = 0},
+      {.start_ns = at(1'500), .end_ns = at(3'000), .operator_index = 0, .depth = 0},
+      {.start_ns = at(6'000), .end_ns = at(7'000), .operator_index = 1, .depth = 0},
+      {.start_ns = at(7'500), .end_ns = at(7'600), .operator_index = kOddOperator, .depth = 0},
   };
   trace.threads = {main_thread, worker};
-  trace.annotations = {
-      {.name = "ProfilerStep#0", .tid = kPid, .start_ns = at(1'000), .end_ns = at(9'000), .record_id = 1},
-      {.name = "## forward ##", .tid = kWorkerTid, .start_ns = at(1'500), .end_ns = at(8'000), .record_id = 4},
-  };
+  model::number_entries(trace);
   return trace;
 }
 
@@ -155,29 +159,34 @@ TEST_F(ExecutionTraceWriterTest, GivesEachThreadARootWithLogicalTidsInOrderOfFir
 
 TEST_F(ExecutionTraceWriterTest, NumbersThreadsByFirstUseNotByTrackOrder) {
   model::Trace trace;
-  trace.metadata = {.pid = kPid, .window_start_unix_ns = kWindowStartNs, .window_end_unix_ns = kWindowEndNs};
+  trace.session = {.pid = kPid, .window_start_unix_ns = kWindowStartNs};
+  trace.summary = {.window_end_unix_ns = kWindowEndNs};
   trace.operators = {{"aten::add", ""}};
   trace.threads = {
-      {.tid = kPid, .spans = {{.start_ns = at(5'000), .end_ns = at(6'000), .record_id = 2}}},
-      {.tid = kWorkerTid, .spans = {{.start_ns = at(1'000), .end_ns = at(2'000), .record_id = 1}}},
+      {.tid = kPid, .spans = {{.start_ns = at(5'000), .end_ns = at(6'000)}}},
+      {.tid = kWorkerTid, .spans = {{.start_ns = at(1'000), .end_ns = at(2'000)}}},
   };
+  model::number_entries(trace);
   const ordered_json document = write_and_parse(trace);
   for (const ordered_json& node : document.at("nodes")) {
     if (is_root(node)) continue;
-    EXPECT_EQ(attr(node, "tid"), rf_id_of(node) == 1 ? 1 : 2) << node.dump();
+    EXPECT_EQ(attr(node, "tid"), rf_id_of(node) == trace.threads[1].spans[0].record_id ? 1 : 2) << node.dump();
   }
 }
 
-TEST_F(ExecutionTraceWriterTest, NumbersNodesInEnterOrderSoEveryParentPrecedesItsChildren) {
+// Nodes are written as their ranges close, as torch writes them at op exit (consumers sort by
+// id). Ids follow the entry order, so a parent's id is below its children's.
+TEST_F(ExecutionTraceWriterTest, WritesNodesAtExitNumberedInEnterOrder) {
   const ordered_json document = write_and_parse(make_two_thread_trace());
   const ordered_json& nodes = document.at("nodes");
-  uint64_t previous_id = 1;
-  for (size_t i = 0; i + 1 < nodes.size(); ++i) {  // all but the process root, which is last
-    const uint64_t id = nodes[i].at("id").get<uint64_t>();
-    EXPECT_GT(id, previous_id) << "ids must increase in file order";
-    EXPECT_LT(nodes[i].at("ctrl_deps").get<uint64_t>(), id) << nodes[i].dump();
-    previous_id = id;
-  }
+  for (size_t i = 0; i + 1 < nodes.size(); ++i)  // all but the process root, which is last
+    EXPECT_LT(nodes[i].at("ctrl_deps").get<uint64_t>(), nodes[i].at("id").get<uint64_t>()) << nodes[i].dump();
+  std::vector<uint64_t> rf_ids_in_file_order;
+  for (const ordered_json& node : nodes)
+    if (!is_root(node)) rf_ids_in_file_order.push_back(rf_id_of(node));
+  // By end: the worker's mm and main's copy_ (3000), add (4000), add (6000), the worker's add
+  // (7000) and odd op (7600), its annotation (8000), the step and mm (9000), outermost first.
+  EXPECT_EQ(rf_ids_in_file_order, (std::vector<uint64_t>{7, 8, 4, 9, 10, 11, 6, 2, 3}));
 }
 
 TEST_F(ExecutionTraceWriterTest, EveryParentExists) {
@@ -197,7 +206,6 @@ TEST_F(ExecutionTraceWriterTest, RfIdsAreExactlyTheModelsRecordIds) {
   for (const ordered_json& node : document.at("nodes"))
     if (!is_root(node)) rf_ids.push_back(rf_id_of(node));
   std::vector<uint64_t> record_ids;
-  for (const model::Annotation& annotation : trace.annotations) record_ids.push_back(annotation.record_id);
   for (const model::ThreadTrack& thread : trace.threads)
     for (const model::OpSpan& span : thread.spans) record_ids.push_back(span.record_id);
   std::sort(rf_ids.begin(), rf_ids.end());
@@ -240,18 +248,12 @@ TEST_F(ExecutionTraceWriterTest, MarksOpsAsFunctionsWithTheirSchemaAndAnnotation
   std::map<uint64_t, ordered_json> by_rf_id;
   for (const ordered_json& node : document.at("nodes"))
     if (!is_root(node)) by_rf_id.emplace(rf_id_of(node), node);
-  for (const model::Annotation& annotation : trace.annotations) {
-    const ordered_json& node = by_rf_id.at(annotation.record_id);
-    EXPECT_EQ(node.at("name"), annotation.name);
-    EXPECT_EQ(attr(node, "scope"), 7);
-    EXPECT_EQ(attr(node, "op_schema"), "");
-  }
   for (const model::ThreadTrack& thread : trace.threads) {
     for (const model::OpSpan& span : thread.spans) {
       const ordered_json& node = by_rf_id.at(span.record_id);
       const model::Operator& op = trace.operators[span.operator_index];
       EXPECT_EQ(node.at("name"), op.name);
-      EXPECT_EQ(attr(node, "scope"), 0);
+      EXPECT_EQ(attr(node, "scope"), op.kind == model::RangeKind::kUserAnnotation ? 7 : 0);
       EXPECT_EQ(attr(node, "op_schema"), op.schema);
     }
   }
@@ -261,12 +263,12 @@ TEST_F(ExecutionTraceWriterTest, EscapesOddNamesAndSchemas) {
   const ordered_json document = write_and_parse(make_two_thread_trace());
   bool found = false;
   for (const ordered_json& node : document.at("nodes")) {
-    if (is_root(node) || rf_id_of(node) != 9) continue;
+    if (is_root(node) || rf_id_of(node) != 11) continue;
     found = true;
     EXPECT_EQ(node.at("name"), kOddName);
     EXPECT_EQ(attr(node, "op_schema"), kOddSchema);
   }
-  EXPECT_TRUE(found) << "no node with rf_id 9";
+  EXPECT_TRUE(found) << "no node with rf_id 11";
 }
 
 // The enclosing op or annotation on the same thread, by rf_id; 0 stands for the thread root.
@@ -287,16 +289,19 @@ TEST_F(ExecutionTraceWriterTest, ParentsAreTheEnclosingOpOrAnnotationOnTheSameTh
     logical_tid[rf_id_of(node)] = attr(node, "tid").get<uint64_t>();
   }
   const std::map<uint64_t, uint64_t> expected_parents = {
-      {1, 0}, {2, 1}, {3, 2}, {6, 3}, {7, 2},  // main: ProfilerStep > mm > add > copy_; mm > add
-      {4, 0}, {5, 4}, {8, 4}, {9, 4}};         // worker: annotation > three ops
+      {2, 0}, {3, 2}, {4, 3}, {8, 4}, {9, 3},  // main: ProfilerStep > mm > add > copy_; mm > add
+      {6, 0}, {7, 6}, {10, 6}, {11, 6}};       // worker: annotation > three ops
   EXPECT_EQ(parent_rf_id, expected_parents);
-  for (const uint64_t rf_id : {1, 2, 3, 6, 7}) EXPECT_EQ(logical_tid[rf_id], 1U) << rf_id;
-  for (const uint64_t rf_id : {4, 5, 8, 9}) EXPECT_EQ(logical_tid[rf_id], 2U) << rf_id;
+  // Logical tids count threads by their first node written: the worker's mm ends with main's
+  // copy_ and, starting earlier, is written first.
+  for (const uint64_t rf_id : {2, 3, 4, 8, 9}) EXPECT_EQ(logical_tid[rf_id], 2U) << rf_id;
+  for (const uint64_t rf_id : {6, 7, 10, 11}) EXPECT_EQ(logical_tid[rf_id], 1U) << rf_id;
 }
 
 TEST_F(ExecutionTraceWriterTest, AnEmptyTraceHasOnlyTheProcessRoot) {
   model::Trace trace;
-  trace.metadata = {.pid = kPid, .window_start_unix_ns = kWindowStartNs, .window_end_unix_ns = kWindowEndNs};
+  trace.session = {.pid = kPid, .window_start_unix_ns = kWindowStartNs};
+  trace.summary = {.window_end_unix_ns = kWindowEndNs};
   const ordered_json document = write_and_parse(trace);
   ASSERT_EQ(document.at("nodes").size(), 1U);
   EXPECT_EQ(document.at("nodes")[0].at("id"), 1);

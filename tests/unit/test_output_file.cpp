@@ -70,7 +70,7 @@ class OutputFileTest : public ::testing::Test {
 TEST_F(OutputFileTest, TempFileExistsBeforeCommitAndFinalFileDoesNot) {
   const fs::path final_path = directory_ / "trace.json";
   OutputFile out(final_path.string());
-  EXPECT_TRUE(fs::exists(directory_ / "trace.json.tmp"));
+  EXPECT_TRUE(fs::exists(directory_ / "trace.json.partial"));
   out.write("{}");
   EXPECT_FALSE(fs::exists(final_path));
   EXPECT_EQ(out.path(), final_path.string());
@@ -83,7 +83,7 @@ TEST_F(OutputFileTest, CommitPublishesEverythingWrittenAndRemovesTempFile) {
     OutputFile out(final_path.string());
     write_in_pieces(out, payload);
     out.commit();
-    EXPECT_FALSE(fs::exists(directory_ / "trace.json.tmp"));
+    EXPECT_FALSE(fs::exists(directory_ / "trace.json.partial"));
   }
   ASSERT_TRUE(fs::exists(final_path));  // the destructor of a committed file keeps it
   EXPECT_TRUE(read_file(final_path) == payload);  // not EXPECT_EQ: no multi-MB diff
@@ -106,7 +106,7 @@ TEST_F(OutputFileTest, DestructionWithoutCommitLeavesNoFile) {
     write_in_pieces(out, make_payload());
   }
   EXPECT_FALSE(fs::exists(final_path));
-  EXPECT_FALSE(fs::exists(directory_ / "trace.json.tmp"));
+  EXPECT_FALSE(fs::exists(directory_ / "trace.json.partial"));
 }
 
 TEST_F(OutputFileTest, UnwritableDirectoryThrowsAtConstructionAndWritesNothing) {
@@ -149,7 +149,7 @@ TEST_F(OutputFileTest, GzipFileIsNotPublishedWithoutCommit) {
   const fs::path final_path = directory_ / "trace.json.gz";
   {
     OutputFile out(final_path.string());
-    EXPECT_TRUE(fs::exists(directory_ / "trace.json.gz.tmp"));
+    EXPECT_TRUE(fs::exists(directory_ / "trace.json.gz.partial"));
     out.write("partial");
   }
   EXPECT_TRUE(fs::is_empty(directory_));
@@ -187,7 +187,7 @@ TEST_F(OutputFileTest, RefusesALinkPlantedAtTheTempNameAndLeavesItsTargetAlone) 
   const fs::path victim = directory_ / "victim";
   std::ofstream(victim) << "precious";
   const fs::path path = directory_ / "trace.json";
-  fs::create_symlink(victim, directory_ / "trace.json.tmp");
+  fs::create_symlink(victim, directory_ / "trace.json.partial");
   try {
     OutputFile out(path.string());
     FAIL() << "a link at the temp name was followed";
@@ -195,13 +195,13 @@ TEST_F(OutputFileTest, RefusesALinkPlantedAtTheTempNameAndLeavesItsTargetAlone) 
     EXPECT_NE(std::string(error.what()).find("already exists"), std::string::npos) << error.what();
   }
   EXPECT_EQ(read_file(victim), "precious");
-  EXPECT_TRUE(fs::is_symlink(directory_ / "trace.json.tmp")) << "someone else's link is not removed";
+  EXPECT_TRUE(fs::is_symlink(directory_ / "trace.json.partial")) << "someone else's link is not removed";
   EXPECT_FALSE(fs::exists(path));
 }
 
 TEST_F(OutputFileTest, RefusesADanglingLinkAtTheTempName) {
   const fs::path path = directory_ / "trace.json";
-  fs::create_symlink(directory_ / "would-be-created", directory_ / "trace.json.tmp");
+  fs::create_symlink(directory_ / "would-be-created", directory_ / "trace.json.partial");
   EXPECT_THROW(OutputFile out(path.string()), std::runtime_error);
   EXPECT_FALSE(fs::exists(directory_ / "would-be-created"));
 }
@@ -221,9 +221,9 @@ TEST_F(OutputFileTest, ReplacesALinkAtTheFinalNameWithoutFollowingIt) {
 
 TEST_F(OutputFileTest, RefusesATempFileAnotherWriterLeft) {
   const fs::path path = directory_ / "trace.json";
-  std::ofstream(directory_ / "trace.json.tmp") << "another run's data";
+  std::ofstream(directory_ / "trace.json.partial") << "another run's data";
   EXPECT_THROW(OutputFile out(path.string()), std::runtime_error);
-  EXPECT_EQ(read_file(directory_ / "trace.json.tmp"), "another run's data");
+  EXPECT_EQ(read_file(directory_ / "trace.json.partial"), "another run's data");
 }
 
 }  // namespace

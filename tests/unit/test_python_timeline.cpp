@@ -1,8 +1,12 @@
-// python_function spans rebuilt from the stacks seen at ops and samples: invocation identity,
-// nesting with ops, torn stacks, and torch's naming and numbering.
+// python_function spans rebuilt, as recording goes, from the stacks seen at ops and samples:
+// invocation identity, nesting with ops, torn stacks, torch's naming and numbering, and when a
+// span is handed on.
 #include <gtest/gtest.h>
 
 #include "userspace/python_timeline.h"
+
+#include <algorithm>
+#include <tuple>
 
 namespace tprof {
 namespace {
@@ -31,14 +35,32 @@ struct Expected {
   std::string function;
 };
 
-void expect_spans(const std::vector<FrameSpan>& spans, const std::vector<Expected>& expected) {
+// Feeds one thread's observations through a timeline; the spans in start order.
+std::vector<model::PythonSpan> build(const std::vector<StackObservation>& observations, PythonSpanNamer& namer) {
+  PythonTimeline timeline(namer);
+  std::vector<model::PythonSpan> spans;
+  auto keep = [&](const model::PythonSpan& span) { spans.push_back(span); };
+  for (const StackObservation& observation : observations) timeline.observe(observation, keep);
+  timeline.finish(keep);
+  std::sort(spans.begin(), spans.end(), [](const model::PythonSpan& a, const model::PythonSpan& b) {
+    return std::tie(a.start_ns, a.depth) < std::tie(b.start_ns, b.depth);
+  });
+  return spans;
+}
+
+std::vector<model::PythonSpan> build(const std::vector<StackObservation>& observations) {
+  PythonSpanNamer namer;
+  return build(observations, namer);
+}
+
+void expect_spans(const std::vector<model::PythonSpan>& spans, const std::vector<Expected>& expected) {
   ASSERT_EQ(spans.size(), expected.size());
   for (size_t i = 0; i < spans.size(); ++i) {
     SCOPED_TRACE("span " + std::to_string(i));
     EXPECT_EQ(spans[i].start_ns, expected[i].start);
     EXPECT_EQ(spans[i].end_ns, expected[i].end);
     EXPECT_EQ(spans[i].depth, expected[i].depth);
-    EXPECT_EQ(spans[i].frame->function, expected[i].function);
+    EXPECT_TRUE(spans[i].name.ends_with("): " + expected[i].function)) << spans[i].name;
   }
 }
 
@@ -50,7 +72,7 @@ const ResolvedFrame kLoss = frame(0x300, 0xd, "loss");  // same frame slot, othe
 TEST(PythonTimeline, SharedFramesSpanEveryOpTheyAppearIn) {
   const ResolvedStack in_forward = stack({kMain, kStepA, kForward});
   const ResolvedStack in_loss = stack({kMain, kStepA, kLoss});
-  expect_spans(build_frame_spans({op(10, 20, in_forward), op(30, 40, in_forward), op(50, 60, in_loss)}),
+  expect_spans(build({op(10, 20, in_forward), op(30, 40, in_forward), op(50, 60, in_loss)}),
                {{10, 60, 0, "main"}, {10, 60, 1, "step"}, {10, 40, 2, "forward"}, {50, 60, 2, "loss"}});
 }
 
@@ -58,7 +80,7 @@ TEST(PythonTimeline, ANewFrameAddressOrCodeIsANewInvocation) {
   const ResolvedFrame second_step = frame(0x280, 0xb, "step");
   const ResolvedStack first = stack({kMain, kStepA});
   const ResolvedStack second = stack({kMain, second_step});
-  expect_spans(build_frame_spans({op(10, 20, first), op(30, 40, second)}),
+  expect_spans(build({op(10, 20, first), op(30, 40, second)}),
                {{10, 40, 0, "main"}, {10, 20, 1, "step"}, {30, 40, 1, "step"}});
 }
 
@@ -66,7 +88,7 @@ TEST(PythonTimeline, SamplesBoundSpansBetweenOps) {
   const ResolvedStack in_forward = stack({kMain, kStepA, kForward});
   const ResolvedStack only_step = stack({kMain, kStepA});
   const ResolvedStack pure_python = stack({kMain, kStepA, kLoss});
-  expect_spans(build_frame_spans({op(10, 20, in_forward), sample(25, in_forward), sample(30, only_step),
+  expect_spans(build({op(10, 20, in_forward), sample(25, in_forward), sample(30, only_step),
                                   sample(35, pure_python), op(40, 50, only_step)}),
                {{10, 50, 0, "main"}, {10, 50, 1, "step"}, {10, 25, 2, "forward"}, {35, 35, 2, "loss"}});
 }
@@ -75,7 +97,7 @@ TEST(PythonTimeline, PythonCalledFromInsideAnOpNestsInsideIt) {
   // A C++ op calls back into Python (a hook): the nested op's stack continues the outer one.
   const ResolvedStack outer = stack({kMain, kStepA});
   const ResolvedStack hook = stack({kMain, kStepA, kForward});
-  expect_spans(build_frame_spans({op(10, 100, outer), op(20, 30, hook), op(110, 120, outer)}),
+  expect_spans(build({op(10, 100, outer), op(20, 30, hook), op(110, 120, outer)}),
                {{10, 120, 0, "main"}, {10, 120, 1, "step"}, {20, 30, 2, "forward"}});
 }
 
@@ -84,7 +106,7 @@ TEST(PythonTimeline, IgnoresATornStackInsideAnOp) {
   // frames that the enclosing op proves are still running.
   const ResolvedStack outer = stack({kMain, kStepA});
   const ResolvedStack torn = stack({kMain, frame(0x999, 0xe, "garbage")});
-  expect_spans(build_frame_spans({op(10, 100, outer), sample(50, torn), op(60, 70, torn), op(110, 120, outer)}),
+  expect_spans(build({op(10, 100, outer), sample(50, torn), op(60, 70, torn), op(110, 120, outer)}),
                {{10, 120, 0, "main"}, {10, 120, 1, "step"}});
 }
 
@@ -101,10 +123,7 @@ TEST(PythonTimeline, NamesModulesAndNumbersIdsLikeTorch) {
   const ResolvedStack second = stack({kMain, linear_b});
   const ResolvedStack third = stack({kMain, linear_a_again});
 
-  model::Trace trace;
-  trace.threads.resize(1);
-  name_python_spans({build_frame_spans({op(10, 20, first), op(30, 40, second), op(50, 60, third)})}, trace);
-  const auto& spans = trace.threads[0].python_spans;
+  const std::vector<model::PythonSpan> spans = build({op(10, 20, first), op(30, 40, second), op(50, 60, third)});
   ASSERT_EQ(spans.size(), 4u);
   EXPECT_EQ(spans[0].name, "train.py(1): main");
   EXPECT_EQ(spans[0].python_id, 1u);
@@ -118,15 +137,31 @@ TEST(PythonTimeline, NamesModulesAndNumbersIdsLikeTorch) {
   EXPECT_EQ(spans[3].python_id, 4u);
 }
 
-TEST(PythonTimeline, NumbersPythonIdsInStartOrderAcrossThreads) {
+// Ids are process-wide, in the order spans open, whichever thread they are on.
+TEST(PythonTimeline, NumbersPythonIdsProcessWideInOpeningOrder) {
   const ResolvedStack main_stack = stack({kMain});
   const ResolvedStack worker_stack = stack({frame(0x900, 0xf, "worker")});
-  model::Trace trace;
-  trace.threads.resize(2);
-  name_python_spans({build_frame_spans({op(20, 30, main_stack)}), build_frame_spans({op(10, 15, worker_stack)})},
-                    trace);
-  EXPECT_EQ(trace.threads[1].python_spans[0].python_id, 1u);
-  EXPECT_EQ(trace.threads[0].python_spans[0].python_id, 2u);
+  PythonSpanNamer namer;
+  EXPECT_EQ(build({op(10, 15, worker_stack)}, namer).at(0).python_id, 1u);
+  EXPECT_EQ(build({op(20, 30, main_stack)}, namer).at(0).python_id, 2u);
+}
+
+// A span is handed on as soon as an observation shows its frame gone, not at the end.
+TEST(PythonTimeline, HandsOnASpanOnceItsFrameIsGone) {
+  const ResolvedStack in_forward = stack({kMain, kStepA, kForward});
+  const ResolvedStack in_loss = stack({kMain, kStepA, kLoss});
+  PythonSpanNamer namer;
+  PythonTimeline timeline(namer);
+  std::vector<std::string> emitted;
+  auto keep = [&](const model::PythonSpan& span) { emitted.push_back(span.name); };
+  timeline.observe(op(10, 20, in_forward), keep);
+  EXPECT_TRUE(emitted.empty());
+  timeline.observe(op(30, 40, in_loss), keep);
+  EXPECT_EQ(emitted, (std::vector<std::string>{"train.py(1): forward"}));
+  timeline.finish(keep);
+  // At the end the rest close together, outermost first.
+  EXPECT_EQ(emitted, (std::vector<std::string>{"train.py(1): forward", "train.py(1): main", "train.py(1): step",
+                                               "train.py(1): loss"}));
 }
 
 }  // namespace

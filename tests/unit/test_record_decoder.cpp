@@ -6,8 +6,11 @@
 #include <cstring>
 #include <vector>
 
+#include <algorithm>
+
 #include "op_arguments.h"
 #include "op_record.h"
+#include "tests/support/recording_sink.h"
 #include "userspace/record_consumer.h"
 
 namespace tprof {
@@ -42,9 +45,33 @@ std::vector<std::byte> bytes_of(const op_record& record) {
   return bytes;
 }
 
+std::vector<model::Operator> many_operators() {
+  std::vector<model::Operator> operators(300);
+  for (size_t i = 0; i < operators.size(); ++i) operators[i].name = "op" + std::to_string(i);
+  return operators;
+}
+
 class RecordDecoderTest : public ::testing::Test {
  protected:
-  RecordDecoder decoder_{spans_, samples_,
+  // The ranges handed on, in start order.
+  std::vector<model::OpSpan> build() {
+    closer_.finish(1000);
+    std::vector<model::OpSpan> spans;
+    for (const auto& op : sink_.ops) spans.push_back(op.span);
+    std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) { return a.record_id < b.record_id; });
+    return spans;
+  }
+
+  std::vector<model::Operator> operators_ = many_operators();
+  test::RecordingSink sink_;
+  std::vector<uint64_t> looked_up_stacks_;
+  SpanCloser closer_{operators_,
+                     [this](uint64_t id) -> const StoredStack* {
+                       looked_up_stacks_.push_back(id);
+                       return nullptr;
+                     },
+                     kIdentityClock, [](uint32_t) { return std::string(); }, sink_};
+  RecordDecoder decoder_{closer_,
                          {.on_new_thread = [this](uint32_t tid) { new_threads_.push_back(tid); },
                           .on_stack_id = [this](uint64_t id) { stack_ids_.push_back(id); },
                           .decode_arguments = [](uint32_t, bool, const op_arguments&) { return std::vector<model::Value>{}; },
@@ -56,10 +83,6 @@ class RecordDecoderTest : public ::testing::Test {
                             return static_cast<uint32_t>(vptr + (kind == model::RangeKind::kBackwardNode ? 1 : 0));
                           }}};
 
-  BuiltThreads build() { return std::move(spans_).build(1000, kIdentityClock); }
-
-  SpanBuilder spans_;
-  PythonSampleLog samples_;
   std::vector<uint32_t> new_threads_;
   std::vector<uint64_t> stack_ids_;
   std::vector<std::string> annotation_names_;
@@ -76,9 +99,7 @@ TEST_F(RecordDecoderTest, OpEntriesAndExitsBecomeSpansWithTheirExitCause) {
   EXPECT_EQ(decoder_.malformed_records(), 0u);
   EXPECT_EQ(new_threads_, std::vector<uint32_t>{7});
   EXPECT_EQ(stack_ids_, std::vector<uint64_t>{42});
-  const BuiltThreads built = build();
-  ASSERT_EQ(built.threads.size(), 1u);
-  const auto& spans = built.threads[0].spans;
+  const std::vector<model::OpSpan> spans = build();
   ASSERT_EQ(spans.size(), 2u);
   EXPECT_EQ(spans[0].operator_index, 3u);
   EXPECT_EQ(spans[0].end_ns, 40u);
@@ -86,7 +107,7 @@ TEST_F(RecordDecoderTest, OpEntriesAndExitsBecomeSpansWithTheirExitCause) {
   EXPECT_EQ(spans[1].operator_index, 4u);
   EXPECT_EQ(spans[1].end_ns, 30u);
   EXPECT_TRUE(spans[1].unwound);
-  EXPECT_EQ(built.span_stack_ids[0][0], 42u);
+  EXPECT_EQ(looked_up_stacks_, std::vector<uint64_t>{42});
 }
 
 TEST_F(RecordDecoderTest, AnnotationsAreNamedAtEntryAndClosedByTheirHandle) {
@@ -98,10 +119,10 @@ TEST_F(RecordDecoderTest, AnnotationsAreNamedAtEntryAndClosedByTheirHandle) {
   decoder_.decode(bytes_of(head(OP_RECORD_ANNOTATION_EXIT, 7, 15), annotation_exit{0xdef}));  // not ours
   decoder_.decode(bytes_of(head(OP_RECORD_ANNOTATION_EXIT, 7, 20), annotation_exit{0xabc}));
   EXPECT_EQ(annotation_names_, std::vector<std::string>{"## step ##"});
-  const BuiltThreads built = build();
-  ASSERT_EQ(built.threads[0].spans.size(), 1u);
-  EXPECT_EQ(built.threads[0].spans[0].operator_index, 50u);
-  EXPECT_EQ(built.threads[0].spans[0].end_ns, 20u);
+  const std::vector<model::OpSpan> spans = build();
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(spans[0].operator_index, 50u);
+  EXPECT_EQ(spans[0].end_ns, 20u);
 }
 
 TEST_F(RecordDecoderTest, AutogradRangesPairPerThreadAndKeepTheNodesSequenceNumber) {
@@ -111,9 +132,8 @@ TEST_F(RecordDecoderTest, AutogradRangesPairPerThreadAndKeepTheNodesSequenceNumb
   decoder_.decode(bytes_of(head(OP_RECORD_NODE_EXIT, 7, 20, 0, RANGE_EXIT_UNWOUND)));
   decoder_.decode(bytes_of(head(OP_RECORD_EVALUATE_EXIT, 7, 20, 0, RANGE_EXIT_UNWOUND)));
   decoder_.decode(bytes_of(head(OP_RECORD_EVALUATE_EXIT, 8, 25)));  // entered before attach
-  const BuiltThreads built = build();
-  ASSERT_EQ(built.threads.size(), 1u) << "an exit with nothing open is dropped";
-  const auto& spans = built.threads[0].spans;
+  const std::vector<model::OpSpan> spans = build();
+  EXPECT_EQ(sink_.threads.size(), 1u) << "an exit with nothing open is dropped";
   ASSERT_EQ(spans.size(), 2u);
   EXPECT_EQ(spans[0].operator_index, 200u);  // evaluate_function
   EXPECT_EQ(spans[1].operator_index, 201u);  // the node
@@ -122,12 +142,16 @@ TEST_F(RecordDecoderTest, AutogradRangesPairPerThreadAndKeepTheNodesSequenceNumb
   EXPECT_TRUE(spans[1].unwound);
 }
 
-TEST_F(RecordDecoderTest, StackSamplesGoToTheSampleLog) {
+TEST_F(RecordDecoderTest, StackSamplesGoToTheCloserWithTheirStack) {
   op_record sample = head(OP_RECORD_PYTHON_SAMPLE, 9, 10);
   sample.python_stack_id = 5;
   decoder_.decode(bytes_of(sample));
-  ASSERT_EQ(samples_.count(), 1u);
-  EXPECT_EQ(samples_.by_thread().at(9)[0].stack_id, 5u);
+  EXPECT_EQ(decoder_.python_samples(), 1u);
+  EXPECT_EQ(stack_ids_, std::vector<uint64_t>{5});
+  EXPECT_TRUE(build().empty());
+  EXPECT_EQ(looked_up_stacks_, std::vector<uint64_t>{5});
+  ASSERT_EQ(sink_.threads.size(), 1u);
+  EXPECT_EQ(sink_.threads[0].tid, 9u);
 }
 
 TEST_F(RecordDecoderTest, RefusesShortRecordsOtherAbiVersionsAndUnknownKinds) {
@@ -139,7 +163,8 @@ TEST_F(RecordDecoderTest, RefusesShortRecordsOtherAbiVersionsAndUnknownKinds) {
   decoder_.decode(bytes_of(head(200, 7, 10)));
   decoder_.decode(bytes_of(head(OP_RECORD_ANNOTATION_ENTER, 7, 10)));  // its payload is missing
   EXPECT_EQ(decoder_.malformed_records(), 4u);
-  EXPECT_TRUE(build().threads.empty());
+  EXPECT_TRUE(build().empty());
+  EXPECT_TRUE(sink_.threads.empty());
 }
 
 }  // namespace

@@ -1,0 +1,202 @@
+// `tprof recover`: a partial trace or Execution Trace, as a killed tprof leaves it (flushed up to
+// some point, maybe with a torn line or a cut gzip stream after it), becomes a valid file with
+// every complete event, marked recovered; and what recover must refuse.
+#include "exporters/partial_recovery.h"
+
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "exporters/chrome_trace_writer.h"
+#include "exporters/execution_trace_writer.h"
+#include "exporters/output_file.h"
+#include "model/trace_model.h"
+#include "tests/support/trace_validator.h"
+
+namespace tprof::exporters {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr uint64_t kWindowStartNs = 1'751'410'837'000'000'250;
+constexpr uint32_t kPid = 4242;
+const model::Operator kAdd{"aten::add", "aten::add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"};
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::string inflate_file(const fs::path& path) {
+  gzFile file = gzopen(path.c_str(), "rb");
+  std::string text;
+  char chunk[1 << 16];
+  for (int read; (read = gzread(file, chunk, sizeof chunk)) > 0;) text.append(chunk, read);
+  gzclose(file);
+  return text;
+}
+
+// Every third op's parent is a range still open at the kill (record id 1000, never written).
+model::OpSpan op_span(uint64_t index) {
+  model::OpSpan span;
+  span.start_ns = kWindowStartNs + 1'000 + index * 1'000;
+  span.end_ns = span.start_ns + 500;
+  span.record_id = index + 2;
+  if (index % 3 == 0) span.parent_record_id = 1000;
+  return span;
+}
+
+class PartialRecoveryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (fs::temp_directory_path() / "tprof_recovery_XXXXXX").string();
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr) << std::strerror(errno);
+    directory_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(directory_); }
+
+  // Streams `flushed` ops through `writer` and flushes, then `unflushed` more and flushes again;
+  // copies the partial file as it was after the first flush (and, with `torn_tail`, with the
+  // first bytes of the second flush after it, cut mid-way) to `left_behind`, as a kill leaves it.
+  template <typename Writer>
+  void leave_partial(const std::string& file_name, int flushed, int unflushed, size_t torn_tail,
+                     const fs::path& left_behind) {
+    const fs::path path = directory_ / "writing" / file_name;
+    fs::create_directories(path.parent_path());
+    OutputFile out(path.string());
+    Writer writer = make_writer<Writer>(out, file_name);
+    writer.begin({.pid = kPid, .process_name = "python3", .window_start_unix_ns = kWindowStartNs});
+    writer.thread({kPid, "python3", 1});
+    for (int i = 0; i < flushed; ++i) writer.op({kPid, op_span(i), kAdd, nullptr});
+    writer.flush();
+    const std::string first = read_file(out.temp_path());
+    for (int i = flushed; i < flushed + unflushed; ++i) writer.op({kPid, op_span(i), kAdd, nullptr});
+    writer.flush();
+    const std::string second = read_file(out.temp_path());
+    ASSERT_GT(second.size(), first.size() + torn_tail);
+    std::ofstream(left_behind, std::ios::binary) << second.substr(0, first.size() + torn_tail);
+  }
+
+  template <typename Writer>
+  static Writer make_writer(OutputFile& out, const std::string& file_name) {
+    if constexpr (std::is_same_v<Writer, ChromeTraceWriter>) {
+      return Writer(out, file_name);
+    } else {
+      return Writer(out);
+    }
+  }
+
+  fs::path directory_;
+};
+
+TEST_F(PartialRecoveryTest, APlainTraceKeepsEveryCompleteEventAndDropsTheTornOne) {
+  const fs::path partial = directory_ / "x.pt.trace.json.partial";
+  leave_partial<ChromeTraceWriter>("x.pt.trace.json", 40, 40, 57, partial);
+  const RecoveredFile recovered = recover_partial_file(partial.string(), 0600);
+  EXPECT_EQ(recovered.path, (directory_ / "x.pt.trace.json").string());
+  EXPECT_FALSE(recovered.execution_trace);
+  EXPECT_FALSE(fs::exists(partial)) << "the partial file is removed once recovered";
+  EXPECT_EQ(fs::status(recovered.path).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+
+  const std::string text = read_file(recovered.path);
+  const std::vector<std::string> violations = test::validate_trace_text(text);
+  EXPECT_TRUE(violations.empty()) << violations.size() << " violations, first: " << violations.front();
+  const json document = json::parse(text);
+  size_t ops = 0;
+  std::vector<json> steps;
+  for (const json& event : document.at("traceEvents")) {
+    if (event.value("cat", "") == "cpu_op") ++ops;
+    if (event.value("cat", "") == "user_annotation") steps.push_back(event);
+  }
+  EXPECT_EQ(ops, 40u) << "the flushed ops; the torn one after them is dropped";
+  EXPECT_EQ(recovered.events, 40u + 5u);  // and the five process and thread rows
+  EXPECT_EQ(document.at("tprof_summary").at("recovered"), true);
+  EXPECT_EQ(document.at("tprof_summary").at("window_end_unix_ns").get<uint64_t>(), op_span(39).end_ns)
+      << "the window ends with the last event kept";
+  // The step closes at the end, so it never reached the file; recover puts one over the ops.
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].at("name"), "ProfilerStep#0");
+  EXPECT_EQ(steps[0].at("tid"), kPid);
+  EXPECT_EQ(steps[0].at("args").at("External id"), 42) << "a record id no kept op has";
+  EXPECT_EQ(steps[0].at("args").at("tprof: recovered"), true);
+  EXPECT_EQ(document.at("traceName"), "x.pt.trace.json");
+  EXPECT_EQ(document.at("tprof").at("window_start_unix_ns").get<uint64_t>(), kWindowStartNs);
+}
+
+TEST_F(PartialRecoveryTest, ACutGzipTraceInflatesUpToItsLastFlush) {
+  const fs::path partial = directory_ / "x.pt.trace.json.gz.partial";
+  leave_partial<ChromeTraceWriter>("x.pt.trace.json.gz", 300, 300, 200, partial);
+  const RecoveredFile recovered = recover_partial_file(partial.string(), 0640);
+  EXPECT_EQ(recovered.path, (directory_ / "x.pt.trace.json.gz").string());
+  EXPECT_EQ(fs::status(recovered.path).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  const std::string text = inflate_file(recovered.path);
+  EXPECT_TRUE(test::validate_trace_text(text).empty());
+  const json document = json::parse(text);
+  size_t ops = 0;
+  for (const json& event : document.at("traceEvents")) ops += event.at("ph") == "X";
+  EXPECT_GE(ops, 300u) << "everything up to the last complete flush";
+  EXPECT_LT(ops, 600u) << "the second flush was cut";
+  EXPECT_EQ(document.at("tprof_summary").at("recovered"), true);
+}
+
+TEST_F(PartialRecoveryTest, AnExecutionTraceEndsWithItsProcessRoot) {
+  const fs::path partial = directory_ / "x.et.json.partial";
+  leave_partial<ExecutionTraceWriter>("x.et.json", 10, 10, 33, partial);
+  const RecoveredFile recovered = recover_partial_file(partial.string(), 0600);
+  EXPECT_TRUE(recovered.execution_trace);
+  const json document = json::parse(read_file(recovered.path));
+  const json& nodes = document.at("nodes");
+  ASSERT_EQ(nodes.size(), 1u + 10u + 1u);  // the thread root, ten ops, the process root
+  EXPECT_EQ(nodes.back().at("id"), 1);
+  EXPECT_EQ(nodes.back().at("name"), "[pytorch|profiler|execution_trace|process]");
+  std::set<uint64_t> ids;
+  for (const json& node : nodes) ids.insert(node.at("id").get<uint64_t>());
+  const uint64_t thread_root = nodes.front().at("id").get<uint64_t>();
+  EXPECT_EQ(nodes.front().at("name"), "[pytorch|profiler|execution_trace|thread]");
+  for (const json& node : nodes) EXPECT_TRUE(ids.contains(node.at("ctrl_deps").get<uint64_t>())) << node.dump();
+  // The ops whose parent was never written hang from their thread's root.
+  EXPECT_EQ(nodes[1].at("ctrl_deps").get<uint64_t>(), thread_root) << nodes[1].dump();
+  EXPECT_EQ(document.at("tprof_recovered"), true);
+  EXPECT_GE(document.at("finish_ts").get<uint64_t>(), document.at("start_ts").get<uint64_t>());
+}
+
+TEST_F(PartialRecoveryTest, RefusesWhatItCannotRecover) {
+  auto reason = [](const std::string& path) -> std::string {
+    try {
+      recover_partial_file(path, 0600);
+    } catch (const std::runtime_error& error) {
+      return error.what();
+    }
+    return "";
+  };
+  std::ofstream(directory_ / "notes.txt") << "hello";
+  EXPECT_NE(reason((directory_ / "notes.txt").string()).find("not a .partial file"), std::string::npos);
+
+  std::ofstream(directory_ / "other.json.partial") << "{\n  \"something\": 1,\n";
+  EXPECT_NE(reason((directory_ / "other.json.partial").string()).find("neither a tprof trace"), std::string::npos);
+
+  std::ofstream(directory_ / "early.pt.trace.json.partial") << "{\n  \"schemaVersion\": 1,\n  \"deviceProp";
+  EXPECT_NE(reason((directory_ / "early.pt.trace.json.partial").string()).find("header"), std::string::npos);
+  EXPECT_FALSE(fs::exists(directory_ / "early.pt.trace.json"));
+
+  const fs::path partial = directory_ / "y.pt.trace.json.partial";
+  leave_partial<ChromeTraceWriter>("y.pt.trace.json", 5, 5, 0, partial);
+  std::ofstream(directory_ / "y.pt.trace.json") << "someone's file";
+  EXPECT_NE(reason(partial.string()).find("already exists"), std::string::npos);
+  EXPECT_EQ(read_file(directory_ / "y.pt.trace.json"), "someone's file");
+  EXPECT_TRUE(fs::exists(partial));
+}
+
+}  // namespace
+}  // namespace tprof::exporters

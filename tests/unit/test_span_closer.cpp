@@ -1,0 +1,369 @@
+// The span closer: nesting from entry/exit records, out-of-order records within the skew bound,
+// what a watermark makes final (and what it must hold back), record ids in entry order, lost and
+// unwound returns, created autograd nodes and fwdbwd flows, python spans waiting for their
+// thread's ops, and the per-operator totals fed from it.
+#include "userspace/span_closer.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "op_record.h"
+#include "tests/support/recording_sink.h"
+#include "userspace/op_summary.h"
+
+namespace tprof {
+namespace {
+
+using test::RecordingSink;
+
+const MonotonicToUnix kUnixIsMonotonicPlus1000(1000);
+
+OpEvent enter(uint64_t ns, uint32_t op) { return {ns, op, false}; }
+OpEvent leave(uint64_t ns, uint32_t op) { return {ns, op, true}; }
+OpEvent unwound(uint64_t ns, uint32_t op) { return {ns, op, true, false, RANGE_EXIT_UNWOUND}; }
+OpEvent inferred(uint64_t ns, uint32_t op) { return {ns, op, true, false, RANGE_EXIT_INFERRED}; }
+OpEvent with_counter(OpEvent event, uint64_t counter) {
+  event.sequence_counter = counter;
+  return event;
+}
+
+// Operators 0..9 are ops named aten::op<N>; tests append other kinds.
+std::vector<model::Operator> ops_operators() {
+  std::vector<model::Operator> operators;
+  for (int i = 0; i < 10; ++i) operators.push_back({"aten::op" + std::to_string(i), ""});
+  return operators;
+}
+
+struct Closer {
+  explicit Closer(std::vector<model::Operator> table = ops_operators(), SpanCloser::StackLookup stacks = {})
+      : operators(std::move(table)),
+        closer(operators, std::move(stacks), kUnixIsMonotonicPlus1000, [](uint32_t tid) { return "t" + std::to_string(tid); },
+               sink) {}
+  void add_all(uint32_t tid, std::initializer_list<OpEvent> events) {
+    for (const OpEvent& event : events) closer.add(tid, event);
+  }
+
+  std::vector<model::Operator> operators;
+  RecordingSink sink;
+  SpanCloser closer;
+};
+
+struct ExpectedSpan {
+  uint64_t start, end;
+  uint32_t op, depth;
+  bool closed_at_stop = false, return_missing = false, unwound = false;
+};
+
+// `ops` as handed on, matched against `expected` in start order.
+void expect_spans(std::vector<RecordingSink::Op> ops, const std::vector<ExpectedSpan>& expected) {
+  std::stable_sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.span.record_id < b.span.record_id; });
+  ASSERT_EQ(ops.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    SCOPED_TRACE("span " + std::to_string(i));
+    const model::OpSpan& span = ops[i].span;
+    EXPECT_EQ(span.start_ns, expected[i].start + 1000);
+    EXPECT_EQ(span.end_ns, expected[i].end + 1000);
+    EXPECT_EQ(span.operator_index, expected[i].op);
+    EXPECT_EQ(span.depth, expected[i].depth);
+    EXPECT_EQ(span.closed_at_stop, expected[i].closed_at_stop);
+    EXPECT_EQ(span.return_missing, expected[i].return_missing);
+    EXPECT_EQ(span.unwound, expected[i].unwound);
+  }
+}
+
+std::vector<std::string> names_in_arrival_order(const RecordingSink& sink) {
+  std::vector<std::string> names;
+  for (const auto& op : sink.ops) names.push_back(op.name);
+  return names;
+}
+
+TEST(SpanCloser, NestsCallsAndHandsOnInnerRangesFirst) {
+  Closer c;
+  c.add_all(7, {enter(10, 1), enter(20, 2), leave(30, 2), enter(40, 3), enter(45, 4), leave(50, 4), leave(60, 3),
+                leave(70, 1)});
+  c.closer.finish(100);
+  expect_spans(c.sink.ops, {{10, 70, 1, 0}, {20, 30, 2, 1}, {40, 60, 3, 1}, {45, 50, 4, 2}});
+  EXPECT_EQ(names_in_arrival_order(c.sink),
+            (std::vector<std::string>{"aten::op2", "aten::op4", "aten::op3", "aten::op1"}));
+  EXPECT_EQ(c.closer.counts().unmatched_returns, 0u);
+}
+
+TEST(SpanCloser, SeparatesInterleavedThreads) {
+  Closer c;
+  c.closer.add(1, enter(10, 1));
+  c.closer.add(2, enter(11, 2));
+  c.closer.add(1, enter(12, 3));
+  c.closer.add(2, leave(13, 2));
+  c.closer.add(1, leave(14, 3));
+  c.closer.add(2, enter(15, 4));
+  c.closer.add(1, leave(16, 1));
+  c.closer.add(2, leave(17, 4));
+  c.closer.finish(100);
+  expect_spans(c.sink.ops_of(1), {{10, 16, 1, 0}, {12, 14, 3, 1}});
+  expect_spans(c.sink.ops_of(2), {{11, 13, 2, 0}, {15, 17, 4, 0}});
+}
+
+// Records from different CPUs reach the ring buffer out of timestamp order; within the skew
+// bound (the watermark lags the drain) they are put back in order before anything closes.
+TEST(SpanCloser, ReordersRecordsThatArriveOutOfOrderAcrossCpus) {
+  Closer c;
+  // Thread 3 migrated: its exit of op 2 was committed before the entry; thread 4's records
+  // arrive interleaved, late ones first.
+  c.add_all(3, {enter(10, 1), leave(40, 2)});
+  c.add_all(4, {leave(35, 5), enter(25, 5)});
+  c.add_all(3, {enter(20, 2), leave(50, 1)});
+  c.closer.advance(60);
+  expect_spans(c.sink.ops_of(3), {{10, 50, 1, 0}, {20, 40, 2, 1}});
+  expect_spans(c.sink.ops_of(4), {{25, 35, 5, 0}});
+  EXPECT_EQ(c.closer.counts().late_records, 0u);
+  EXPECT_EQ(c.closer.counts().unmatched_returns, 0u);
+}
+
+// Only what precedes the watermark is processed: a record after it waits, even when it is the
+// exit of a range whose entry came before.
+TEST(SpanCloser, HoldsBackRecordsNewerThanTheWatermark) {
+  Closer c;
+  c.add_all(1, {enter(10, 1), enter(20, 2), leave(30, 2), leave(80, 1)});
+  c.closer.advance(50);
+  expect_spans(c.sink.ops, {{20, 30, 2, 1}});
+  EXPECT_EQ(c.closer.waiting_records(), 1u);
+  c.closer.advance(90);
+  expect_spans(c.sink.ops, {{10, 80, 1, 0}, {20, 30, 2, 1}});
+  EXPECT_EQ(c.closer.waiting_records(), 0u);
+}
+
+// An op still open when the watermark passes stays open, its children go on, and it closes at
+// its exit; one still open at finish ends at the stop, flagged.
+TEST(SpanCloser, KeepsAnOpOpenAcrossWatermarksUntilItsExitOrTheStop) {
+  Closer c;
+  c.add_all(1, {enter(10, 1), enter(20, 2), leave(30, 2)});
+  c.add_all(2, {enter(15, 3)});
+  c.closer.advance(100);
+  expect_spans(c.sink.ops, {{20, 30, 2, 1}});
+  c.add_all(1, {enter(110, 4), leave(120, 4), leave(150, 1)});
+  c.closer.advance(200);
+  expect_spans(c.sink.ops_of(1), {{10, 150, 1, 0}, {20, 30, 2, 1}, {110, 120, 4, 1}});
+  EXPECT_TRUE(c.sink.ops_of(2).empty());
+  c.closer.finish(300);
+  expect_spans(c.sink.ops_of(2), {{15, 300, 3, 0, true}});
+}
+
+// A record older than a watermark already passed is still used, and counted: it may nest wrongly.
+TEST(SpanCloser, CountsRecordsThatArriveAfterTheirWatermark) {
+  Closer c;
+  c.add_all(1, {enter(10, 1)});
+  c.closer.advance(100);
+  c.add_all(1, {leave(50, 1)});
+  c.closer.advance(200);
+  EXPECT_EQ(c.closer.counts().late_records, 1u);
+  expect_spans(c.sink.ops, {{10, 50, 1, 0}});
+}
+
+TEST(SpanCloser, ClosesOpsWhoseReturnWasLostAtTheEnclosingReturn) {
+  Closer c;  // op 2 and op 3 never return
+  c.add_all(5, {enter(10, 1), enter(20, 2), enter(25, 3), leave(60, 1), enter(70, 4), leave(80, 4)});
+  c.closer.finish(100);
+  expect_spans(c.sink.ops, {{10, 60, 1, 0}, {20, 60, 2, 1, false, true}, {25, 60, 3, 2, false, true}, {70, 80, 4, 0}});
+  EXPECT_EQ(names_in_arrival_order(c.sink), (std::vector<std::string>{"aten::op1", "aten::op2", "aten::op3", "aten::op4"}))
+      << "ranges that end together are handed on outermost first";
+}
+
+TEST(SpanCloser, FlagsOpsEndedByAnExceptionAsUnwound) {
+  // BPF closes what the exception unwound at the catch, innermost first, all at its time; the
+  // enclosing op goes on and returns normally.
+  Closer c;
+  c.add_all(5, {enter(10, 1), enter(20, 2), enter(25, 3), unwound(40, 3), unwound(40, 2), enter(50, 4), leave(55, 4),
+                leave(60, 1)});
+  c.closer.finish(100);
+  expect_spans(c.sink.ops, {{10, 60, 1, 0},
+                            {20, 40, 2, 1, false, false, true},
+                            {25, 40, 3, 2, false, false, true},
+                            {50, 55, 4, 1}});
+  EXPECT_EQ(c.closer.counts().unmatched_returns, 0u);
+}
+
+TEST(SpanCloser, FlagsOpsFoundGoneAsReturnMissing) {
+  Closer c;  // BPF saw op 2's frame gone without its ret
+  c.add_all(5, {enter(10, 1), enter(20, 2), inferred(30, 2), enter(30, 3), leave(35, 3), leave(60, 1)});
+  c.closer.finish(100);
+  expect_spans(c.sink.ops, {{10, 60, 1, 0}, {20, 30, 2, 1, false, true}, {30, 35, 3, 1}});
+}
+
+TEST(SpanCloser, ClosesOpsStillRunningAtStopAndCountsOrphanReturns) {
+  Closer c;  // a return whose entry happened before attach, then two ops open at stop
+  c.add_all(5, {leave(5, 9), enter(10, 1), enter(20, 2)});
+  c.closer.finish(100);
+  expect_spans(c.sink.ops, {{10, 100, 1, 0, true}, {20, 100, 2, 1, true}});
+  EXPECT_EQ(c.closer.counts().unmatched_returns, 1u);
+}
+
+TEST(SpanCloser, ReturnsMatchTheInnermostOpenCallOfTheSameOp) {
+  Closer c;  // recursion through the same op: the first exit closes the inner call
+  c.add_all(5, {enter(10, 1), enter(20, 1), leave(30, 1), leave(40, 1)});
+  c.closer.finish(100);
+  expect_spans(c.sink.ops, {{10, 40, 1, 0}, {20, 30, 1, 1}});
+}
+
+// Record ids count entries process-wide in time order, as torch hands out RecordFunction
+// handles; a thread is announced, with its own entry id, before its first range; the step
+// annotation encloses each thread's top-level ranges.
+TEST(SpanCloser, NumbersEntriesInTimeOrderAndAnnouncesThreadsFirst) {
+  std::vector<model::Operator> operators = ops_operators();
+  operators.push_back({"ProfilerStep#0", "", model::RangeKind::kUserAnnotation});
+  Closer c(operators);
+  c.closer.open_step(1, 10, 5);
+  c.add_all(2, {enter(110, 2), leave(130, 2)});
+  c.add_all(1, {enter(100, 0), enter(120, 1), leave(150, 1), leave(200, 0), enter(160, 1)});
+  c.closer.finish(300);
+
+  ASSERT_EQ(c.sink.threads.size(), 2u);
+  EXPECT_EQ(c.sink.threads[0].tid, 1u);
+  EXPECT_EQ(c.sink.threads[0].entry_id, 1u);
+  EXPECT_EQ(c.sink.threads[0].name, "t1");
+  EXPECT_EQ(c.sink.threads[1].tid, 2u);
+  EXPECT_EQ(c.sink.threads[1].entry_id, 4u) << "announced at its first record, 110, after 100's op";
+
+  std::map<uint64_t, std::pair<std::string, uint64_t>> by_record;  // record id -> (name, parent)
+  for (const auto& op : c.sink.ops) by_record[op.span.record_id] = {op.name, op.span.parent_record_id};
+  const std::map<uint64_t, std::pair<std::string, uint64_t>> expected = {
+      {2, {"ProfilerStep#0", 0}},  // opened before anything else
+      {3, {"aten::op0", 2}},       // 100, top level: under the step
+      {5, {"aten::op2", 0}},       // 110 on thread 2, which has no step
+      {6, {"aten::op1", 3}},       // 120, inside op0
+      {7, {"aten::op1", 3}},       // 160, inside op0 (100..200)
+  };
+  EXPECT_EQ(by_record, expected);
+  EXPECT_EQ(c.sink.ops.back().name, "ProfilerStep#0") << "the step closes last, at the stop";
+  EXPECT_EQ(c.sink.ops.back().span.end_ns, 1300u);
+}
+
+TEST(SpanCloser, GivesCreatedNodesToTheInnermostOpThatAdvancedTheCounter) {
+  // conv2d (composite) calls convolution, whose autograd kernel makes node 13 and then calls
+  // _convolution below autograd; linear calls t (node 18) and addmm (node 19).
+  Closer c;
+  c.add_all(1, {with_counter(enter(1, 0), 13), with_counter(enter(2, 1), 13), with_counter(enter(3, 2), 14),
+                with_counter(leave(4, 2), 14), with_counter(leave(5, 1), 14), with_counter(leave(6, 0), 14),
+                with_counter(enter(7, 3), 18), with_counter(enter(8, 4), 18), with_counter(leave(9, 4), 19),
+                with_counter(enter(10, 5), 19), with_counter(leave(11, 5), 20), with_counter(leave(12, 3), 20)});
+  c.closer.finish(100);
+  std::map<uint32_t, int64_t> sequence_by_op;
+  for (const auto& op : c.sink.ops) sequence_by_op[op.span.operator_index] = op.span.sequence_number;
+  EXPECT_EQ(sequence_by_op.at(0), -1) << "conv2d: its child made the node";
+  EXPECT_EQ(sequence_by_op.at(1), 13) << "convolution";
+  EXPECT_EQ(sequence_by_op.at(2), -1) << "_convolution made none";
+  EXPECT_EQ(sequence_by_op.at(3), -1) << "linear: its children made both";
+  EXPECT_EQ(sequence_by_op.at(4), 18) << "t";
+  EXPECT_EQ(sequence_by_op.at(5), 19) << "addmm";
+}
+
+TEST(SpanCloser, NeedsTheCounterAtBothEndsToAttributeANode) {
+  Closer c;
+  c.add_all(1, {with_counter(enter(1, 0), UINT64_MAX), with_counter(leave(2, 0), 5)});
+  c.closer.finish(100);
+  EXPECT_EQ(c.sink.ops.at(0).span.sequence_number, -1);
+}
+
+OpEvent node_enter(uint64_t ns, uint32_t op, int64_t sequence_number) {
+  OpEvent event = enter(ns, op);
+  event.sequence_number = sequence_number;
+  return event;
+}
+
+std::vector<model::Operator> autograd_operators() {
+  return {{"aten::mm", "", model::RangeKind::kOperator},
+          {"MmBackward0", "", model::RangeKind::kBackwardNode},
+          {"autograd::engine::evaluate_function: MmBackward0", "", model::RangeKind::kBackwardEvaluate}};
+}
+
+// When the backward node closes, its fwdbwd flow goes out: from the forward op's start to the
+// node's (not to evaluate_function), once.
+TEST(SpanCloser, EmitsAForwardBackwardFlowWhenTheNodeCloses) {
+  Closer c(autograd_operators());
+  c.add_all(1, {with_counter(enter(10, 0), 7), with_counter(leave(11, 0), 8)});
+  c.add_all(2, {node_enter(20, 2, 7), node_enter(21, 1, 7), leave(25, 1), leave(26, 2)});
+  c.add_all(2, {node_enter(30, 2, 8), node_enter(31, 1, 8), leave(35, 1), leave(36, 2)});
+  c.closer.advance(22);
+  EXPECT_TRUE(c.sink.flows.empty()) << "the node is still open";
+  c.closer.finish(100);
+  ASSERT_EQ(c.sink.flows.size(), 1u) << "only sequence number 7 was made by an op";
+  const model::ForwardBackwardFlow& flow = c.sink.flows[0];
+  EXPECT_EQ(flow.id, 1u);
+  EXPECT_EQ(flow.forward_tid, 1u);
+  EXPECT_EQ(flow.forward_start_ns, 1010u);
+  EXPECT_EQ(flow.backward_tid, 2u);
+  EXPECT_EQ(flow.backward_start_ns, 1021u);
+}
+
+TEST(SpanCloser, LinksNoNodeWhoseNumberTwoOpsMade) {
+  Closer c(autograd_operators());
+  c.add_all(1, {with_counter(enter(10, 0), 3), with_counter(leave(11, 0), 4)});
+  c.add_all(2, {with_counter(enter(15, 0), 3), with_counter(leave(16, 0), 4)});
+  c.add_all(1, {node_enter(40, 1, 3), leave(41, 1)});
+  c.closer.finish(100);
+  EXPECT_TRUE(c.sink.flows.empty());
+}
+
+ResolvedFrame python_frame(uint64_t address, std::string function) {
+  ResolvedFrame frame;
+  frame.frame_address = address;
+  frame.code_address = address;
+  frame.file = "train.py";
+  frame.function = std::move(function);
+  frame.first_line = 1;
+  return frame;
+}
+
+// An op's stack observation needs the op's end, so a thread's observations wait until its
+// outermost op closes; a sample between ops goes through at once. Ops carry their stack.
+TEST(SpanCloser, FeedsPythonSpansOnceTheThreadsOutermostOpCloses) {
+  const StoredStack in_step{{python_frame(0x20, "step"), python_frame(0x10, "main")}, {{"train.py", 3, "step"}, {"train.py", 9, "main"}}};
+  const StoredStack in_loss{{python_frame(0x30, "loss"), python_frame(0x10, "main")}, {{"train.py", 5, "loss"}, {"train.py", 9, "main"}}};
+  Closer c(ops_operators(), [&](uint64_t id) -> const StoredStack* {
+    return id == 1 ? &in_step : id == 2 ? &in_loss : nullptr;
+  });
+  OpEvent outer = enter(10, 1);
+  outer.python_stack_id = 1;
+  OpEvent inner = enter(20, 2);
+  inner.python_stack_id = 1;
+  OpEvent sample{.monotonic_ns = 60, .is_sample = true, .python_stack_id = 2};
+  c.add_all(1, {outer, inner, leave(30, 2)});
+  c.closer.advance(40);
+  EXPECT_TRUE(c.sink.python_spans.empty()) << "op 1 is still open: its end bounds the spans";
+  c.add_all(1, {leave(50, 1), sample});
+  c.closer.advance(70);
+  ASSERT_EQ(c.sink.python_spans.size(), 1u) << "the sample at 60 shows step gone";
+  EXPECT_EQ(c.sink.python_spans[0].span.name, "train.py(1): step");
+  EXPECT_EQ(c.sink.python_spans[0].span.start_ns, 1010u);
+  EXPECT_EQ(c.sink.python_spans[0].span.end_ns, 1050u);
+  c.closer.finish(100);
+  ASSERT_EQ(c.sink.python_spans.size(), 3u);
+  EXPECT_EQ(c.sink.python_spans[1].span.name, "train.py(1): main") << "closing together, outermost first";
+  EXPECT_EQ(c.sink.python_spans[1].span.end_ns, 1060u);
+  EXPECT_EQ(c.sink.python_spans[2].span.name, "train.py(1): loss");
+  ASSERT_EQ(c.sink.ops.size(), 2u);
+  EXPECT_EQ(c.sink.ops[0].stack, in_step.printable);
+}
+
+TEST(OperatorTotals, SubtractChildrenFromSelfTime) {
+  std::vector<model::Operator> operators = {{"aten::a", ""}, {"aten::b", ""}};
+  Closer c(operators);
+  c.add_all(1, {enter(100, 0), enter(120, 1), leave(150, 1), enter(160, 1), leave(170, 1), leave(200, 0)});
+  c.add_all(2, {enter(110, 0), leave(130, 0)});
+  c.closer.finish(300);
+  OperatorTotalsSink totals;
+  for (const auto& op : c.sink.ops) totals.op({op.tid, op.span, operators.at(op.span.operator_index), nullptr});
+  const auto rows = totals.top_by_self_time(10);
+  ASSERT_EQ(rows.size(), 2u);
+  // aten::a: 100 on thread 1 minus its children (30 + 10 of aten::b) = 60; plus 20 on thread 2.
+  EXPECT_EQ(rows[0].name, "aten::a");
+  EXPECT_EQ(rows[0].calls, 2u);
+  EXPECT_EQ(rows[0].self_ns, 80u);
+  EXPECT_EQ(rows[0].total_ns, 120u);
+  EXPECT_EQ(rows[1].name, "aten::b");
+  EXPECT_EQ(rows[1].calls, 2u);
+  EXPECT_EQ(rows[1].self_ns, 40u);
+}
+
+}  // namespace
+}  // namespace tprof
