@@ -167,10 +167,20 @@ class ValueFormatter {
 
 }  // namespace
 
-uint64_t TensorIds::id_of(std::unordered_map<uint64_t, uint64_t>& ids, uint64_t address) {
-  const auto [entry, is_new] = ids.try_emplace(address, next_id_);
-  if (is_new) ++next_id_;
-  return entry->second;
+uint64_t TensorIds::Generations::id_of(uint64_t address, uint64_t& next_id) {
+  if (const auto found = current.find(address); found != current.end()) return found->second;
+  uint64_t id = 0;
+  if (const auto found = previous.find(address); found != previous.end()) {
+    id = found->second;  // still in use: carried into the current generation
+  } else {
+    id = next_id++;
+  }
+  if (current.size() >= kGeneration) {
+    previous = std::move(current);
+    current.clear();
+  }
+  current.emplace(address, id);
+  return id;
 }
 
 void append_execution_trace_values(std::string& out, const std::vector<Value>& values, TensorIds& ids) {

@@ -12,20 +12,29 @@
 
 namespace tprof::exporters {
 
-// Tensor and storage ids drawn from the node-id counter, as torch's observer does: one id per
-// TensorImpl address and one per storage data pointer, reused whenever the address recurs.
+// Tensor and storage ids drawn from a counter: one id per TensorImpl address and one per
+// storage data pointer, reused whenever the address recurs, as torch's observer does. Memory
+// is bounded: addresses are remembered in two generations of at most kGeneration each; one
+// unseen for two generations gets a new id if it recurs (a tensor that long-lived and that
+// rarely used is taken for a new one).
 class TensorIds {
  public:
+  static constexpr size_t kGeneration = 250'000;
+
   explicit TensorIds(uint64_t& next_id) : next_id_(next_id) {}
-  uint64_t tensor(uint64_t impl_address) { return id_of(tensors_, impl_address); }
-  uint64_t storage(uint64_t data_address) { return id_of(storages_, data_address); }
+  uint64_t tensor(uint64_t impl_address) { return tensors_.id_of(impl_address, next_id_); }
+  uint64_t storage(uint64_t data_address) { return storages_.id_of(data_address, next_id_); }
 
  private:
-  uint64_t id_of(std::unordered_map<uint64_t, uint64_t>& ids, uint64_t address);
+  struct Generations {
+    std::unordered_map<uint64_t, uint64_t> current;
+    std::unordered_map<uint64_t, uint64_t> previous;
+    uint64_t id_of(uint64_t address, uint64_t& next_id);
+  };
 
   uint64_t& next_id_;
-  std::unordered_map<uint64_t, uint64_t> tensors_;
-  std::unordered_map<uint64_t, uint64_t> storages_;
+  Generations tensors_;
+  Generations storages_;
 };
 
 // Appends {"values": [...], "shapes": [...], "types": [...], "strides": [...]} for `values`.

@@ -6,6 +6,11 @@
 #include <zlib.h>
 
 #include <cerrno>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <cstring>
 #include <stdexcept>
 #include <utility>
@@ -66,6 +71,11 @@ class FileDescriptor {
 
 // Buffers bytes, optionally gzip-compresses them with a streaming deflate, and writes them to
 // the temp file. Every error throws "cannot write <final path>: <reason>".
+//
+// Compression is the largest cost of a streamed trace (about as much as building the JSON),
+// so full buffers go to a writer thread that deflates and writes them while the recording
+// goes on; at most kQueuedBuffers wait, after which write() waits for it. An error in the
+// writer thread is thrown by the next write(), flush() or finish().
 struct OutputFile::Sink {
   Sink(const std::string& final_path, FileDescriptor fd, bool gzip)
       : final_path_(final_path), fd_(std::move(fd)), gzip_(gzip) {
@@ -75,10 +85,15 @@ struct OutputFile::Sink {
                                       kZlibMemLevel, Z_DEFAULT_STRATEGY);
       if (status != Z_OK) throw_cannot_write(final_path_, zError(status));
       compressed_.resize(kBufferBytes);
+      writer_ = std::thread([this] { run_writer(); });
     }
   }
 
   ~Sink() {
+    if (writer_.joinable()) {
+      enqueue({std::string(), kStop}, /*rethrow=*/false);
+      writer_.join();
+    }
     if (gzip_) deflateEnd(&deflater_);
   }
 
@@ -87,32 +102,103 @@ struct OutputFile::Sink {
 
   void write(std::string_view bytes) {
     pending_.append(bytes);
-    if (pending_.size() >= kBufferBytes) drain(Z_NO_FLUSH);
+    if (pending_.size() >= kBufferBytes) hand_over(Z_NO_FLUSH);
   }
 
-  // Hands everything so far to the file; gzip output is sync-flushed, so that a reader can
-  // inflate all of it even if the stream never gets its end.
-  void flush() { drain(Z_SYNC_FLUSH); }
+  // Hands everything so far to the file and waits until it is there; gzip output is
+  // sync-flushed, so that a reader can inflate all of it even if the stream never gets its end.
+  void flush() {
+    hand_over(Z_SYNC_FLUSH);
+    if (!writer_.joinable()) return;
+    std::unique_lock lock(mutex_);
+    room_.wait(lock, [&] { return done_jobs_ == queued_jobs_ || writer_error_; });
+    rethrow_writer_error_locked();
+  }
 
   // Writes out everything, ends the gzip stream, fsyncs and closes, so that the rename that
   // follows publishes complete data.
   void finish() {
-    drain(Z_FINISH);
+    hand_over(Z_FINISH);
+    if (writer_.joinable()) {
+      enqueue({std::string(), kStop}, /*rethrow=*/true);
+      writer_.join();
+      rethrow_writer_error();
+    }
     if (::fsync(fd_.get()) != 0) throw_cannot_write_errno(final_path_, errno);
     if (const int error = fd_.close(); error != 0) throw_cannot_write_errno(final_path_, error);
   }
 
  private:
-  // Moves pending_ to the file, through the deflater when compressing. Z_FINISH also flushes
-  // the deflater's internal state and writes the gzip trailer.
-  void drain(int flush_mode) {
+  static constexpr int kStop = -1;
+  static constexpr size_t kQueuedBuffers = 4;
+
+  struct Job {
+    std::string bytes;
+    int flush_mode;  // Z_NO_FLUSH, Z_SYNC_FLUSH, Z_FINISH, or kStop
+  };
+
+  void hand_over(int flush_mode) {
     if (!gzip_) {
       write_to_file(pending_.data(), pending_.size());
       pending_.clear();
       return;
     }
-    deflater_.next_in = reinterpret_cast<Bytef*>(pending_.data());
-    deflater_.avail_in = static_cast<uInt>(pending_.size());
+    std::string full;
+    full.reserve(kBufferBytes);
+    full.swap(pending_);
+    enqueue({std::move(full), flush_mode}, /*rethrow=*/true);
+  }
+
+  void enqueue(Job job, bool rethrow) {
+    {
+      std::unique_lock lock(mutex_);
+      room_.wait(lock, [&] { return jobs_.size() < kQueuedBuffers || writer_error_; });
+      if (rethrow) rethrow_writer_error_locked();
+      jobs_.push_back(std::move(job));
+      ++queued_jobs_;
+    }
+    work_.notify_one();
+  }
+
+  void run_writer() {
+    bool failed = false;  // after an error, jobs are only counted: the file is lost anyway
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock lock(mutex_);
+        work_.wait(lock, [&] { return !jobs_.empty(); });
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      if (job.flush_mode == kStop) return;
+      std::exception_ptr error;
+      try {
+        if (!failed) deflate_to_file(job.bytes, job.flush_mode);
+      } catch (...) {
+        error = std::current_exception();
+        failed = true;
+      }
+      {
+        std::lock_guard lock(mutex_);
+        if (error && !writer_error_) writer_error_ = error;
+        ++done_jobs_;
+      }
+      room_.notify_all();
+    }
+  }
+
+  void rethrow_writer_error() {
+    std::lock_guard lock(mutex_);
+    rethrow_writer_error_locked();
+  }
+  void rethrow_writer_error_locked() {
+    if (writer_error_) std::rethrow_exception(writer_error_);
+  }
+
+  // Z_FINISH also flushes the deflater's internal state and writes the gzip trailer.
+  void deflate_to_file(std::string& bytes, int flush_mode) {
+    deflater_.next_in = reinterpret_cast<Bytef*>(bytes.data());
+    deflater_.avail_in = static_cast<uInt>(bytes.size());
     int status = Z_OK;
     do {
       deflater_.next_out = reinterpret_cast<Bytef*>(compressed_.data());
@@ -123,7 +209,6 @@ struct OutputFile::Sink {
       // Z_NO_FLUSH and Z_SYNC_FLUSH are done once the input is consumed and the output did not
       // fill up; Z_FINISH only when deflate reports the end of the stream.
     } while (flush_mode == Z_FINISH ? status != Z_STREAM_END : deflater_.avail_out == 0);
-    pending_.clear();
   }
 
   void write_to_file(const char* data, size_t size) {
@@ -141,9 +226,18 @@ struct OutputFile::Sink {
   const std::string& final_path_;
   FileDescriptor fd_;
   const bool gzip_;
+  std::string pending_;           // bytes not yet handed over
+  // The writer thread's (gzip only).
   z_stream deflater_{};
-  std::string pending_;           // uncompressed bytes not yet written or deflated
-  std::vector<char> compressed_;  // deflate output staging, gzip only
+  std::vector<char> compressed_;  // deflate output staging
+  std::mutex mutex_;
+  std::condition_variable work_;
+  std::condition_variable room_;
+  std::deque<Job> jobs_;
+  uint64_t queued_jobs_ = 0;  // data jobs handed over, and those written
+  uint64_t done_jobs_ = 0;
+  std::exception_ptr writer_error_;
+  std::thread writer_;
 };
 
 OutputFile::OutputFile(std::string path, mode_t mode, std::string_view temp_suffix)

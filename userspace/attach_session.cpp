@@ -261,6 +261,9 @@ class SessionSinks {
 // before it reserves its slot, and a program can be preempted in between. Records older than
 // the drain time minus this are final.
 constexpr uint64_t kRecordSkewBoundNs = 50'000'000;
+// Records decoded before the closer takes them: what waits between the two stays near this.
+constexpr size_t kRecordsPerBatch = 50'000;
+constexpr uint64_t kDrainTimeLimitNs = 500'000'000;
 
 void report(Console& console, StopReason reason, const SessionSinks& sinks, const SpanCloser& closer,
             const RecordDecoder& decoder, const model::RunSummary& summary, const LossCounts& losses, bool python) {
@@ -318,6 +321,7 @@ int run_attach(const AttachOptions& options) {
   if (ops) {
     range_probes.emplace(ops->library, target.pid(), console);
     exits = plan_range_exits(*ops, *range_probes, target, console);
+    range_probes->release_library_pages();
   }
 
   OpTracer tracer(tracer_options_for(options, target, ops, range_probes, python));
@@ -365,12 +369,18 @@ int run_attach(const AttachOptions& options) {
        .annotation_operator = [&](std::string_view name) { return range_operators.annotation(name); },
        .node_operator = [&](uint64_t vptr, model::RangeKind kind) { return range_operators.node(vptr, kind); }});
   RecordConsumer consumer(tracer.ring_buffer_fd(), decoder);
-  // Everything up to the watermark is final: it is closed, handed on and written.
-  auto drain = [&] {
+  // Everything up to the watermark is final: it is closed, handed on and written, a batch at a
+  // time. A drain that falls behind returns after kDrainTimeLimitNs, so that a stop signal is
+  // still seen; the rest waits in the ring buffer. `time_limit_ns` 0: until it is empty.
+  auto drain = [&](uint64_t time_limit_ns) {
     const uint64_t drain_ns = monotonic_now_ns();
-    consumer.drain();
-    if (stacks) stacks->resolve_pending();
-    closer.advance(drain_ns - std::min(drain_ns, kRecordSkewBoundNs));
+    const uint64_t watermark_ns = drain_ns - std::min(drain_ns, kRecordSkewBoundNs);
+    for (bool more = true; more;) {
+      more = consumer.drain(kRecordsPerBatch);
+      if (stacks) stacks->resolve_pending();
+      closer.advance(watermark_ns);
+      if (time_limit_ns != 0 && monotonic_now_ns() - drain_ns > time_limit_ns) break;
+    }
     sinks.flush_if_due(drain_ns);
   };
 
@@ -396,7 +406,8 @@ int run_attach(const AttachOptions& options) {
   std::string fault;
   try {
     reason = run_recording_loop(target, stop_signals, options.duration_s,
-                                {.drain = drain, .show_status = [&](double elapsed_s) {
+                                {.drain = [&] { drain(kDrainTimeLimitNs); },
+                                 .show_status = [&](double elapsed_s) {
                                    console.status(elapsed_s, decoder.records(), tracer.losses().ring_buffer_full);
                                  }});
   } catch (const std::exception& error) {
@@ -409,8 +420,7 @@ int run_attach(const AttachOptions& options) {
   const uint64_t stop_ns = monotonic_now_ns();
   tracer.detach();
   try {
-    consumer.drain();
-    if (stacks) stacks->resolve_pending();
+    drain(0);
   } catch (const std::exception& error) {
     if (fault.empty()) fault = error.what();
     reason = StopReason::kFault;

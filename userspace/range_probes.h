@@ -49,6 +49,10 @@ class RangeProbes {
   // A node's name as torch's profiler shows it, from its runtime vtable pointer; "" if unknown.
   std::string node_name(uint64_t vptr) const;
 
+  // Planning is over: libtorch_cpu's pages stop counting in tprof's memory (node_name() faults
+  // back the few it reads).
+  void release_library_pages() const { elf_->release_pages(); }
+
  private:
   UprobeSites sites(const std::vector<uint64_t>& file_offsets) const;  // in libtorch_cpu
 

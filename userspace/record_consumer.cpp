@@ -17,21 +17,33 @@ namespace tprof {
 
 void RecordConsumer::RingBufferDeleter::operator()(ring_buffer* ring) const { ring_buffer__free(ring); }
 
-RecordConsumer::RecordConsumer(int ring_buffer_fd, RecordDecoder& decoder) {
-  ring_.reset(ring_buffer__new(ring_buffer_fd, &RecordConsumer::on_record, &decoder, nullptr));
+namespace {
+
+// What on_record returns to stop libbpf at the drain's bound: libbpf then stores the consumer
+// position past that record (it is consumed) and returns this from ring_buffer__consume().
+constexpr int kBudgetSpent = -ECANCELED;
+
+}  // namespace
+
+RecordConsumer::RecordConsumer(int ring_buffer_fd, RecordDecoder& decoder) : decoder_(decoder) {
+  ring_.reset(ring_buffer__new(ring_buffer_fd, &RecordConsumer::on_record, this, nullptr));
   if (!ring_) throw Error(errno_message("cannot map the BPF ring buffer", errno));
 }
 
 RecordConsumer::~RecordConsumer() = default;
 
-void RecordConsumer::drain() {
+bool RecordConsumer::drain(size_t max_records) {
+  budget_ = max_records;
   const int result = ring_buffer__consume(ring_.get());
+  if (result == kBudgetSpent) return true;
   if (result < 0 && result != -EINTR) throw Error(errno_message("reading the BPF ring buffer failed", -result));
+  return false;
 }
 
-int RecordConsumer::on_record(void* decoder, void* data, size_t size) {
-  static_cast<RecordDecoder*>(decoder)->decode({static_cast<const std::byte*>(data), size});
-  return 0;
+int RecordConsumer::on_record(void* consumer, void* data, size_t size) {
+  auto& self = *static_cast<RecordConsumer*>(consumer);
+  self.decoder_.decode({static_cast<const std::byte*>(data), size});
+  return --self.budget_ == 0 ? kBudgetSpent : 0;
 }
 
 void RecordDecoder::decode(std::span<const std::byte> record) {

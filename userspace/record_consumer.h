@@ -81,15 +81,19 @@ class RecordConsumer {
   RecordConsumer(const RecordConsumer&) = delete;
   RecordConsumer& operator=(const RecordConsumer&) = delete;
 
-  // Decodes everything available now. Throws tprof::Error on a ring-buffer failure.
-  void drain();
+  // Decodes what is available now, at most `max_records` of it, so that what waits to be
+  // closed stays bounded however far behind tprof has fallen. Returns whether it stopped at
+  // that bound (more may be waiting). Throws tprof::Error on a ring-buffer failure.
+  bool drain(size_t max_records);
 
  private:
-  static int on_record(void* decoder, void* data, size_t size);
+  static int on_record(void* consumer, void* data, size_t size);
 
   struct RingBufferDeleter {
     void operator()(ring_buffer* ring) const;
   };
+  RecordDecoder& decoder_;
+  size_t budget_ = 0;  // records left in this drain
   std::unique_ptr<ring_buffer, RingBufferDeleter> ring_;
 };
 

@@ -244,6 +244,21 @@ TEST(ExecutionTraceValues, TensorIdsAreStablePerAddress) {
   EXPECT_EQ(next_id, 5u);
 }
 
+// Memory stays bounded however many addresses a long recording sees: an address in use keeps
+// its id across generations; one unseen for two generations is forgotten.
+TEST(ExecutionTraceValues, TensorIdsForgetAddressesUnseenForTwoGenerations) {
+  uint64_t next_id = 1;
+  TensorIds ids(next_id);
+  const uint64_t kept = ids.tensor(0x1);
+  const uint64_t forgotten = ids.tensor(0x2);
+  for (uint64_t address = 0x100; address < 0x100 + 3 * TensorIds::kGeneration; ++address) {
+    ids.tensor(address);
+    if (address % 1000 == 0) EXPECT_EQ(ids.tensor(0x1), kept);  // in use all along
+  }
+  EXPECT_EQ(ids.tensor(0x1), kept);
+  EXPECT_NE(ids.tensor(0x2), forgotten);
+}
+
 TEST(ExecutionTraceValues, ATensorWithoutStorageGetsStorageIdZero) {
   uint64_t next_id = 7;
   TensorIds ids(next_id);

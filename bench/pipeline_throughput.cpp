@@ -1,0 +1,220 @@
+// Events per second through tprof's real userspace path with no BPF: op records laid out as the
+// BPF side writes them (bpf/op_record.h) go through RecordDecoder, SpanCloser (watermark every
+// 20 ms of record time, as the recording loop drains) and the sinks the attach session uses
+// (Chrome trace and Execution Trace files, gzip or plain, and the console totals).
+//
+// What is synthetic: the records (nested ops on a few threads, a Python stack on every entry,
+// a stack sample per millisecond per thread) and the argument decoding, which hands back the
+// same decoded values (two tensors and a Scalar) for every op instead of decoding TensorImpl
+// bytes; the values are formatted and written as for real ones.
+//
+// Usage: tprof-pipeline-throughput [EVENTS] [--gzip] [--directory DIR]
+//   (default 4,000,000 events, plain JSON, files in $TMPDIR; a tmpfs keeps the disk out of it)
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "exporters/chrome_trace_writer.h"
+#include "exporters/execution_trace_writer.h"
+#include "exporters/output_file.h"
+#include "model/trace_sink.h"
+#include "op_arguments.h"
+#include "op_record.h"
+#include "userspace/op_summary.h"
+#include "userspace/record_consumer.h"
+#include "userspace/span_closer.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace tprof;
+
+constexpr uint32_t kThreads = 4;
+constexpr uint32_t kOperators = 64;
+constexpr uint64_t kDrainPeriodNs = 20'000'000;
+constexpr uint64_t kSkewBoundNs = 50'000'000;
+constexpr uint64_t kRecordSpacingNs = 500;  // a record every 0.5 µs per thread: 8 M/s over 4 threads
+
+model::TensorValue tensor(uint64_t impl, std::vector<int64_t> sizes) {
+  model::TensorValue value;
+  value.impl_address = impl;
+  value.storage_address = impl + 0x100000;
+  value.strides = {sizes.size() > 1 ? sizes[1] : 1, 1};
+  value.sizes = std::move(sizes);
+  value.numel = 4096;
+  value.dtype = "float";
+  value.itemsize = 4;
+  value.device = "cpu";
+  return value;
+}
+
+std::vector<model::Value> decoded_inputs() {
+  model::Value a;
+  a.kind = model::ValueKind::kTensor;
+  a.schema_type = "Tensor";
+  a.tensor = tensor(0x7f0000001000, {64, 64});
+  model::Value b = a;
+  b.tensor = tensor(0x7f0000002000, {64, 64});
+  model::Value alpha;
+  alpha.kind = model::ValueKind::kInt;
+  alpha.schema_type = "Scalar";
+  alpha.ints = {1};
+  return {a, b, alpha};
+}
+
+// One thread's records: an outer op enclosing two inner ones, over and over.
+struct RecordStream {
+  uint32_t tid;
+  uint64_t next_ns;
+  uint32_t step = 0;
+
+  op_record next() {
+    static constexpr uint8_t kKinds[] = {OP_RECORD_ENTER, OP_RECORD_ENTER, OP_RECORD_EXIT,
+                                         OP_RECORD_ENTER, OP_RECORD_EXIT,  OP_RECORD_EXIT};
+    static constexpr uint32_t kDepthOp[] = {0, 1, 1, 2, 2, 0};
+    op_record record{};
+    record.timestamp_ns = next_ns;
+    record.sequence_counter = SEQUENCE_COUNTER_UNKNOWN;
+    record.tid = tid;
+    record.tgid = 1;
+    record.kind = kKinds[step % 6];
+    record.op_id = (kDepthOp[step % 6] + step / 6 * 3) % kOperators;
+    record.abi_version = OP_RECORD_ABI_VERSION;
+    if (record.kind == OP_RECORD_ENTER) record.python_stack_id = 1 + step % 3;
+    ++step;
+    next_ns += kRecordSpacingNs;
+    return record;
+  }
+};
+
+// A record head and, for ops, an argument payload cut after its header (no tensor copies), which
+// the decoder hands to decode_arguments; that returns the prepared values.
+std::vector<std::byte> as_bytes(const op_record& record, bool with_arguments) {
+  std::vector<std::byte> bytes(sizeof(record) + (with_arguments ? offsetof(op_arguments, tensors) : 0));
+  std::memcpy(bytes.data(), &record, sizeof(record));
+  return bytes;
+}
+
+ResolvedStack stack_of_depth_12(int variant) {
+  ResolvedStack stack;
+  for (int depth = 0; depth < 12; ++depth) {
+    ResolvedFrame frame;
+    frame.frame_address = 0x1000 + static_cast<uint64_t>(depth) * 0x100;
+    frame.code_address = 0x9000 + static_cast<uint64_t>(depth) + (depth == 0 ? static_cast<uint64_t>(variant) : 0);
+    frame.file = "/srv/model/train_" + std::to_string(depth) + ".py";
+    frame.function = "layer_" + std::to_string(depth) + (depth == 0 ? "_" + std::to_string(variant) : "");
+    frame.line = 10 + depth;
+    frame.first_line = 5 + depth;
+    stack.push_back(frame);
+  }
+  return stack;
+}
+
+double peak_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint64_t events = 4'000'000;
+  bool gzip = false;
+  fs::path parent = fs::temp_directory_path();
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--gzip") == 0) {
+      gzip = true;
+    } else if (std::strcmp(argv[i], "--directory") == 0 && i + 1 < argc) {
+      parent = argv[++i];
+    } else {
+      events = std::stoull(argv[i]);
+    }
+  }
+  const fs::path directory = parent / ("tprof-throughput-" + std::to_string(::getpid()));
+  fs::create_directories(directory);
+  const std::string suffix = gzip ? ".json.gz" : ".json";
+
+  std::vector<model::Operator> operators;
+  for (uint32_t i = 0; i < kOperators; ++i)
+    operators.push_back({"aten::op" + std::to_string(i), "aten::op" + std::to_string(i) + "(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"});
+  std::vector<StoredStack> stacks;
+  for (int variant = 0; variant < 3; ++variant) {
+    ResolvedStack frames = stack_of_depth_12(variant);
+    model::PythonStack printable;
+    for (const ResolvedFrame& frame : frames) printable.push_back({frame.file, frame.line, frame.function});
+    stacks.push_back({std::move(frames), std::move(printable)});
+  }
+  const std::vector<model::Value> inputs = decoded_inputs();
+
+  exporters::OutputFile trace_file((directory / ("t.pt.trace" + suffix)).string());
+  exporters::OutputFile execution_trace_file((directory / ("t.et" + suffix)).string());
+  exporters::ChromeTraceWriter chrome(trace_file, "t.pt.trace.json");
+  exporters::ExecutionTraceWriter execution_trace(execution_trace_file);
+  OperatorTotalsSink totals;
+  model::FanOutSink sinks({&chrome, &execution_trace, &totals});
+  SpanCloser closer(
+      operators, [&](uint64_t id) { return id >= 1 && id <= stacks.size() ? &stacks[id - 1] : nullptr; },
+      MonotonicToUnix(1'700'000'000'000'000'000), [](uint32_t tid) { return "worker " + std::to_string(tid); }, sinks);
+  RecordDecoder decoder(closer, {.on_new_thread = [](uint32_t) {},
+                                 .on_stack_id = [](uint64_t) {},
+                                 .decode_arguments = [&](uint32_t, bool returns, const op_arguments&) {
+                                   return returns ? std::vector<model::Value>{inputs[0]} : inputs;
+                                 },
+                                 .annotation_operator = [](std::string_view) { return 0u; },
+                                 .node_operator = [](uint64_t, model::RangeKind) { return 0u; }});
+
+  std::vector<RecordStream> threads;
+  for (uint32_t t = 0; t < kThreads; ++t) threads.push_back({100 + t, 1'000'000 + t * 7});
+  // Prepared ahead, so that the clock measures the pipeline, not the generator.
+  std::vector<std::vector<std::byte>> records;
+  records.reserve(events);
+  for (uint64_t i = 0; records.size() < events; ++i) {
+    const op_record record = threads[i % kThreads].next();
+    records.push_back(as_bytes(record, record.kind == OP_RECORD_ENTER || record.kind == OP_RECORD_EXIT));
+  }
+
+  model::SessionInfo session;
+  session.pid = 100;
+  session.process_name = "bench";
+  session.tprof_version = TPROF_VERSION;
+  session.window_start_unix_ns = 1'700'000'000'001'000'000;
+  sinks.begin(session);
+  const auto started = std::chrono::steady_clock::now();
+  uint64_t next_drain_ns = 1'000'000 + kDrainPeriodNs;
+  uint64_t last_ns = 0;
+  for (const auto& bytes : records) {
+    op_record head;
+    std::memcpy(&head, bytes.data(), sizeof(head));
+    last_ns = head.timestamp_ns;
+    if (head.timestamp_ns >= next_drain_ns) {
+      closer.advance(next_drain_ns - kSkewBoundNs);
+      next_drain_ns += kDrainPeriodNs;
+    }
+    decoder.decode(bytes);
+  }
+  closer.finish(last_ns + 1);
+  model::RunSummary summary;
+  summary.window_end_unix_ns = 1'700'000'000'000'000'000 + last_ns;
+  sinks.finish(summary);
+  trace_file.commit();
+  execution_trace_file.commit();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+  const double trace_mb = static_cast<double>(fs::file_size(directory / ("t.pt.trace" + suffix))) / 1e6;
+  const double execution_trace_mb = static_cast<double>(fs::file_size(directory / ("t.et" + suffix))) / 1e6;
+  fs::remove_all(directory);
+  std::printf("%llu events (%llu ranges) in %.2f s on one thread: %.2f M events/s; %s output %.0f MB trace + %.0f MB ET; "
+              "peak RSS %.0f MB (the prepared records included)\n",
+              static_cast<unsigned long long>(decoder.records()), static_cast<unsigned long long>(closer.counts().ops),
+              seconds, static_cast<double>(decoder.records()) / seconds / 1e6, gzip ? "gzip" : "plain", trace_mb,
+              execution_trace_mb, peak_rss_mb());
+  return 0;
+}
