@@ -13,16 +13,16 @@
 #include <optional>
 
 #include "probe_floor.skel.h"
-#include "symbolizer/elf_file.h"
-#include "symbolizer/library_index.h"
-#include "symbolizer/op_catalog.h"
-#include "userspace/error.h"
-#include "userspace/exit_probes.h"
-#include "userspace/probe_plan.h"
-#include "userspace/stop_signals.h"
-#include "userspace/target_process.h"
-#include "userspace/uprobe_multi.h"
-#include "userspace/wall_clock.h"
+#include "symbolizer/binary/elf_file.h"
+#include "symbolizer/binary/library_index.h"
+#include "symbolizer/aten/op_catalog.h"
+#include "userspace/cli/error.h"
+#include "userspace/loader/exit_probes.h"
+#include "userspace/loader/probe_plan.h"
+#include "userspace/session/stop_signals.h"
+#include "userspace/session/target_process.h"
+#include "userspace/loader/uprobe_multi.h"
+#include "userspace/assemble/wall_clock.h"
 
 namespace {
 

@@ -27,9 +27,9 @@
 #include "model/trace_sink.h"
 #include "op_arguments.h"
 #include "op_record.h"
-#include "userspace/op_summary.h"
-#include "userspace/record_consumer.h"
-#include "userspace/span_closer.h"
+#include "userspace/cli/op_summary.h"
+#include "userspace/ingest/record_consumer.h"
+#include "userspace/assemble/span_closer.h"
 
 namespace {
 

@@ -1,6 +1,8 @@
 #include "exporters/output_file.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -85,7 +87,7 @@ struct OutputFile::Sink {
                                       kZlibMemLevel, Z_DEFAULT_STRATEGY);
       if (status != Z_OK) throw_cannot_write(final_path_, zError(status));
       compressed_.resize(kBufferBytes);
-      writer_ = std::thread([this] { run_writer(); });
+      start_writer();
     }
   }
 
@@ -147,6 +149,17 @@ struct OutputFile::Sink {
     full.reserve(kBufferBytes);
     full.swap(pending_);
     enqueue({std::move(full), flush_mode}, /*rethrow=*/true);
+  }
+
+  // The writer thread starts with every signal blocked: a process-directed signal (Ctrl-C)
+  // must reach the thread that waits for it (a signalfd), never this one.
+  void start_writer() {
+    sigset_t all;
+    sigset_t previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &previous);
+    writer_ = std::thread([this] { run_writer(); });
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   }
 
   void enqueue(Job job, bool rethrow) {

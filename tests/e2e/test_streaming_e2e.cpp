@@ -89,5 +89,21 @@ TEST(StreamingOutput, AKilledTprofLeavesPartialFilesThatRecoverIntoValidFiles) {
   EXPECT_LT(orphans, 50u) << "only children of ranges open at the kill may lack their parent";
 }
 
+// Ctrl-C while gzip output is being deflated on its writer thread: the signal must reach the
+// recording loop (not the writer thread), and the files must be finished and renamed.
+TEST(StreamingOutput, AnInterruptedGzipRecordingIsFinishedAndRenamed) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; SIGINT with gzip output is NOT tested ***";
+  ScratchDirectory scratch;
+  const fs::path trace = scratch.path() / "interrupted.pt.trace.json.gz";
+  // Stops tprof with SIGINT once the steps are done, and fails unless it exits 0.
+  record_workload_with_tprof(host_workload(scratch.path()), {"--steps", "20"}, trace);
+  EXPECT_FALSE(fs::exists(trace.string() + ".partial"));
+  EXPECT_TRUE(fs::exists(scratch.path() / "interrupted.et.json.gz"));
+  const std::vector<std::string> violations = validate_trace_file(trace);
+  EXPECT_TRUE(violations.empty()) << violations.size() << " violations, first: " << violations.front();
+  EXPECT_FALSE(load_trace(trace).at("tprof_summary").contains("recovered"));
+}
+
 }  // namespace
 }  // namespace tprof::test

@@ -1,7 +1,7 @@
 // TensorImpl layouts the unit tests build tensor windows with, by hand.
 #pragma once
 
-#include "symbolizer/tensor_impl_layout.h"
+#include "symbolizer/aten/tensor_impl_layout.h"
 
 namespace tprof::testing {
 

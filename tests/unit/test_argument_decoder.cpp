@@ -1,7 +1,7 @@
 // Decoding what BPF copied of an op's arguments (bpf/op_arguments.h) into model values: hand-made
 // op_arguments records against torch 1.13's TensorImpl layout, read through real and hand-made
 // argument plans.
-#include "userspace/argument_decoder.h"
+#include "userspace/ingest/argument_decoder.h"
 
 #include <gtest/gtest.h>
 
@@ -16,8 +16,8 @@
 
 #include "bpf/op_arguments.h"
 #include "model/trace_model.h"
-#include "symbolizer/argument_plan.h"
-#include "symbolizer/tensor_impl_layout.h"
+#include "symbolizer/aten/argument_plan.h"
+#include "symbolizer/aten/tensor_impl_layout.h"
 #include "tests/support/tensor_layouts.h"
 
 namespace tprof {

@@ -1,4 +1,4 @@
-#include "symbolizer/argument_plan.h"
+#include "symbolizer/aten/argument_plan.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "symbolizer/op_catalog.h"
+#include "symbolizer/aten/op_catalog.h"
 #include "tests/support/test_environment.h"
 
 namespace tprof::symbolizer {

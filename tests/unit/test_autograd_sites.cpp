@@ -6,16 +6,16 @@
 // for the same nodes (forward run on a second thread, so thread ids 2, not 1). A breakpoint at
 // MmBackward0::apply / AccumulateGrad::apply had the node evaluate_function got in rsi (rdi is
 // the returned vector's slot).
-#include "symbolizer/autograd_sites.h"
+#include "symbolizer/autograd/autograd_sites.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <string>
 
-#include "symbolizer/class_hierarchy.h"
-#include "symbolizer/elf_file.h"
-#include "symbolizer/library_index.h"
+#include "symbolizer/binary/class_hierarchy.h"
+#include "symbolizer/binary/elf_file.h"
+#include "symbolizer/binary/library_index.h"
 #include "tests/support/torch_libraries.h"
 
 namespace tprof::symbolizer {

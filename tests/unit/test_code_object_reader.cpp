@@ -2,7 +2,7 @@
 // can be wrong, then live interpreters (each installed pyenv CPython and Debian's python3.11),
 // read from outside with layouts built from runtime-layouts.md §2.3-2.5 and with the layouts
 // discover_python finds.
-#include "symbolizer/code_object_reader.h"
+#include "symbolizer/python/code_object_reader.h"
 
 #include <gtest/gtest.h>
 
@@ -20,7 +20,7 @@
 #include <tuple>
 #include <vector>
 
-#include "symbolizer/python_runtime.h"
+#include "symbolizer/python/python_runtime.h"
 #include "tests/support/process_harness.h"
 
 namespace tprof::symbolizer {

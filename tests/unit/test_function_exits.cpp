@@ -1,7 +1,7 @@
 // The `ret` sites of the real libtorch_cpu functions tprof closes ranges at (Debian's torch
 // 1.13 and torch 2.6 in the trixie root): every op's call function has one, and every site
 // found is a `ret` instruction.
-#include "symbolizer/function_exits.h"
+#include "symbolizer/binary/function_exits.h"
 
 #include <gtest/gtest.h>
 
@@ -9,10 +9,10 @@
 #include <map>
 #include <string>
 
-#include "symbolizer/autograd_sites.h"
-#include "symbolizer/elf_file.h"
-#include "symbolizer/library_index.h"
-#include "symbolizer/op_catalog.h"
+#include "symbolizer/autograd/autograd_sites.h"
+#include "symbolizer/binary/elf_file.h"
+#include "symbolizer/binary/library_index.h"
+#include "symbolizer/aten/op_catalog.h"
 #include "tests/support/torch_libraries.h"
 
 namespace tprof::symbolizer {

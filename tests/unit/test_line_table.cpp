@@ -1,7 +1,7 @@
 // The three line-table decoders: hand-built tables for each entry kind and each way a table can
 // be damaged, then the tables real interpreters wrote, checked at every code unit against the
 // line the interpreter itself reports (tests/unit/data/make_line_table_vectors.py).
-#include "symbolizer/line_table.h"
+#include "symbolizer/python/line_table.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "symbolizer/op_catalog.h"
+#include "symbolizer/aten/op_catalog.h"
 
 #include <elf.h>
 #include <fcntl.h>
@@ -16,10 +16,10 @@
 #include <string_view>
 #include <vector>
 
-#include "symbolizer/argument_kinds.h"
-#include "symbolizer/elf_file.h"
-#include "symbolizer/op_symbols.h"
-#include "symbolizer/schema_scanner.h"
+#include "symbolizer/aten/argument_kinds.h"
+#include "symbolizer/binary/elf_file.h"
+#include "symbolizer/aten/op_symbols.h"
+#include "symbolizer/aten/schema_scanner.h"
 #include "tests/support/test_environment.h"
 
 namespace tprof::symbolizer {

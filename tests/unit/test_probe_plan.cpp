@@ -1,7 +1,7 @@
 // Which op sites get probed, and the op ids the BPF cookies carry.
 #include <gtest/gtest.h>
 
-#include "userspace/probe_plan.h"
+#include "userspace/loader/probe_plan.h"
 
 namespace tprof {
 namespace {

@@ -2,7 +2,7 @@
 // inside a known function, discovers its layout, and then proves the layout right by walking
 // the live process's memory with it — runtime → interpreter → thread state (matched by thread
 // id) → frames → code objects → strings — against what the child says about itself.
-#include "symbolizer/python_runtime.h"
+#include "symbolizer/python/python_runtime.h"
 
 #include <gtest/gtest.h>
 
@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "symbolizer/process_memory.h"
+#include "symbolizer/binary/process_memory.h"
 #include "tests/support/process_harness.h"
 
 namespace tprof::symbolizer {

@@ -3,7 +3,7 @@
 // span is handed on.
 #include <gtest/gtest.h>
 
-#include "userspace/python_timeline.h"
+#include "userspace/assemble/python_timeline.h"
 
 #include <algorithm>
 #include <tuple>

@@ -1,6 +1,6 @@
 // The operator table growing with record_function names and autograd node classes: stable
 // indices after the probed ops, one RangeKind each, node names looked up once per vtable.
-#include "userspace/range_operators.h"
+#include "userspace/assemble/range_operators.h"
 
 #include <gtest/gtest.h>
 

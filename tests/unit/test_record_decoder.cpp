@@ -11,7 +11,7 @@
 #include "op_arguments.h"
 #include "op_record.h"
 #include "tests/support/recording_sink.h"
-#include "userspace/record_consumer.h"
+#include "userspace/ingest/record_consumer.h"
 
 namespace tprof {
 namespace {

@@ -3,7 +3,7 @@
 // breakpoint at load bias + the kernel fired once per `with record_function(name):` block,
 // with the block's name at *(char**)$rsi, followed by RecordFunction(RecordScope) with
 // esi = 7 called from inside the kernel.
-#include "symbolizer/record_function_sites.h"
+#include "symbolizer/autograd/record_function_sites.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "symbolizer/elf_file.h"
+#include "symbolizer/binary/elf_file.h"
 #include "tests/support/torch_libraries.h"
 
 namespace tprof::symbolizer {

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "symbolizer/scalar_types.h"
+#include "symbolizer/aten/scalar_types.h"
 #include "tests/support/torch_libraries.h"
 
 namespace tprof::symbolizer {

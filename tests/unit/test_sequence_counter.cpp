@@ -1,10 +1,10 @@
 // Locating libtorch's autograd sequence counter from the machine code of
 // at::sequence_number::peek(), in the two real torch builds.
-#include "symbolizer/sequence_counter.h"
+#include "symbolizer/autograd/sequence_counter.h"
 
 #include <gtest/gtest.h>
 
-#include "symbolizer/elf_file.h"
+#include "symbolizer/binary/elf_file.h"
 #include "tests/support/torch_libraries.h"
 
 namespace tprof::symbolizer {

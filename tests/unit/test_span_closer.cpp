@@ -2,7 +2,7 @@
 // what a watermark makes final (and what it must hold back), record ids in entry order, lost and
 // unwound returns, created autograd nodes and fwdbwd flows, python spans waiting for their
 // thread's ops, and the per-operator totals fed from it.
-#include "userspace/span_closer.h"
+#include "userspace/assemble/span_closer.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 
 #include "op_record.h"
 #include "tests/support/recording_sink.h"
-#include "userspace/op_summary.h"
+#include "userspace/cli/op_summary.h"
 
 namespace tprof {
 namespace {

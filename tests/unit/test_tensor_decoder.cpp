@@ -15,9 +15,9 @@
 #include <string_view>
 #include <vector>
 
-#include "symbolizer/scalar_types.h"
-#include "symbolizer/tensor_decoder.h"
-#include "symbolizer/tensor_impl_layout.h"
+#include "symbolizer/aten/scalar_types.h"
+#include "symbolizer/aten/tensor_decoder.h"
+#include "symbolizer/aten/tensor_impl_layout.h"
 #include "tests/support/test_environment.h"
 #include "tests/support/torch_libraries.h"
 #include "tests/support/tensor_layouts.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "symbolizer/tensor_impl_layout.h"
+#include "symbolizer/aten/tensor_impl_layout.h"
 #include "tests/support/process_harness.h"
 #include "tests/support/test_environment.h"
 #include "tests/support/torch_libraries.h"

@@ -2,7 +2,7 @@
 // an EINVAL from deep inside libbpf.
 #include <gtest/gtest.h>
 
-#include "userspace/uprobe_multi.h"
+#include "userspace/loader/uprobe_multi.h"
 
 #include <filesystem>
 #include <fstream>

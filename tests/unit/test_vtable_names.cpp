@@ -2,14 +2,14 @@
 // and of torch 2.6 in the trixie root. The live vptrs below are what gdb read from an
 // MmBackward0 node at Engine::evaluate_function, minus the library's load bias (its first
 // mapping's start: its first PT_LOAD has vaddr 0).
-#include "symbolizer/vtable_names.h"
+#include "symbolizer/binary/vtable_names.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "symbolizer/defined_symbols.h"
-#include "symbolizer/elf_file.h"
+#include "symbolizer/binary/defined_symbols.h"
+#include "symbolizer/binary/elf_file.h"
 #include "tests/support/torch_libraries.h"
 
 namespace tprof::symbolizer {

@@ -1,0 +1,23 @@
+// Where on a function to put a uprobe so that the kernel emulates the probed instruction.
+//
+// x86 uprobes emulate a few instructions (push, jmp/jcc/call rel) in the trap handler; any
+// other one is single-stepped out of line, a second trap. In this VM (A/B runs on the test
+// loop, docs/BENCHMARKS.md) a probe on the entry of RecordFunction::end(), which begins
+// `cmpb $0,0x68(%rdi)`, cost ~850 us per training step; on the `je` right after it, where the
+// arguments are still as at entry, the whole annotation probe set costs a small part of that.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "symbolizer/binary/section_map.h"
+
+namespace tprof::symbolizer {
+
+// The link-time address of the first conditional jump among the first few instructions of the
+// function at `function_address`, if none before it writes the general register
+// `kept_register` (x86_disassembler.h numbering) or branches; else `function_address` itself.
+uint64_t conditional_jump_probe_address(const SectionMap& sections, uint64_t function_address,
+                                        size_t kept_register);
+
+}  // namespace tprof::symbolizer

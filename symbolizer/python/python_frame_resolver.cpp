@@ -1,0 +1,75 @@
+#include "symbolizer/python/python_frame_resolver.h"
+
+#include <algorithm>
+#include <string_view>
+
+namespace tprof {
+namespace {
+
+constexpr std::string_view kModuleFile = "torch/nn/modules/module.py";
+
+// torch's Python tracer names the frame of `nn.Module.__call__` "nn.Module: <Class>_<k>".
+// That code is Module._call_impl on torch 1.x and Module._wrapped_call_impl (which then calls
+// _call_impl as an ordinary frame) on 2.x.
+bool is_module_call(const symbolizer::CodeInfo& code) {
+  return code.filename.ends_with(kModuleFile) &&
+         (code.qualname == "Module._call_impl" || code.qualname == "Module._wrapped_call_impl");
+}
+
+}  // namespace
+
+PythonFrameResolver::PythonFrameResolver(const symbolizer::PythonLayout& layout, pid_t pid)
+    : layout_(layout), memory_(pid), code_objects_(layout, memory_) {}
+
+ResolvedStack PythonFrameResolver::resolve(const python_stack& raw) {
+  ResolvedStack stack;
+  const uint32_t depth = std::min<uint32_t>(raw.depth, PYTHON_STACK_MAX_FRAMES);
+  stack.reserve(depth);
+  for (uint32_t i = 0; i < depth; ++i) {
+    const python_frame& frame = raw.frames[i];
+    const symbolizer::CodeInfo* code = code_objects_.lookup(frame.code);
+    if (!code) continue;
+    ResolvedFrame resolved;
+    resolved.frame_address = frame.frame;
+    resolved.code_address = frame.code;
+    resolved.file = code->filename;
+    resolved.function = code->qualname;
+    resolved.instruction = frame.instruction;
+    resolved.line = std::max(symbolizer::line(*code, frame.instruction), 0);
+    resolved.first_line = code->first_line;
+    if (is_module_call(*code) && frame.first_local != 0) {
+      resolved.module_class = class_name_of(frame.first_local);
+      resolved.module_self = frame.first_local;
+    }
+    stack.push_back(std::move(resolved));
+  }
+  // On 2.x, _call_impl runs inside _wrapped_call_impl of the same module: only the outer
+  // frame is the module call.
+  for (size_t i = 0; i + 1 < stack.size(); ++i) {
+    ResolvedFrame& inner = stack[i];
+    const ResolvedFrame& outer = stack[i + 1];
+    if (inner.module_class && outer.module_class && inner.module_self == outer.module_self &&
+        inner.function == "Module._call_impl" && outer.function == "Module._wrapped_call_impl")
+      inner.module_class.reset();
+  }
+  return stack;
+}
+
+std::string PythonFrameResolver::class_name_of(uint64_t object_address) {
+  const auto type = memory_.read_value<uint64_t>(object_address + layout_.object_type);
+  if (!type || *type == 0) return "?";
+  auto cached = class_names_.find(*type);
+  if (cached != class_names_.end()) return cached->second;
+  std::string name = "?";
+  if (const auto tp_name = memory_.read_value<uint64_t>(*type + layout_.type_name)) {
+    if (auto text = memory_.read_string(*tp_name, 256)) {
+      // tp_name of a static type is "module.Class"; torch shows __name__, the part after the dot.
+      const auto dot = text->rfind('.');
+      name = dot == std::string::npos ? *text : text->substr(dot + 1);
+    }
+  }
+  class_names_.emplace(*type, name);
+  return name;
+}
+
+}  // namespace tprof

@@ -1,0 +1,93 @@
+#include "userspace/assemble/python_timeline.h"
+
+#include <algorithm>
+
+namespace tprof {
+namespace {
+
+// The frame `depth` levels below the outermost one.
+const ResolvedFrame& frame_at_depth(const ResolvedStack& stack, size_t depth) {
+  return stack[stack.size() - 1 - depth];
+}
+
+// Whether the frames at `depth` of two stacks are one invocation: same frame slot and code,
+// same module object, and their callers suspended at the same instruction (a caller cannot
+// move on while its callee runs).
+bool same_invocation(const ResolvedStack& a, const ResolvedStack& b, size_t depth) {
+  const ResolvedFrame& frame_a = frame_at_depth(a, depth);
+  const ResolvedFrame& frame_b = frame_at_depth(b, depth);
+  if (frame_a.frame_address != frame_b.frame_address || frame_a.code_address != frame_b.code_address ||
+      frame_a.module_self != frame_b.module_self)
+    return false;
+  return depth == 0 || frame_at_depth(a, depth - 1).instruction == frame_at_depth(b, depth - 1).instruction;
+}
+
+// Whether `inner` continues `outer`: every frame of `outer` sits at the same depth of `inner`.
+bool extends(const ResolvedStack& inner, const ResolvedStack& outer) {
+  if (inner.size() < outer.size()) return false;
+  for (size_t depth = 0; depth < outer.size(); ++depth)
+    if (!same_invocation(inner, outer, depth)) return false;
+  return true;
+}
+
+}  // namespace
+
+model::PythonSpan PythonSpanNamer::open(const ResolvedFrame& frame, uint64_t start_ns, uint32_t depth,
+                                        uint64_t parent_python_id) {
+  model::PythonSpan span;
+  span.start_ns = start_ns;
+  span.depth = depth;
+  span.python_id = next_python_id_++;
+  span.parent_python_id = parent_python_id;
+  if (frame.module_class) {
+    auto& instances = module_ids_[*frame.module_class];
+    span.module_id = instances.emplace(frame.module_self, static_cast<int64_t>(instances.size())).first->second;
+    span.name = "nn.Module: " + *frame.module_class + "_" + std::to_string(span.module_id);
+  } else {
+    span.name = frame.file + "(" + std::to_string(frame.first_line) + "): " + frame.function;
+  }
+  return span;
+}
+
+// Frames that close together are handed on outermost first: where their times tie exactly
+// (both first seen by one observation, last seen by another), readers that keep file order
+// for equal ranges then nest them the right way round.
+void PythonTimeline::close_down_to(size_t depth, const Emit& emit) {
+  for (size_t at = depth; at < open_.size(); ++at) {
+    open_[at].span.end_ns = open_[at].last_seen_ns;
+    emit(open_[at].span);
+  }
+  if (open_.size() > depth) open_.resize(depth);
+}
+
+void PythonTimeline::observe(const StackObservation& observation, const Emit& emit) {
+  while (!enclosing_ops_.empty() && enclosing_ops_.back().end_ns <= observation.start_ns) enclosing_ops_.pop_back();
+  const ResolvedStack& stack = *observation.stack;
+  // Python cannot unwind below a running op: a stack seen inside an op that does not
+  // continue the op's own stack is a torn read. Leave the timeline as it is.
+  const bool consistent = enclosing_ops_.empty() || extends(stack, *enclosing_ops_.back().stack);
+  if (observation.is_op)
+    enclosing_ops_.push_back({observation.end_ns, consistent ? &stack : enclosing_ops_.back().stack});
+  if (!consistent) return;
+
+  size_t shared = 0;
+  while (shared < open_.size() && shared < stack.size() && same_invocation(*open_stack_, stack, shared)) ++shared;
+  close_down_to(shared, emit);
+  for (size_t depth = 0; depth < shared; ++depth)
+    open_[depth].last_seen_ns = std::max(open_[depth].last_seen_ns, observation.end_ns);
+  for (size_t depth = shared; depth < stack.size(); ++depth) {
+    const uint64_t parent_id = depth > 0 ? open_[depth - 1].span.python_id : 0;
+    open_.push_back({namer_->open(frame_at_depth(stack, depth), observation.start_ns, static_cast<uint32_t>(depth),
+                                  parent_id),
+                     observation.end_ns});
+  }
+  open_stack_ = &stack;
+}
+
+void PythonTimeline::finish(const Emit& emit) {
+  close_down_to(0, emit);
+  enclosing_ops_.clear();
+  open_stack_ = nullptr;
+}
+
+}  // namespace tprof

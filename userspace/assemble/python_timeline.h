@@ -1,0 +1,73 @@
+// Rebuilds torch.profiler's python_function spans from outside the process, as recording goes:
+// from the Python stack seen at every op entry and at every stack sample between ops.
+//
+// A frame that stays at the same depth with the same frame address and code object across
+// consecutive observations is taken to be the same invocation, unless its caller moved to
+// another call site or, for an nn.Module call, its module changed: frame slots are reused by
+// consecutive calls (`self.bn(self.conv(x))` runs two _call_impl frames in one slot). A span
+// starts at the first observation that shows its frame and ends at the end of the last one
+// that does (an op's return, or a sample's time), so its edges are exact to within the nearest
+// op or one sampling period. Spans nest with each other and with the ops by construction.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "model/trace_model.h"
+#include "symbolizer/python/python_stacks.h"
+
+namespace tprof {
+
+// One look at a thread's stack: an op (start..end) or a sample (start == end).
+struct StackObservation {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  const ResolvedStack* stack = nullptr;  // never null
+  bool is_op = false;
+};
+
+// Names and numbers python spans the way torch's Python tracer does, process-wide: "Python
+// id" from 1 in the order spans open, and per-class "Python module id" per instance in order
+// of first appearance.
+class PythonSpanNamer {
+ public:
+  model::PythonSpan open(const ResolvedFrame& frame, uint64_t start_ns, uint32_t depth, uint64_t parent_python_id);
+
+ private:
+  uint64_t next_python_id_ = 1;
+  std::map<std::string, std::unordered_map<uint64_t, int64_t>, std::less<>> module_ids_;
+};
+
+// One thread's python_function spans. Observations come in start order (ops before samples
+// at equal start; an enclosing op before the ops it calls), each op with its end; a span is
+// handed to `emit` once a later observation shows its frame gone, or at finish().
+class PythonTimeline {
+ public:
+  using Emit = std::function<void(const model::PythonSpan&)>;
+  explicit PythonTimeline(PythonSpanNamer& namer) : namer_(&namer) {}
+
+  void observe(const StackObservation& observation, const Emit& emit);
+  void finish(const Emit& emit);  // closes every span still open
+
+ private:
+  struct OpenFrame {
+    model::PythonSpan span;
+    uint64_t last_seen_ns;
+  };
+  struct EnclosingOp {
+    uint64_t end_ns;
+    const ResolvedStack* stack;
+  };
+  void close_down_to(size_t depth, const Emit& emit);
+
+  PythonSpanNamer* namer_;
+  std::vector<OpenFrame> open_;
+  const ResolvedStack* open_stack_ = nullptr;  // the last stack applied: `open_` mirrors its outer part
+  std::vector<EnclosingOp> enclosing_ops_;
+};
+
+}  // namespace tprof

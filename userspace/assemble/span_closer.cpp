@@ -1,0 +1,240 @@
+#include "userspace/assemble/span_closer.h"
+
+#include <algorithm>
+#include <optional>
+#include <tuple>
+
+#include "op_record.h"
+
+namespace tprof {
+namespace {
+
+constexpr uint64_t kUnknownCounter = UINT64_MAX;
+// A forward op whose node has not run this long after it is forgotten first when the table
+// is full (its node was freed without a backward pass).
+constexpr uint64_t kForwardOpHorizonNs = 60'000'000'000;
+
+}  // namespace
+
+SpanCloser::SpanCloser(const std::vector<model::Operator>& operators, StackLookup find_stack, MonotonicToUnix clock,
+                       std::function<std::string(uint32_t)> thread_name, model::TraceSink& sink)
+    : operators_(operators),
+      find_stack_(std::move(find_stack)),
+      clock_(clock),
+      thread_name_(std::move(thread_name)),
+      sink_(sink) {}
+
+void SpanCloser::add(uint32_t tid, OpEvent event) {
+  if (event.monotonic_ns < watermark_ns_) ++counts_.late_records;
+  inbox_.push_back({tid, next_arrival_++, std::move(event)});
+}
+
+// A thread is announced at its first record (or step), taking the next entry id, so that its
+// announcement precedes its ranges in the entry order.
+SpanCloser::ThreadState& SpanCloser::thread(uint32_t tid) {
+  auto [entry, is_new] = threads_.try_emplace(tid, tid, namer_);
+  if (is_new) {
+    ++counts_.threads;
+    sink_.thread({tid, thread_name_(tid), next_entry_id_++});
+  }
+  return entry->second;
+}
+
+void SpanCloser::open_step(uint32_t tid, uint32_t operator_index, uint64_t start_monotonic_ns) {
+  ThreadState& state = thread(tid);
+  OpenRange step;
+  step.span.start_ns = clock_.to_unix(start_monotonic_ns);
+  step.span.record_id = next_entry_id_++;
+  step.span.operator_index = operator_index;
+  state.steps.push_back(std::move(step));
+}
+
+void SpanCloser::advance(uint64_t watermark_monotonic_ns) {
+  watermark_ns_ = std::max(watermark_ns_, watermark_monotonic_ns);
+  const auto ready_end = std::partition(inbox_.begin(), inbox_.end(),
+                                        [&](const Pending& pending) { return pending.event.monotonic_ns <= watermark_ns_; });
+  std::vector<Pending> ready(std::make_move_iterator(inbox_.begin()), std::make_move_iterator(ready_end));
+  inbox_.erase(inbox_.begin(), ready_end);
+  std::sort(ready.begin(), ready.end(), [](const Pending& a, const Pending& b) {
+    return std::tie(a.event.monotonic_ns, a.arrival) < std::tie(b.event.monotonic_ns, b.arrival);
+  });
+  for (Pending& pending : ready) process(pending.tid, pending.event);
+  if (forward_ops_.size() > kMaxRememberedForwardOps) forget_old_forward_ops(clock_.to_unix(watermark_ns_));
+}
+
+void SpanCloser::finish(uint64_t stop_monotonic_ns) {
+  advance(UINT64_MAX);
+  const uint64_t stop_ns = clock_.to_unix(stop_monotonic_ns);
+  for (auto& [tid, state] : threads_) {
+    for (OpenRange& range : state.open) {
+      range.span.end_ns = std::max(stop_ns, range.span.start_ns);
+      range.span.closed_at_stop = true;
+    }
+    close_ranges_down_to(state, 0, kUnknownCounter);
+    flush_observations(state);
+    state.timeline.finish([&](const model::PythonSpan& span) { emit_python_span(tid, span); });
+    for (OpenRange& step : state.steps) {
+      step.span.end_ns = std::max(stop_ns, step.span.start_ns);
+      hand_on(tid, step);
+    }
+    state.steps.clear();
+  }
+}
+
+void SpanCloser::process(uint32_t tid, OpEvent& event) {
+  ThreadState& state = thread(tid);
+  if (event.is_sample) {
+    sample(state, event);
+  } else if (event.is_exit) {
+    exit(state, event);
+  } else {
+    enter(state, event);
+  }
+}
+
+void SpanCloser::enter(ThreadState& state, OpEvent& event) {
+  OpenRange range;
+  model::OpSpan& span = range.span;
+  span.start_ns = clock_.to_unix(event.monotonic_ns);
+  span.record_id = next_entry_id_++;
+  span.parent_record_id = !state.open.empty()   ? state.open.back().span.record_id
+                          : !state.steps.empty() ? state.steps.back().span.record_id
+                                                 : 0;
+  span.operator_index = event.op_id;
+  span.depth = static_cast<uint32_t>(state.open.size());
+  span.arguments_recorded = event.has_arguments;
+  span.inputs = std::move(event.arguments);
+  span.sequence_number = event.sequence_number;
+  span.forward_thread = event.forward_thread;
+  range.counter_at_entry = event.sequence_counter;
+  if (find_stack_ && event.python_stack_id != 0) range.stack = find_stack_(event.python_stack_id);
+  if (range.stack) observe(state, {span.start_ns, 0, &range.stack->frames, true}, &range.observation);
+  state.open.push_back(std::move(range));
+}
+
+// An exit closes the innermost open range of its operator and every range inside it: those
+// lost their own exits (a lost record), so they end here, flagged return_missing.
+void SpanCloser::exit(ThreadState& state, OpEvent& event) {
+  auto match = std::find_if(state.open.rbegin(), state.open.rend(),
+                            [&](const OpenRange& range) { return range.span.operator_index == event.op_id; });
+  if (match == state.open.rend()) {
+    ++counts_.unmatched_returns;
+    return;
+  }
+  const size_t matched_depth = static_cast<size_t>(state.open.rend() - match) - 1;
+  const uint64_t end_ns = clock_.to_unix(event.monotonic_ns);
+  if (event.has_arguments) state.open[matched_depth].span.outputs = std::move(event.arguments);
+  for (size_t depth = matched_depth; depth < state.open.size(); ++depth) {
+    model::OpSpan& span = state.open[depth].span;
+    span.end_ns = end_ns;
+    const bool own_exit = depth == matched_depth;
+    span.unwound = own_exit && event.exit_cause == RANGE_EXIT_UNWOUND;
+    span.return_missing = !own_exit || event.exit_cause == RANGE_EXIT_INFERRED;
+  }
+  close_ranges_down_to(state, matched_depth, event.sequence_counter);
+}
+
+namespace {
+
+// The first sequence number in `made` (the op's whole counter range) that none of its children
+// claims: the backward node the op itself created, as the innermost op torch links it to.
+template <typename Range>
+std::optional<uint64_t> own_node(Range made, const std::vector<Range>& made_by_children) {
+  for (uint64_t sequence = made.first; sequence < made.end; ++sequence) {
+    const bool claimed = std::any_of(made_by_children.begin(), made_by_children.end(), [&](const Range& child) {
+      return child.first <= sequence && sequence < child.end;
+    });
+    if (!claimed) return sequence;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+// Closes the open ranges from `depth` up, their ends already set. Innermost first: which
+// backward node each created, from the thread's sequence counter at its entry and at its exit
+// (known only for the range at `depth`, whose exit this is; its whole range is handed up to its
+// parent), and its observation's end. Then they go to the sink outermost first, so that a
+// parent and child that end together (unwound, cut off at the stop) are written parent first,
+// as readers that keep file order for equal ranges expect.
+void SpanCloser::close_ranges_down_to(ThreadState& state, size_t depth, uint64_t counter_at_exit) {
+  for (size_t at = state.open.size(); at-- > depth;) {
+    OpenRange& range = state.open[at];
+    const uint64_t counter = at == depth ? counter_at_exit : kUnknownCounter;
+    if (range.counter_at_entry != kUnknownCounter && counter != kUnknownCounter && counter > range.counter_at_entry) {
+      const SequenceRange made{range.counter_at_entry, counter};
+      if (const auto sequence = own_node(made, range.made_by_children))
+        range.span.sequence_number = static_cast<int64_t>(*sequence);
+      if (at > 0) state.open[at - 1].made_by_children.push_back(made);
+    }
+    if (range.observation != SIZE_MAX) state.observations[range.observation].end_ns = range.span.end_ns;
+  }
+  for (size_t at = depth; at < state.open.size(); ++at) {
+    hand_on(state.tid, state.open[at]);
+    link_forward_backward(state.tid, state.open[at].span);
+  }
+  state.open.resize(depth);
+  if (state.open.empty()) flush_observations(state);
+}
+
+void SpanCloser::hand_on(uint32_t tid, const OpenRange& range) {
+  ++counts_.ops;
+  sink_.op({tid, range.span, operators_.at(range.span.operator_index), range.stack ? &range.stack->printable : nullptr});
+}
+
+// Kineto's fwdbwd: a backward node with sequence number s links to the forward op that created
+// node s, when exactly one op did so far (sequence numbers count per thread, and tprof cannot
+// map torch's logical forward-thread ids to OS threads).
+void SpanCloser::link_forward_backward(uint32_t tid, const model::OpSpan& span) {
+  if (span.sequence_number < 0) return;
+  const model::RangeKind kind = operators_.at(span.operator_index).kind;
+  if (kind == model::RangeKind::kOperator) {
+    const auto [entry, is_new] = forward_ops_.try_emplace(span.sequence_number, ForwardOp{tid, span.start_ns, false});
+    if (!is_new) entry->second.ambiguous = true;
+  } else if (kind == model::RangeKind::kBackwardNode) {
+    const auto creator = forward_ops_.find(span.sequence_number);
+    if (creator == forward_ops_.end()) return;
+    if (!creator->second.ambiguous)
+      sink_.flow({next_flow_id_++, creator->second.tid, creator->second.start_ns, tid, span.start_ns});
+    forward_ops_.erase(creator);
+  }
+}
+
+void SpanCloser::forget_old_forward_ops(uint64_t now_ns) {
+  std::erase_if(forward_ops_, [&](const auto& entry) { return entry.second.start_ns + kForwardOpHorizonNs < now_ns; });
+  if (forward_ops_.size() > kMaxRememberedForwardOps) forward_ops_.clear();
+}
+
+void SpanCloser::sample(ThreadState& state, const OpEvent& event) {
+  const StoredStack* stack = find_stack_ && event.python_stack_id != 0 ? find_stack_(event.python_stack_id) : nullptr;
+  if (!stack) return;
+  const uint64_t at_ns = clock_.to_unix(event.monotonic_ns);
+  observe(state, {at_ns, at_ns, &stack->frames, false}, nullptr);
+  if (state.open.empty()) flush_observations(state);
+}
+
+void SpanCloser::observe(ThreadState& state, const StackObservation& observation, size_t* index) {
+  if (state.dropping_observations || waiting_observations_ >= kMaxWaitingObservations) {
+    state.dropping_observations = true;
+    ++counts_.python_timeline_lost;
+    return;
+  }
+  if (index) *index = state.observations.size();
+  state.observations.push_back(observation);
+  ++waiting_observations_;
+}
+
+void SpanCloser::flush_observations(ThreadState& state) {
+  for (const StackObservation& observation : state.observations)
+    state.timeline.observe(observation, [&](const model::PythonSpan& span) { emit_python_span(state.tid, span); });
+  waiting_observations_ -= state.observations.size();
+  state.observations.clear();
+  state.dropping_observations = false;
+}
+
+void SpanCloser::emit_python_span(uint32_t tid, const model::PythonSpan& span) {
+  ++counts_.python_spans;
+  sink_.python_span(tid, span);
+}
+
+}  // namespace tprof

@@ -1,0 +1,150 @@
+// Turns the op tracer's entry and exit records into final ranges as recording goes, and hands
+// each on to a sink once nothing that arrives later can change it.
+//
+// Records reach userspace out of timestamp order: each CPU reserves its ring-buffer slot after
+// taking its timestamp. add() takes them in any order; advance(watermark) processes, in
+// timestamp order across all threads, every record at or before the watermark, which the
+// caller sets to the drain time minus a bound on that skew. Processing is a per-thread call
+// stack: an entry opens a range and takes the next record id (process-wide, in entry order, as
+// torch hands out RecordFunction handles), an exit closes it and everything it encloses, and a
+// closed range goes to the sink at once. Python stack observations wait until their thread has
+// no op open (an op's observation needs its end), then feed that thread's python timeline. A
+// forward op is remembered by the autograd node it created until a backward node with that
+// number closes, which emits their fwdbwd flow. Memory is bounded by what is open and by the
+// records inside the watermark's lag, not by the length of the recording.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "model/trace_model.h"
+#include "model/trace_sink.h"
+#include "userspace/assemble/python_stack_store.h"
+#include "userspace/assemble/python_timeline.h"
+#include "userspace/assemble/wall_clock.h"
+
+namespace tprof {
+
+// An entry or exit of a range (an op, an annotation or an autograd node), or a stack sample.
+struct OpEvent {
+  uint64_t monotonic_ns = 0;
+  uint32_t op_id = 0;            // index of its model::Operator
+  bool is_exit = false;
+  bool is_sample = false;        // a stack sample: only monotonic_ns and python_stack_id count
+  uint8_t exit_cause = 0;        // exits: enum range_exit_cause (bpf/op_record.h)
+  uint64_t python_stack_id = 0;  // entries and samples; 0: none
+  bool has_arguments = false;    // entries: inputs were captured; exits: returns were
+  std::vector<model::Value> arguments;
+  int64_t sequence_number = -1;  // entries of autograd nodes
+  uint64_t forward_thread = 0;
+  // Op entries and exits: the thread's autograd sequence counter; SEQUENCE_COUNTER_UNKNOWN
+  // (all ones) when not read.
+  uint64_t sequence_counter = UINT64_MAX;
+};
+
+class SpanCloser {
+ public:
+  // Stack observations waiting for their thread's outermost op to close, over all threads
+  // (32 bytes each). Past this a thread's observations are dropped, and counted, until its
+  // outermost op closes: its python spans then miss that stretch.
+  static constexpr size_t kMaxWaitingObservations = 2'000'000;
+  // Forward ops remembered until the backward node they created runs (a few dozen bytes each).
+  static constexpr size_t kMaxRememberedForwardOps = 1'000'000;
+
+  struct Counts {
+    uint64_t ops = 0;               // ranges handed on
+    uint64_t python_spans = 0;
+    uint64_t threads = 0;
+    uint64_t unmatched_returns = 0; // exits whose entry was never seen
+    uint64_t late_records = 0;      // records older than a watermark already passed
+    uint64_t python_timeline_lost = 0;
+  };
+
+  // Finds a stored Python stack by id; null if unknown. What it returns must stay valid.
+  using StackLookup = std::function<const StoredStack*(uint64_t stack_id)>;
+
+  // `operators` must outlive the closer; the table may grow while recording. `find_stack` is
+  // empty without Python stacks. `thread_name` names a thread when it is announced.
+  SpanCloser(const std::vector<model::Operator>& operators, StackLookup find_stack, MonotonicToUnix clock,
+             std::function<std::string(uint32_t tid)> thread_name, model::TraceSink& sink);
+
+  void add(uint32_t tid, OpEvent event);  // records in any order
+  // The range that top-level ranges of `tid` nest in until finish(), such as ProfilerStep#0
+  // over the whole window; it takes its record id now and is handed on at finish().
+  void open_step(uint32_t tid, uint32_t operator_index, uint64_t start_monotonic_ns);
+  // Processes every record at or before `watermark_monotonic_ns`.
+  void advance(uint64_t watermark_monotonic_ns);
+  // Processes everything left; ranges still open end at `stop_monotonic_ns`, flagged
+  // closed_at_stop, and every python span and step closes.
+  void finish(uint64_t stop_monotonic_ns);
+
+  const Counts& counts() const { return counts_; }
+  size_t waiting_records() const { return inbox_.size(); }
+
+ private:
+  struct Pending {
+    uint32_t tid;
+    uint64_t arrival;  // keeps one thread's records at equal timestamps in their order
+    OpEvent event;
+  };
+  struct SequenceRange {
+    uint64_t first;
+    uint64_t end;  // exclusive
+  };
+  struct OpenRange {
+    model::OpSpan span;
+    const StoredStack* stack = nullptr;
+    uint64_t counter_at_entry = UINT64_MAX;
+    std::vector<SequenceRange> made_by_children;  // nodes its finished children created
+    size_t observation = SIZE_MAX;                // its entry in the thread's waiting observations
+  };
+  struct ThreadState {
+    ThreadState(uint32_t thread_id, PythonSpanNamer& namer) : tid(thread_id), timeline(namer) {}
+    uint32_t tid;
+    std::vector<OpenRange> open;
+    std::vector<StackObservation> observations;  // waiting for the outermost op to close
+    bool dropping_observations = false;
+    PythonTimeline timeline;
+    std::vector<OpenRange> steps;  // open_step ranges, closed at finish
+  };
+  struct ForwardOp {
+    uint32_t tid;
+    uint64_t start_ns;
+    bool ambiguous;  // a second op claimed the same sequence number
+  };
+
+  ThreadState& thread(uint32_t tid);
+  void process(uint32_t tid, OpEvent& event);
+  void enter(ThreadState& thread, OpEvent& event);
+  void exit(ThreadState& thread, OpEvent& event);
+  void sample(ThreadState& thread, const OpEvent& event);
+  void close_ranges_down_to(ThreadState& thread, size_t depth, uint64_t counter_at_exit);
+  void hand_on(uint32_t tid, const OpenRange& range);
+  void link_forward_backward(uint32_t tid, const model::OpSpan& span);
+  void forget_old_forward_ops(uint64_t now_ns);
+  void observe(ThreadState& thread, const StackObservation& observation, size_t* index);
+  void flush_observations(ThreadState& thread);
+  void emit_python_span(uint32_t tid, const model::PythonSpan& span);
+
+  const std::vector<model::Operator>& operators_;
+  StackLookup find_stack_;
+  MonotonicToUnix clock_;
+  std::function<std::string(uint32_t)> thread_name_;
+  model::TraceSink& sink_;
+
+  std::vector<Pending> inbox_;
+  uint64_t next_arrival_ = 0;
+  uint64_t watermark_ns_ = 0;
+  uint64_t next_entry_id_ = 1;  // record ids and thread entry ids
+  uint64_t next_flow_id_ = 1;
+  size_t waiting_observations_ = 0;
+  PythonSpanNamer namer_;
+  std::unordered_map<uint32_t, ThreadState> threads_;
+  std::unordered_map<int64_t, ForwardOp> forward_ops_;  // by the sequence number they created
+  Counts counts_;
+};
+
+}  // namespace tprof

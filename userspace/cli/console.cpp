@@ -1,0 +1,50 @@
+#include "userspace/cli/console.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace tprof {
+
+std::string group_thousands(uint64_t value) {
+  const std::string digits = std::to_string(value);
+  std::string grouped;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) grouped += ',';
+    grouped += digits[i];
+  }
+  return grouped;
+}
+
+Console::Console(bool quiet) : quiet_(quiet), interactive_(!quiet && ::isatty(STDERR_FILENO)) {}
+
+void Console::line(const std::string& message) {
+  if (quiet_) return;
+  clear_status();
+  std::fprintf(stderr, "tprof: %s\n", message.c_str());
+}
+
+void Console::status(double elapsed_s, uint64_t records, uint64_t dropped) {
+  if (!interactive_) return;
+  std::fprintf(stderr, "\r\033[Ktprof: recording %.1f s | %s events | %s dropped | Ctrl-C to stop", elapsed_s,
+               group_thousands(records).c_str(), group_thousands(dropped).c_str());
+  std::fflush(stderr);
+  status_shown_ = true;
+}
+
+void Console::clear_status() {
+  if (!status_shown_) return;
+  std::fprintf(stderr, "\r\033[K");
+  status_shown_ = false;
+}
+
+void Console::operator_table(const std::vector<OperatorTotals>& rows) {
+  if (quiet_ || rows.empty()) return;
+  clear_status();
+  std::fprintf(stderr, "%-40s %10s %12s %12s\n", "top ops by self time", "calls", "self ms", "total ms");
+  for (const OperatorTotals& row : rows)
+    std::fprintf(stderr, "%-40s %10s %12.3f %12.3f\n", row.name.c_str(), group_thousands(row.calls).c_str(),
+                 static_cast<double>(row.self_ns) / 1e6, static_cast<double>(row.total_ns) / 1e6);
+}
+
+}  // namespace tprof

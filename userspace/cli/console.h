@@ -1,0 +1,33 @@
+// What tprof tells the person at the terminal, on stderr: progress lines, a live status
+// line while recording (only on a TTY), and the end-of-run summary.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "userspace/cli/op_summary.h"
+
+namespace tprof {
+
+class Console {
+ public:
+  explicit Console(bool quiet);
+
+  // "tprof: <message>" on its own line (suppressed by --quiet).
+  void line(const std::string& message);
+  // Rewrites the status line in place; a no-op unless stderr is a TTY.
+  void status(double elapsed_s, uint64_t records, uint64_t dropped);
+  void clear_status();
+  void operator_table(const std::vector<OperatorTotals>& rows);
+
+ private:
+  bool quiet_;
+  bool interactive_;
+  bool status_shown_ = false;
+};
+
+// 1234567 -> "1,234,567"
+std::string group_thousands(uint64_t value);
+
+}  // namespace tprof

@@ -1,0 +1,172 @@
+#include "userspace/ingest/record_consumer.h"
+
+#include <bpf/libbpf.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstddef>
+#include <cstring>
+#include <optional>
+
+#include "op_arguments.h"
+#include "op_record.h"
+#include "userspace/cli/error.h"
+
+namespace tprof {
+
+void RecordConsumer::RingBufferDeleter::operator()(ring_buffer* ring) const { ring_buffer__free(ring); }
+
+namespace {
+
+// What on_record returns to stop libbpf at the drain's bound: libbpf then stores the consumer
+// position past that record (it is consumed) and returns this from ring_buffer__consume().
+constexpr int kBudgetSpent = -ECANCELED;
+
+}  // namespace
+
+RecordConsumer::RecordConsumer(int ring_buffer_fd, RecordDecoder& decoder) : decoder_(decoder) {
+  ring_.reset(ring_buffer__new(ring_buffer_fd, &RecordConsumer::on_record, this, nullptr));
+  if (!ring_) throw Error(errno_message("cannot map the BPF ring buffer", errno));
+}
+
+RecordConsumer::~RecordConsumer() = default;
+
+bool RecordConsumer::drain(size_t max_records) {
+  budget_ = max_records;
+  const int result = ring_buffer__consume(ring_.get());
+  if (result == kBudgetSpent) return true;
+  if (result < 0 && result != -EINTR) throw Error(errno_message("reading the BPF ring buffer failed", -result));
+  return false;
+}
+
+int RecordConsumer::on_record(void* consumer, void* data, size_t size) {
+  auto& self = *static_cast<RecordConsumer*>(consumer);
+  self.decoder_.decode({static_cast<const std::byte*>(data), size});
+  return --self.budget_ == 0 ? kBudgetSpent : 0;
+}
+
+void RecordDecoder::decode(std::span<const std::byte> record) {
+  if (record.size() < sizeof(op_record)) {
+    ++malformed_;
+    return;
+  }
+  op_record head;
+  std::memcpy(&head, record.data(), sizeof(head));
+  if (head.abi_version != OP_RECORD_ABI_VERSION) {
+    ++malformed_;
+    return;
+  }
+  ++records_;
+  consume(head, reinterpret_cast<const unsigned char*>(record.data()) + sizeof(head), record.size() - sizeof(head));
+}
+
+namespace {
+
+// A payload struct copied out of the ring buffer, or nullopt if the record is too short.
+template <typename Payload>
+std::optional<Payload> payload_as(const unsigned char* payload, size_t size) {
+  if (size < sizeof(Payload)) return std::nullopt;
+  Payload value;
+  std::memcpy(&value, payload, sizeof(value));
+  return value;
+}
+
+int64_t signed_sequence_number(uint64_t raw) {
+  // Nodes without a forward op (AccumulateGrad) carry UINT64_MAX; torch shows -1.
+  return raw > static_cast<uint64_t>(INT64_MAX) ? -1 : static_cast<int64_t>(raw);
+}
+
+}  // namespace
+
+std::vector<model::Value> RecordDecoder::decode_arguments(uint32_t op_id, bool returns, const unsigned char* payload,
+                                                          size_t size) {
+  // BPF cuts the record after its last tensor copy; the missing tail reads as zeros.
+  op_arguments arguments{};
+  std::memcpy(&arguments, payload, std::min(size, sizeof(arguments)));
+  if (arguments.tensor_count > OP_TENSORS_MAX ||
+      size < offsetof(op_arguments, tensors) + arguments.tensor_count * sizeof(tensor_copy)) {
+    ++malformed_;
+    return {};
+  }
+  return callbacks_.decode_arguments(op_id, returns, arguments);
+}
+
+void RecordDecoder::consume(const op_record& head, const unsigned char* payload, size_t payload_size) {
+  if (seen_threads_.insert(head.tid).second) callbacks_.on_new_thread(head.tid);
+  if (head.python_stack_id != 0) callbacks_.on_stack_id(head.python_stack_id);
+  OpEvent event;
+  event.monotonic_ns = head.timestamp_ns;
+  event.op_id = head.op_id;
+  event.python_stack_id = head.python_stack_id;
+  event.sequence_counter = head.sequence_counter;
+  event.exit_cause = head.exit_cause;
+  switch (head.kind) {
+    case OP_RECORD_ENTER:
+    case OP_RECORD_EXIT:
+      event.is_exit = head.kind == OP_RECORD_EXIT;
+      if (payload_size > 0) {
+        event.arguments = decode_arguments(head.op_id, event.is_exit, payload, payload_size);
+        event.has_arguments = true;
+      }
+      spans_.add(head.tid, std::move(event));
+      return;
+    case OP_RECORD_PYTHON_SAMPLE:
+      event.is_sample = true;
+      ++python_samples_;
+      spans_.add(head.tid, std::move(event));
+      return;
+    case OP_RECORD_ANNOTATION_ENTER: {
+      const auto enter = payload_as<annotation_enter>(payload, payload_size);
+      if (!enter) break;
+      const size_t length = std::min<size_t>(enter->name_length, strnlen(enter->name, sizeof(enter->name)));
+      event.op_id = callbacks_.annotation_operator(std::string_view(enter->name, length));
+      open_annotations_[enter->handle] = event.op_id;
+      spans_.add(head.tid, std::move(event));
+      return;
+    }
+    case OP_RECORD_ANNOTATION_EXIT: {
+      const auto exit = payload_as<annotation_exit>(payload, payload_size);
+      if (!exit) break;
+      const auto open = open_annotations_.find(exit->handle);
+      if (open == open_annotations_.end()) return;  // its entry was lost
+      event.op_id = open->second;
+      event.is_exit = true;
+      open_annotations_.erase(open);
+      spans_.add(head.tid, std::move(event));
+      return;
+    }
+    case OP_RECORD_EVALUATE_ENTER:
+    case OP_RECORD_NODE_ENTER: {
+      const auto node = payload_as<autograd_node>(payload, payload_size);
+      if (!node) break;
+      const bool is_node = head.kind == OP_RECORD_NODE_ENTER;
+      event.op_id = callbacks_.node_operator(
+          node->vptr, is_node ? model::RangeKind::kBackwardNode : model::RangeKind::kBackwardEvaluate);
+      // torch gives both ranges the node's sequence number and forward thread.
+      event.sequence_number = signed_sequence_number(node->sequence_nr);
+      event.forward_thread = node->thread_id;
+      if (is_node && payload_size > sizeof(autograd_node)) {
+        event.arguments = decode_arguments(kAutogradNodeInputs, false, payload + sizeof(autograd_node),
+                                           payload_size - sizeof(autograd_node));
+        event.has_arguments = true;
+      }
+      (is_node ? open_nodes_ : open_evaluations_)[head.tid].push_back(event.op_id);
+      spans_.add(head.tid, std::move(event));
+      return;
+    }
+    case OP_RECORD_EVALUATE_EXIT:
+    case OP_RECORD_NODE_EXIT: {
+      auto& open = (head.kind == OP_RECORD_NODE_EXIT ? open_nodes_ : open_evaluations_)[head.tid];
+      if (open.empty()) return;  // entered before attach
+      event.op_id = open.back();
+      event.is_exit = true;
+      open.pop_back();
+      spans_.add(head.tid, std::move(event));
+      return;
+    }
+  }
+  ++malformed_;
+}
+
+}  // namespace tprof

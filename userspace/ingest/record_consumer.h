@@ -1,0 +1,100 @@
+// The op tracer's records, decoded: op, annotation and autograd entries and exits and stack
+// samples, into a SpanCloser. RecordDecoder takes one record's bytes (pure, so that tests can
+// feed it); RecordConsumer drains the ring buffer into one. The BPF side never wakes us
+// (BPF_RB_NO_WAKEUP), so drain() is called on a timer.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "model/trace_model.h"
+
+#include "userspace/assemble/span_closer.h"
+
+struct ring_buffer;
+struct op_arguments;
+struct op_record;
+
+namespace tprof {
+
+class RecordDecoder {
+ public:
+  // The op id decode_arguments receives for an autograd node's inputs: every one a Tensor.
+  static constexpr uint32_t kAutogradNodeInputs = UINT32_MAX;
+
+  struct Callbacks {
+    // The first time a thread id is seen, while the thread most likely still exists (so
+    // that its name can be read).
+    std::function<void(uint32_t tid)> on_new_thread;
+    // Every Python stack id a record carries, so that its stack is copied while it is
+    // still in the BPF map.
+    std::function<void(uint64_t stack_id)> on_stack_id;
+    // Decodes what BPF appended to a record: op `op_id`'s inputs, or its returns.
+    std::function<std::vector<model::Value>(uint32_t op_id, bool returns, const op_arguments& arguments)>
+        decode_arguments;
+    // The operator index of a record_function range with this name.
+    std::function<uint32_t(std::string_view name)> annotation_operator;
+    // The operator index of an autograd node's range (evaluate_function or the node itself),
+    // from the node's vtable pointer.
+    std::function<uint32_t(uint64_t vptr, model::RangeKind kind)> node_operator;
+  };
+  RecordDecoder(SpanCloser& spans, Callbacks callbacks) : spans_(spans), callbacks_(std::move(callbacks)) {}
+
+  // One record as the ring buffer holds it: a struct op_record head, then its kind's payload.
+  // One that is too short, of another ABI version or of an unknown kind is counted malformed.
+  void decode(std::span<const std::byte> record);
+
+  uint64_t records() const { return records_; }
+  uint64_t python_samples() const { return python_samples_; }
+  uint64_t malformed_records() const { return malformed_; }
+
+ private:
+  void consume(const op_record& head, const unsigned char* payload, size_t payload_size);
+  // The op arguments in a payload of `size` bytes; none (and counted malformed) if it is cut short.
+  std::vector<model::Value> decode_arguments(uint32_t op_id, bool returns, const unsigned char* payload,
+                                             size_t size);
+
+  SpanCloser& spans_;
+  Callbacks callbacks_;
+  std::unordered_set<uint32_t> seen_threads_;
+  // Annotation handle (its RecordFunction's address) -> operator index, while open.
+  std::unordered_map<uint64_t, uint32_t> open_annotations_;
+  // Per thread: the operator indices of the evaluate_function and node ranges open there.
+  std::unordered_map<uint32_t, std::vector<uint32_t>> open_evaluations_;
+  std::unordered_map<uint32_t, std::vector<uint32_t>> open_nodes_;
+  uint64_t records_ = 0;
+  uint64_t python_samples_ = 0;
+  uint64_t malformed_ = 0;
+};
+
+class RecordConsumer {
+ public:
+  // Maps the ring buffer behind `ring_buffer_fd`; throws tprof::Error.
+  RecordConsumer(int ring_buffer_fd, RecordDecoder& decoder);
+  ~RecordConsumer();
+  RecordConsumer(const RecordConsumer&) = delete;
+  RecordConsumer& operator=(const RecordConsumer&) = delete;
+
+  // Decodes what is available now, at most `max_records` of it, so that what waits to be
+  // closed stays bounded however far behind tprof has fallen. Returns whether it stopped at
+  // that bound (more may be waiting). Throws tprof::Error on a ring-buffer failure.
+  bool drain(size_t max_records);
+
+ private:
+  static int on_record(void* consumer, void* data, size_t size);
+
+  struct RingBufferDeleter {
+    void operator()(ring_buffer* ring) const;
+  };
+  RecordDecoder& decoder_;
+  size_t budget_ = 0;  // records left in this drain
+  std::unique_ptr<ring_buffer, RingBufferDeleter> ring_;
+};
+
+}  // namespace tprof

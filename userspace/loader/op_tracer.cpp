@@ -1,0 +1,147 @@
+#include "userspace/loader/op_tracer.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/perf_event.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <vector>
+
+#include "op_record.h"
+#include "op_tracer.skel.h"
+#include "userspace/cli/error.h"
+
+namespace tprof {
+
+void OpTracer::SkeletonDeleter::operator()(op_tracer* skeleton) const { op_tracer__destroy(skeleton); }
+
+OpTracer::OpTracer(const OpTracerOptions& options) : target_pid_(options.target_pid) {
+  skeleton_.reset(op_tracer__open());
+  if (!skeleton_) throw Error(errno_message("cannot open the op tracer BPF object", errno));
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t ring_bytes = std::bit_ceil(std::max(options.ring_buffer_bytes, page));
+  if (bpf_map__set_max_entries(skeleton_->maps.op_records, static_cast<__u32>(ring_bytes)) != 0)
+    throw Error("cannot size the ring buffer to " + std::to_string(ring_bytes) + " bytes");
+
+  // Record ids as tprof's own /proc shows them, so that a sidecar in the target's PID
+  // namespace reads the right thread names.
+  struct stat pid_namespace{};
+  if (::stat("/proc/self/ns/pid", &pid_namespace) != 0)
+    throw Error(errno_message("cannot stat /proc/self/ns/pid", errno));
+  skeleton_->rodata->pid_namespace_device = pid_namespace.st_dev;
+  skeleton_->rodata->pid_namespace_inode = pid_namespace.st_ino;
+  skeleton_->rodata->target_tgid = static_cast<__u32>(options.target_pid);
+  if (options.python) skeleton_->rodata->python_config = *options.python;
+  if (options.tensors) skeleton_->rodata->tensor_config = *options.tensors;
+  skeleton_->rodata->node_sequence_nr_offset = options.node_sequence_nr_offset;
+  skeleton_->rodata->node_thread_id_offset = options.node_thread_id_offset;
+  skeleton_->rodata->sequence_counter_module = options.sequence_counter_module;
+  skeleton_->rodata->sequence_counter_offset = options.sequence_counter_offset;
+  if (bpf_map__set_max_entries(skeleton_->maps.op_plans, std::max<uint32_t>(options.op_count, 1)) != 0)
+    throw Error("cannot size the op plan map to " + std::to_string(options.op_count) + " ops");
+
+  if (op_tracer__load(skeleton_.get()) != 0) {
+    const int err = errno;
+    if (err == EPERM) throw Error("the kernel refused to load BPF programs (EPERM); run as root");
+    throw Error(errno_message("cannot load the op tracer BPF programs", err));
+  }
+}
+
+OpTracer::~OpTracer() = default;
+
+void OpTracer::attach_ops(const UprobeSites& sites) {
+  op_links_ = attach_uprobe_multi(skeleton_->progs.op_enter, target_pid_, sites);
+}
+
+void OpTracer::attach_exits(const UprobeSites& returns, const UprobeSites& catches) {
+  if (!returns.offsets.empty())
+    exit_links_.push_back(attach_uprobe_multi(skeleton_->progs.range_return, target_pid_, returns));
+  if (!catches.offsets.empty())
+    exit_links_.push_back(attach_uprobe_multi(skeleton_->progs.exception_caught, target_pid_, catches));
+}
+
+void OpTracer::set_op_plan(uint32_t op_id, const op_plan& plan) {
+  if (bpf_map__update_elem(skeleton_->maps.op_plans, &op_id, sizeof(op_id), &plan, sizeof(plan), BPF_ANY) != 0)
+    throw Error(errno_message("cannot store the argument plan of op " + std::to_string(op_id), errno));
+}
+
+void OpTracer::attach_annotations(const UprobeSites& name_kernels, const UprobeSites& constructor,
+                                  const UprobeSites& end) {
+  // The end probe first, then the constructor, then the names: an annotation is only opened
+  // once everything that closes it is in place.
+  record_function_links_.push_back(
+      attach_uprobe_multi(skeleton_->progs.annotation_end, target_pid_, end));
+  record_function_links_.push_back(
+      attach_uprobe_multi(skeleton_->progs.annotation_begin, target_pid_, constructor));
+  record_function_links_.push_back(
+      attach_uprobe_multi(skeleton_->progs.annotation_name, target_pid_, name_kernels));
+}
+
+void OpTracer::attach_autograd(const UprobeSites& evaluate_function, const UprobeSites& node_apply) {
+  record_function_links_.push_back(attach_uprobe_multi(skeleton_->progs.evaluate_enter, target_pid_, evaluate_function));
+  if (node_apply.offsets.empty()) return;
+  record_function_links_.push_back(attach_uprobe_multi(skeleton_->progs.node_enter, target_pid_, node_apply));
+}
+
+void OpTracer::attach_python_sampler(uint32_t frequency_hz) {
+  const int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) throw Error("cannot count the CPUs");
+  perf_event_attr attributes{};
+  attributes.size = sizeof(attributes);
+  attributes.type = PERF_TYPE_SOFTWARE;
+  attributes.config = PERF_COUNT_SW_CPU_CLOCK;
+  attributes.freq = 1;
+  attributes.sample_freq = frequency_hz;
+  for (int cpu = 0; cpu < cpus; ++cpu) {
+    // One event per CPU for all processes; the program keeps only the target's threads,
+    // which may come and go during recording.
+    UniqueFd event(static_cast<int>(::syscall(SYS_perf_event_open, &attributes, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC)));
+    if (!event) {
+      if (errno == ENODEV) continue;  // a possible CPU that is not online
+      throw Error(errno_message("cannot open the stack sampler's perf event on CPU " + std::to_string(cpu), errno));
+    }
+    bpf_link* link = bpf_program__attach_perf_event(skeleton_->progs.python_sample, event.get());
+    if (!link) throw Error(errno_message("cannot attach the stack sampler", errno));
+    sampler_links_.emplace_back(link);
+    sampler_events_.push_back(std::move(event));
+  }
+}
+
+void OpTracer::start_recording() { skeleton_->bss->recording = 1; }
+void OpTracer::stop_recording() { skeleton_->bss->recording = 0; }
+
+void OpTracer::detach() {
+  stop_recording();
+  op_links_ = {};
+  record_function_links_.clear();
+  exit_links_.clear();
+  sampler_links_.clear();
+  sampler_events_.clear();
+}
+
+int OpTracer::ring_buffer_fd() const { return bpf_map__fd(skeleton_->maps.op_records); }
+int OpTracer::python_stacks_fd() const { return bpf_map__fd(skeleton_->maps.python_stacks); }
+
+LossCounts OpTracer::losses() const {
+  const int cpus = libbpf_num_possible_cpus();
+  auto read_counter = [&](__u32 slot) -> uint64_t {
+    if (cpus <= 0) return 0;
+    std::vector<uint64_t> per_cpu(static_cast<size_t>(cpus));
+    if (bpf_map__lookup_elem(skeleton_->maps.loss_counters, &slot, sizeof(slot), per_cpu.data(),
+                             per_cpu.size() * sizeof(uint64_t), 0) != 0)
+      return 0;
+    uint64_t total = 0;
+    for (uint64_t count : per_cpu) total += count;
+    return total;
+  };
+  return LossCounts{read_counter(LOSS_RING_BUFFER_FULL), read_counter(LOSS_STACK_UNREADABLE),
+                    read_counter(LOSS_STACK_NOT_STORED), read_counter(LOSS_ARGUMENTS_UNREADABLE),
+                    read_counter(LOSS_RANGE_NOT_TRACKED)};
+}
+
+}  // namespace tprof

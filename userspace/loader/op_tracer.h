@@ -1,0 +1,100 @@
+// The loaded op tracer (bpf/op_tracer.bpf.c): its skeleton, its uprobe_multi links, the
+// Python stack sampler's perf events, and its maps, owned together.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "op_arguments.h"
+#include "python_stack.h"
+#include "userspace/loader/unique_fd.h"
+#include "userspace/loader/uprobe_multi.h"
+
+struct op_tracer;
+
+namespace tprof {
+
+struct OpTracerOptions {
+  size_t ring_buffer_bytes = 64u << 20;  // rounded up to a power of two
+  pid_t target_pid = 0;                  // in tprof's PID namespace
+  // Where the target's interpreter keeps its frames; none: no Python stacks.
+  std::optional<python_walker_config> python;
+  // The calibrated TensorImpl layout; none: ops are recorded without arguments (no shapes).
+  std::optional<tensor_layout> tensors;
+  uint32_t op_count = 0;  // entries of the op plan map (op ids are below it)
+  // Where torch::autograd::Node keeps these; 0: unknown, not read.
+  uint32_t node_sequence_nr_offset = 0;
+  uint32_t node_thread_id_offset = 0;
+  // The thread's autograd sequence counter: libtorch's TLS module id and the counter's offset
+  // in that module's block; module 0: not read.
+  uint64_t sequence_counter_module = 0;
+  uint64_t sequence_counter_offset = 0;
+};
+
+
+struct LossCounts {
+  uint64_t ring_buffer_full = 0;   // records dropped
+  uint64_t stack_unreadable = 0;   // Python stacks that could not be walked
+  uint64_t stack_not_stored = 0;   // walked stacks that found no room in the stack map
+  uint64_t arguments_unreadable = 0;  // records sent without their arguments (no scratch memory)
+  uint64_t ranges_not_tracked = 0;    // ranges nested too deep to track; closed by their parent
+};
+
+class OpTracer {
+ public:
+  // Opens and loads the programs. Throws tprof::Error.
+  explicit OpTracer(const OpTracerOptions& options);
+  ~OpTracer();
+  OpTracer(const OpTracer&) = delete;
+  OpTracer& operator=(const OpTracer&) = delete;
+
+  // Entry probes on every op site, for the target's threads.
+  void attach_ops(const UprobeSites& sites);
+  // Where ranges end (userspace/loader/exit_probes.h): the `ret` instructions of the op and autograd
+  // functions, and __cxa_begin_catch (no offsets: not probed). Attach before their entries.
+  void attach_exits(const UprobeSites& returns, const UprobeSites& catches);
+  // A CPU-clock sampler on every CPU at `frequency_hz` that records the target's Python
+  // stacks between ops. Only with Python stacks enabled.
+  void attach_python_sampler(uint32_t frequency_hz);
+  // Probes record only between these two calls: start once everything is attached, stop
+  // before detaching, so that all kinds of record begin and end at the same moment.
+  void start_recording();
+  void stop_recording();
+  // Removes every probe (stopping the recording first). Records already in the ring buffer
+  // stay readable.
+  void detach();
+
+  int ring_buffer_fd() const;
+  int python_stacks_fd() const;
+  LossCounts losses() const;  // summed over CPUs
+
+  // The argument plan of op `op_id` (only with `tensors` set). Call before attach_ops.
+  void set_op_plan(uint32_t op_id, const op_plan& plan);
+  // record_function() ranges: the kernels whose second argument is the name, at::RecordFunction's
+  // constructor and its end().
+  // Single sites go through uprobe_multi links too: a classic uprobe costs several times more
+  // per hit, and RecordFunction's constructor and end() run for every engine node.
+  void attach_annotations(const UprobeSites& name_kernels, const UprobeSites& constructor, const UprobeSites& end);
+  // Backward nodes: Engine::evaluate_function and every Node subclass's apply().
+  void attach_autograd(const UprobeSites& evaluate_function, const UprobeSites& node_apply);
+
+ private:
+  struct SkeletonDeleter {
+    void operator()(op_tracer* skeleton) const;
+  };
+  std::unique_ptr<op_tracer, SkeletonDeleter> skeleton_;
+  pid_t target_pid_;
+  BpfLink op_links_;
+  std::vector<BpfLink> exit_links_;
+  std::vector<UniqueFd> sampler_events_;
+  std::vector<BpfLink> sampler_links_;
+  std::vector<BpfLink> record_function_links_;  // annotations and autograd
+};
+
+}  // namespace tprof

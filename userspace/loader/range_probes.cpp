@@ -1,0 +1,103 @@
+#include "userspace/loader/range_probes.h"
+
+#include <exception>
+
+#include "symbolizer/binary/process_memory.h"
+#include "symbolizer/autograd/sequence_counter.h"
+
+namespace tprof {
+namespace {
+
+// The {module id, offset} pair the dynamic linker stored in the GOT for __tls_get_addr, read
+// from the running target, plus the counter's offset in the block.
+std::optional<RangeProbes::SequenceCounterTls> locate_sequence_counter(const symbolizer::LibraryIndex& library,
+                                                                        uint64_t load_address, pid_t pid,
+                                                                        std::string* why_not) {
+  const auto location = symbolizer::find_sequence_counter(library, why_not);
+  if (!location) return std::nullopt;
+  uint64_t tls_index[2] = {};
+  if (!symbolizer::ProcessMemory(pid).read(load_address + location->tls_index_address, tls_index,
+                                           sizeof(tls_index)) ||
+      tls_index[0] == 0) {
+    *why_not = "cannot read libtorch's TLS index in process " + std::to_string(pid);
+    return std::nullopt;
+  }
+  return RangeProbes::SequenceCounterTls{tls_index[0], tls_index[1] + location->field_offset};
+}
+
+}  // namespace
+
+RangeProbes::RangeProbes(const MappedLibrary& torch_library, pid_t pid, Console& console)
+    : library_(torch_library),
+      elf_(std::make_unique<symbolizer::ElfFile>(torch_library.host_path)),
+      index_(std::make_unique<symbolizer::LibraryIndex>(*elf_)) {
+  // Each of these is extra to the ops: a library they cannot read is said once, and the ops are
+  // recorded anyway.
+  try {
+    annotations_ = symbolizer::find_record_function_sites(*index_);
+  } catch (const std::exception& error) {
+    annotations_.source = error.what();
+  }
+  annotations_found_ = !annotations_.enter_functions.empty() && annotations_.user_scope_constructor != 0 &&
+                       annotations_.end != 0;
+  if (!annotations_found_)
+    console.line("warning: no record_function() entry points found in " + torch_library.path_in_target +
+                 "; user annotations are not recorded (" + annotations_.source + ")");
+  try {
+    autograd_ = symbolizer::find_autograd_sites(*index_);
+    if (autograd_.evaluate_function != 0) vtables_.emplace(index_->symbols);
+  } catch (const std::exception& error) {
+    autograd_ = {};
+    autograd_.source = error.what();
+  }
+  autograd_found_ = autograd_.evaluate_function != 0 && vtables_.has_value();
+  if (!autograd_found_) {
+    console.line("warning: no torch::autograd::Engine::evaluate_function in " + torch_library.path_in_target +
+                 "; backward nodes are not recorded (" + autograd_.source + ")");
+    return;
+  }
+  std::string why_not;
+  try {
+    sequence_counter_ = locate_sequence_counter(*index_, torch_library.load_address, pid, &why_not);
+  } catch (const std::exception& error) {
+    why_not = error.what();
+  }
+  if (!sequence_counter_) console.line("warning: backward nodes are not linked to forward ops: " + why_not);
+}
+
+uint32_t RangeProbes::node_sequence_nr_offset() const { return autograd_.sequence_nr_offset.value_or(0); }
+uint32_t RangeProbes::node_thread_id_offset() const { return autograd_.thread_id_offset.value_or(0); }
+
+UprobeSites RangeProbes::sites(const std::vector<uint64_t>& file_offsets) const {
+  UprobeSites sites;
+  sites.binary_path = library_.host_path;
+  sites.offsets.assign(file_offsets.begin(), file_offsets.end());
+  sites.cookies.assign(file_offsets.size(), 0);
+  return sites;
+}
+
+void RangeProbes::attach(OpTracer& tracer) const {
+  if (annotations_found_)
+    tracer.attach_annotations(sites(annotations_.enter_functions), sites({annotations_.user_scope_constructor}),
+                              sites({annotations_.end}));
+  if (autograd_found_) {
+    std::vector<uint64_t> apply_offsets;
+    for (const auto& site : autograd_.apply_sites) apply_offsets.push_back(site.file_offset);
+    tracer.attach_autograd(sites({autograd_.evaluate_function}), sites(apply_offsets));
+  }
+}
+
+std::vector<uint64_t> RangeProbes::range_function_addresses() const {
+  std::vector<uint64_t> addresses;
+  if (!autograd_found_) return addresses;
+  addresses.push_back(autograd_.evaluate_function_address);
+  for (const auto& site : autograd_.apply_sites) addresses.push_back(site.address);
+  return addresses;
+}
+
+std::string RangeProbes::node_name(uint64_t vptr) const {
+  if (!vtables_ || vptr < library_.load_address) return "";
+  return vtables_->node_name_at(vptr - library_.load_address).value_or("");
+}
+
+}  // namespace tprof

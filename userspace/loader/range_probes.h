@@ -1,0 +1,70 @@
+// The probes beyond ATen ops that give what torch's RecordFunction would show: record_function()
+// ranges (user annotations) and the autograd engine's backward nodes. Found in the target's
+// libtorch_cpu; whatever is missing there is said once on the console and left out.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+#include "symbolizer/autograd/autograd_sites.h"
+#include "symbolizer/binary/elf_file.h"
+#include "symbolizer/binary/library_index.h"
+#include "symbolizer/autograd/record_function_sites.h"
+#include "symbolizer/binary/vtable_names.h"
+#include "userspace/cli/console.h"
+#include "userspace/loader/op_tracer.h"
+#include "userspace/session/target_process.h"
+
+namespace tprof {
+
+class RangeProbes {
+ public:
+  RangeProbes(const MappedLibrary& torch_library, pid_t pid, Console& console);
+
+  // Where torch::autograd::Node keeps these (for OpTracerOptions); 0: unknown.
+  uint32_t node_sequence_nr_offset() const;
+  uint32_t node_thread_id_offset() const;
+
+  // Where each thread's autograd sequence counter is: the TLS module id and offset in its
+  // block (for OpTracerOptions); none when it could not be located.
+  struct SequenceCounterTls {
+    uint64_t module = 0;
+    uint64_t offset = 0;
+  };
+  const std::optional<SequenceCounterTls>& sequence_counter() const { return sequence_counter_; }
+
+  // Attaches every probe that was found.
+  void attach(OpTracer& tracer) const;
+
+  // Link-time addresses of the probed autograd functions, whose `ret`s close their ranges.
+  std::vector<uint64_t> range_function_addresses() const;
+  // libtorch_cpu's symbols and sections, read once for every search of its code.
+  const symbolizer::LibraryIndex& library_index() const { return *index_; }
+
+  // A node's name as torch's profiler shows it, from its runtime vtable pointer; "" if unknown.
+  std::string node_name(uint64_t vptr) const;
+
+  // Planning is over: libtorch_cpu's pages stop counting in tprof's memory (node_name() faults
+  // back the few it reads).
+  void release_library_pages() const { elf_->release_pages(); }
+
+ private:
+  UprobeSites sites(const std::vector<uint64_t>& file_offsets) const;  // in libtorch_cpu
+
+  MappedLibrary library_;
+  std::unique_ptr<symbolizer::ElfFile> elf_;
+  std::unique_ptr<symbolizer::LibraryIndex> index_;  // read once for every search below
+  symbolizer::RecordFunctionSites annotations_;
+  symbolizer::AutogradSites autograd_;
+  std::optional<symbolizer::VtableNames> vtables_;
+  bool annotations_found_ = false;
+  bool autograd_found_ = false;
+  std::optional<SequenceCounterTls> sequence_counter_;
+};
+
+}  // namespace tprof

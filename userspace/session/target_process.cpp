@@ -1,0 +1,80 @@
+#include "userspace/session/target_process.h"
+
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "userspace/cli/error.h"
+
+namespace tprof {
+namespace {
+
+std::string read_first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+}  // namespace
+
+TargetProcess::TargetProcess(pid_t pid) : pid_(pid) {
+  const std::string proc_dir = "/proc/" + std::to_string(pid);
+  struct stat st{};
+  if (pid <= 0 || ::stat(proc_dir.c_str(), &st) != 0) throw Error("no such process: " + std::to_string(pid));
+  uid_ = st.st_uid;
+  name_ = read_first_line(proc_dir + "/comm");
+  int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) {
+    if (errno == ESRCH) throw Error("no such process: " + std::to_string(pid));
+    throw Error(errno_message("pidfd_open(" + std::to_string(pid) + ")", errno));
+  }
+  pidfd_ = UniqueFd(fd);
+}
+
+std::optional<MappedLibrary> TargetProcess::find_mapped_library(const std::string& file_name_prefix) const {
+  const std::string proc_dir = "/proc/" + std::to_string(pid_);
+  const std::string maps_path = proc_dir + "/maps";
+  std::ifstream maps(maps_path);
+  if (!maps) throw Error(errno_message("cannot read " + maps_path, errno));
+  std::string line;
+  while (std::getline(maps, line)) {
+    // address perms offset dev inode pathname
+    std::istringstream fields(line);
+    std::string address, perms, offset, device, path;
+    ino_t inode = 0;
+    fields >> address >> perms >> offset >> device >> inode;
+    std::getline(fields >> std::ws, path);
+    if (path.empty() || path[0] != '/') continue;
+    const auto slash = path.rfind('/');
+    if (path.compare(slash + 1, file_name_prefix.size(), file_name_prefix) != 0) continue;
+    // maps shows the path as seen from *our* root. For a target in another mount namespace
+    // (a container) that is its own path, reachable through /proc/PID/root; for a chrooted
+    // target it is already our path. The mapping's own entry in map_files always works but
+    // names a magic link. Take the first candidate that is the very file mapped.
+    // map_files names are the range without maps' zero padding: "400000-420000".
+    const auto dash = address.find('-');
+    char range[64];
+    std::snprintf(range, sizeof(range), "%llx-%llx", std::stoull(address.substr(0, dash), nullptr, 16),
+                  std::stoull(address.substr(dash + 1), nullptr, 16));
+    for (const std::string& candidate : {proc_dir + "/root" + path, path, proc_dir + "/map_files/" + range}) {
+      struct stat st{};
+      if (::stat(candidate.c_str(), &st) == 0 && st.st_ino == inode)
+        return MappedLibrary{path, candidate, std::stoull(address.substr(0, dash), nullptr, 16)};
+    }
+    throw Error("cannot open " + path + " of process " + std::to_string(pid_) +
+                " (through /proc/PID/root or /proc/PID/map_files)");
+  }
+  return std::nullopt;
+}
+
+std::string TargetProcess::thread_name(uint32_t tid) const {
+  return read_first_line("/proc/" + std::to_string(pid_) + "/task/" + std::to_string(tid) + "/comm");
+}
+
+}  // namespace tprof

@@ -1,0 +1,49 @@
+// The process being profiled, seen through /proc. Files of the target are opened through
+// /proc/PID/root so that a target in another mount namespace (a container sharing our PID
+// namespace) resolves its own libraries.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "userspace/loader/unique_fd.h"
+
+namespace tprof {
+
+struct MappedLibrary {
+  std::string path_in_target;  // as in /proc/PID/maps: "/usr/lib/.../libtorch_cpu.so.1.13"
+  std::string host_path;       // the same file opened from here: usually "/proc/PID/root" + path_in_target
+  // Where its first mapping (the ELF header's page) starts: a shared library's load bias,
+  // since its first segment is linked at address 0.
+  uint64_t load_address = 0;
+};
+
+class TargetProcess {
+ public:
+  // Throws tprof::Error("no such process: PID") if it does not exist.
+  explicit TargetProcess(pid_t pid);
+
+  pid_t pid() const { return pid_; }
+  uid_t uid() const { return uid_; }
+  const std::string& name() const { return name_; }  // /proc/PID/comm
+
+  // The first mapping whose file name starts with `file_name_prefix` ("libtorch_cpu.so").
+  std::optional<MappedLibrary> find_mapped_library(const std::string& file_name_prefix) const;
+
+  // /proc/PID/task/TID/comm, or "" once the thread is gone.
+  std::string thread_name(uint32_t tid) const;
+
+  // A pidfd that becomes readable when the process exits.
+  const UniqueFd& exit_notifier() const { return pidfd_; }
+
+ private:
+  pid_t pid_;
+  uid_t uid_ = 0;
+  std::string name_;
+  UniqueFd pidfd_;
+};
+
+}  // namespace tprof
