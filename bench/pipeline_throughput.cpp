@@ -8,8 +8,9 @@
 // same decoded values (two tensors and a Scalar) for every op instead of decoding TensorImpl
 // bytes; the values are formatted and written as for real ones.
 //
-// Usage: tprof-pipeline-throughput [EVENTS] [--gzip] [--directory DIR]
-//   (default 4,000,000 events, plain JSON, files in $TMPDIR; a tmpfs keeps the disk out of it)
+// Usage: tprof-pipeline-throughput [EVENTS] [--gzip] [--no-et] [--no-shapes] [--directory DIR]
+//   (default 4,000,000 events, plain JSON, trace and ET, with argument values, files in $TMPDIR;
+//   a tmpfs keeps the disk out of it)
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -128,10 +129,16 @@ double peak_rss_mb() {
 int main(int argc, char** argv) {
   uint64_t events = 4'000'000;
   bool gzip = false;
+  bool execution_trace_on = true;
+  bool shapes = true;
   fs::path parent = fs::temp_directory_path();
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--gzip") == 0) {
       gzip = true;
+    } else if (std::strcmp(argv[i], "--no-et") == 0) {
+      execution_trace_on = false;
+    } else if (std::strcmp(argv[i], "--no-shapes") == 0) {
+      shapes = false;
     } else if (std::strcmp(argv[i], "--directory") == 0 && i + 1 < argc) {
       parent = argv[++i];
     } else {
@@ -159,13 +166,16 @@ int main(int argc, char** argv) {
   exporters::ChromeTraceWriter chrome(trace_file, "t.pt.trace.json");
   exporters::ExecutionTraceWriter execution_trace(execution_trace_file);
   OperatorTotalsSink totals;
-  model::FanOutSink sinks({&chrome, &execution_trace, &totals});
+  std::vector<model::TraceSink*> writers{&chrome, &totals};
+  if (execution_trace_on) writers.push_back(&execution_trace);
+  model::FanOutSink sinks(writers);
   SpanCloser closer(
       operators, [&](uint64_t id) { return id >= 1 && id <= stacks.size() ? &stacks[id - 1] : nullptr; },
       MonotonicToUnix(1'700'000'000'000'000'000), [](uint32_t tid) { return "worker " + std::to_string(tid); }, sinks);
   RecordDecoder decoder(closer, {.on_new_thread = [](uint32_t) {},
                                  .on_stack_id = [](uint64_t) {},
                                  .decode_arguments = [&](uint32_t, bool returns, const op_arguments&) {
+                                   if (!shapes) return std::vector<model::Value>{};
                                    return returns ? std::vector<model::Value>{inputs[0]} : inputs;
                                  },
                                  .annotation_operator = [](std::string_view) { return 0u; },
@@ -178,7 +188,7 @@ int main(int argc, char** argv) {
   records.reserve(events);
   for (uint64_t i = 0; records.size() < events; ++i) {
     const op_record record = threads[i % kThreads].next();
-    records.push_back(as_bytes(record, record.kind == OP_RECORD_ENTER || record.kind == OP_RECORD_EXIT));
+    records.push_back(as_bytes(record, shapes && (record.kind == OP_RECORD_ENTER || record.kind == OP_RECORD_EXIT)));
   }
 
   model::SessionInfo session;
@@ -211,10 +221,10 @@ int main(int argc, char** argv) {
   const double trace_mb = static_cast<double>(fs::file_size(directory / ("t.pt.trace" + suffix))) / 1e6;
   const double execution_trace_mb = static_cast<double>(fs::file_size(directory / ("t.et" + suffix))) / 1e6;
   fs::remove_all(directory);
-  std::printf("%llu events (%llu ranges) in %.2f s on one thread: %.2f M events/s; %s output %.0f MB trace + %.0f MB ET; "
+  std::printf("%llu events (%llu ranges) in %.2f s: %.2f M events/s; %s%s%s output %.0f MB trace + %.0f MB ET; "
               "peak RSS %.0f MB (the prepared records included)\n",
               static_cast<unsigned long long>(decoder.records()), static_cast<unsigned long long>(closer.counts().ops),
-              seconds, static_cast<double>(decoder.records()) / seconds / 1e6, gzip ? "gzip" : "plain", trace_mb,
-              execution_trace_mb, peak_rss_mb());
+              seconds, static_cast<double>(decoder.records()) / seconds / 1e6, gzip ? "gzip" : "plain",
+              execution_trace_on ? "" : ", no ET", shapes ? "" : ", no shapes", trace_mb, execution_trace_mb, peak_rss_mb());
   return 0;
 }
