@@ -40,7 +40,10 @@ class PartialReader {
     if (fd_ < 0) fail(path, std::strerror(errno));
     unsigned char magic[2] = {};
     gzip_ = ::pread(fd_, magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-    if (gzip_ && inflateInit2(&inflater_, kGzipOrZlibWindowBits) != Z_OK) fail(path, "zlib inflateInit failed");
+    if (gzip_ && inflateInit2(&inflater_, kGzipOrZlibWindowBits) != Z_OK) {
+      ::close(fd_);
+      fail(path, "zlib inflateInit failed");
+    }
     raw_.resize(kChunkBytes);
   }
   ~PartialReader() {
@@ -54,16 +57,19 @@ class PartialReader {
   bool read(std::string& out) {
     if (done_) return false;
     const ssize_t count = read_raw();
+    if (count == 0) {
+      done_ = true;
+      return false;
+    }
     if (!gzip_) {
-      if (count == 0) return !(done_ = true);
       out.append(raw_.data(), static_cast<size_t>(count));
       return true;
     }
-    if (count == 0) return !(done_ = true);
     inflater_.next_in = reinterpret_cast<Bytef*>(raw_.data());
     inflater_.avail_in = static_cast<uInt>(count);
     char inflated[kChunkBytes / 4];
-    while (inflater_.avail_in > 0) {
+    // Until the input is used up and inflate had room to spare (so nothing it holds back waits).
+    do {
       inflater_.next_out = reinterpret_cast<Bytef*>(inflated);
       inflater_.avail_out = sizeof(inflated);
       const int status = inflate(&inflater_, Z_NO_FLUSH);
@@ -73,7 +79,7 @@ class PartialReader {
         break;
       }
       if (status == Z_BUF_ERROR && inflater_.avail_out != 0) break;
-    }
+    } while (inflater_.avail_in > 0 || inflater_.avail_out == 0);
     return true;
   }
 

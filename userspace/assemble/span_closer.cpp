@@ -59,7 +59,8 @@ void SpanCloser::advance(uint64_t watermark_monotonic_ns) {
     return std::tie(a.event.monotonic_ns, a.arrival) < std::tie(b.event.monotonic_ns, b.arrival);
   });
   for (Pending& pending : ready) process(pending.tid, pending.event);
-  if (forward_ops_.size() > kMaxRememberedForwardOps) forget_old_forward_ops(clock_.to_unix(watermark_ns_));
+  if (forward_ops_.size() > kMaxRememberedForwardOps && watermark_ns_ != UINT64_MAX)
+    forget_old_forward_ops(clock_.to_unix(watermark_ns_));
 }
 
 void SpanCloser::finish(uint64_t stop_monotonic_ns) {
