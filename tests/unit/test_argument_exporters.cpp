@@ -253,7 +253,9 @@ TEST(ExecutionTraceValues, TensorIdsForgetAddressesUnseenForTwoGenerations) {
   const uint64_t forgotten = ids.tensor(0x2);
   for (uint64_t address = 0x100; address < 0x100 + 3 * TensorIds::kGeneration; ++address) {
     ids.tensor(address);
-    if (address % 1000 == 0) EXPECT_EQ(ids.tensor(0x1), kept);  // in use all along
+    if (address % 1000 == 0) {
+      EXPECT_EQ(ids.tensor(0x1), kept);  // in use all along
+    }
   }
   EXPECT_EQ(ids.tensor(0x1), kept);
   EXPECT_NE(ids.tensor(0x2), forgotten);
