@@ -367,13 +367,18 @@ class RecordingPipeline {
   // Everything up to the watermark is final: it is closed, handed on and written, a batch at a
   // time. A drain that falls behind returns after `time_limit_ns`, so that a stop signal is
   // still seen; the rest waits in the ring buffer. `time_limit_ns` 0: until it is empty.
+  //
+  // While records are left in the ring buffer, the watermark stays a skew bound behind the last
+  // one decoded: the ring holds records in about the order they were stamped, so those left
+  // there are no older than that, and none of them arrives behind a passed watermark.
   void drain(uint64_t time_limit_ns) {
     const uint64_t drain_ns = monotonic_now_ns();
     const uint64_t watermark_ns = drain_ns - std::min(drain_ns, kRecordSkewBoundNs);
     for (bool more = true; more;) {
       more = consumer_.drain(kRecordsPerBatch);
       if (stacks_) stacks_->resolve_pending();
-      closer_.advance(watermark_ns);
+      const uint64_t last_ns = decoder_.last_timestamp_ns();
+      closer_.advance(more ? std::min(watermark_ns, last_ns - std::min(last_ns, kRecordSkewBoundNs)) : watermark_ns);
       if (time_limit_ns != 0 && monotonic_now_ns() - drain_ns > time_limit_ns) break;
     }
     sinks_.flush_if_due(drain_ns);
