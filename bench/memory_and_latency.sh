@@ -30,7 +30,7 @@ for seconds in "${durations[@]}"; do
   ops=$(grep -o '^tprof: [0-9,]* ranges' "$log" | grep -o '[0-9,]*' | tr -d ,)
   dropped=$(grep -o '[0-9,]* events dropped' "$log" | grep -o '^[0-9,]*' | tr -d ,)
   trace_mb=$(du -m "$out/t$seconds.pt.trace.json.gz" | cut -f1)
-  printf '%8s %14.1f %16.2f %12s %14s %10s\n' "$seconds" "$(echo "$rss_kb / 1024" | bc -l)" \
-    "$(echo "$done_at - $stop" | bc -l)" "$ops" "$trace_mb" "$dropped"
+  printf '%8s %14.1f %16.2f %12s %14s %10s\n' "$seconds" "$(awk -v kb="$rss_kb" 'BEGIN {print kb / 1024}')" \
+    "$(awk -v a="$stop" -v b="$done_at" 'BEGIN {print b - a}')" "$ops" "$trace_mb" "$dropped"
   rm -f "$out"/t"$seconds".*
 done

@@ -306,6 +306,11 @@ std::string format_relative_us(int64_t offset_ns) {
   return text;
 }
 
+std::string chrome_trace_name(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
 // Kineto closes traceEvents with this global instant (output_json.cpp finalizeTrace); being
 // last, it carries no trailing comma. The end-of-run facts follow, under "tprof_summary".
 std::string chrome_trace_tail(int64_t window_end_relative_ns, const model::RunSummary& summary,

@@ -22,6 +22,9 @@ uint64_t chrome_trace_base_time_ns(uint64_t unix_ns);
 // "<int us>.<3-digit ns>" of a non-negative ns offset; negative offsets clamp to "0.000".
 std::string format_relative_us(int64_t offset_ns);
 
+// The "traceName" of a trace written to `path`: its base name.
+std::string chrome_trace_name(const std::string& path);
+
 // Everything after the last event: the "Record Window End" instant, the end of traceEvents,
 // "tprof_summary" and "traceName". `tprof recover` ends a partial file with it too.
 std::string chrome_trace_tail(int64_t window_end_relative_ns, const model::RunSummary& summary,

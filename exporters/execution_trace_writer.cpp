@@ -194,6 +194,8 @@ const ExecutionTraceWriter::ThreadNodes& ExecutionTraceWriter::thread_nodes(uint
   const auto [entry, is_new] = threads_.try_emplace(tid);
   ThreadNodes& thread = entry->second;
   if (is_new) {
+    // Every sink hears of a thread before its ranges; a thread it never heard of would still get
+    // a root, with an id from the object counter that no node shares.
     const auto entry_id = thread_entry_ids_.find(tid);
     thread.root_id = entry_id == thread_entry_ids_.end() ? next_object_id_++ : node_id(entry_id->second);
     thread.logical_tid = threads_.size();

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -130,11 +129,6 @@ std::optional<uint64_t> integer_after(std::string_view line, std::string_view ke
   return value;
 }
 
-std::string base_name(const std::string& path) {
-  const auto slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 // Which node ids an Execution Trace's kept lines define, and each thread's root. Nodes are
 // written at their range's exit, so a range still open at the kill never was: its children
 // then point at a node that does not exist, and are hung from their thread's root instead.
@@ -220,19 +214,14 @@ bool take_line(std::string_view line, Recovery& recovery) {
 // TensorBoard step view need one. It covers the kept events on the main thread (tid == pid),
 // with a record id no kept event has.
 std::string recovered_step(const Recovery& recovery) {
-  auto us = [](uint64_t ns) {
-    char text[48];
-    std::snprintf(text, sizeof(text), "%llu.%03llu", static_cast<unsigned long long>(ns / 1000),
-                  static_cast<unsigned long long>(ns % 1000));
-    return std::string(text);
-  };
   const std::string pid = std::to_string(recovery.pid);
   const std::string record_id = std::to_string(recovery.largest_record_id + 1);
+  const auto start_ns = static_cast<int64_t>(recovery.first_start_relative_ns);
+  const auto end_ns = static_cast<int64_t>(recovery.last_end_relative_ns);
   return "  {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#0\", \"pid\": " + pid +
-         ", \"tid\": " + pid + ", \"ts\": " + us(recovery.first_start_relative_ns) +
-         ", \"dur\": " + us(recovery.last_end_relative_ns - recovery.first_start_relative_ns) +
-         ", \"args\": {\"External id\": " + record_id + ", \"Record function id\": " + record_id +
-         ", \"tprof: recovered\": true}},\n";
+         ", \"tid\": " + pid + ", \"ts\": " + format_relative_us(start_ns) +
+         ", \"dur\": " + format_relative_us(end_ns - start_ns) + ", \"args\": {\"External id\": " + record_id +
+         ", \"Record function id\": " + record_id + ", \"tprof: recovered\": true}},\n";
 }
 
 uint64_t modification_time_ms(const std::string& path) {
@@ -241,8 +230,8 @@ uint64_t modification_time_ms(const std::string& path) {
   return static_cast<uint64_t>(status.st_mtim.tv_sec) * 1000 + static_cast<uint64_t>(status.st_mtim.tv_nsec) / kNanosecondsPerMillisecond;
 }
 
-
-// Calls `visit` with every complete line (without its newline) of the partial file.
+// Calls `visit` with every complete line (without its newline) of the partial file, until it
+// returns false.
 template <typename Visit>
 void for_each_line(const std::string& partial_path, Visit visit) {
   PartialReader reader(partial_path);
@@ -250,7 +239,7 @@ void for_each_line(const std::string& partial_path, Visit visit) {
   size_t line_start = 0;
   while (reader.read(text)) {
     for (size_t newline; (newline = text.find('\n', line_start)) != std::string::npos; line_start = newline + 1)
-      visit(std::string_view(text.data() + line_start, newline - line_start));
+      if (!visit(std::string_view(text.data() + line_start, newline - line_start))) return;
     text.erase(0, line_start);  // keep the unfinished line for the next piece
     line_start = 0;
   }
@@ -265,11 +254,15 @@ RecoveredFile recover_partial_file(const std::string& partial_path, mode_t mode)
   struct stat existing {};
   if (::lstat(final_path.c_str(), &existing) == 0) fail(partial_path, final_path + " already exists");
 
-  // A first pass learns what the file is and, for an ET, which nodes it holds.
+  // A first pass learns what the file is from its header and, for an ET only, reads on to
+  // learn which nodes it holds.
   Recovery survey;
   NodeIndex nodes;
   for_each_line(partial_path, [&](std::string_view line) {
-    if (take_line(line, survey) && survey.in_events && survey.kind == Recovery::Kind::kExecutionTrace) nodes.add(line);
+    if (!take_line(line, survey) || !survey.in_events) return true;
+    if (survey.kind != Recovery::Kind::kExecutionTrace) return false;
+    nodes.add(line);
+    return true;
   });
   if (survey.kind == Recovery::Kind::kUnknown) fail(partial_path, "neither a tprof trace nor its Execution Trace");
   if (!survey.in_events) fail(partial_path, "it ends inside its header: nothing was recorded");
@@ -278,13 +271,14 @@ RecoveredFile recover_partial_file(const std::string& partial_path, mode_t mode)
   OutputFile output(final_path, mode, ".recovering");
   Recovery recovery;
   for_each_line(partial_path, [&](std::string_view line) {
-    if (!take_line(line, recovery)) return;
+    if (!take_line(line, recovery)) return true;
     if (execution_trace && recovery.in_events && line.ends_with("},")) {
       output.write(with_existing_parent(line, nodes));
     } else {
       output.write(line);
     }
     output.write("\n");
+    return true;
   });
 
   RecoveredFile recovered{final_path, execution_trace, recovery.events};
@@ -296,7 +290,7 @@ RecoveredFile recover_partial_file(const std::string& partial_path, mode_t mode)
     model::RunSummary summary;
     summary.window_end_unix_ns = recovery.base_time_ns + recovery.last_end_relative_ns;
     summary.recovered = true;
-    output.write(chrome_trace_tail(static_cast<int64_t>(recovery.last_end_relative_ns), summary, base_name(final_path)));
+    output.write(chrome_trace_tail(static_cast<int64_t>(recovery.last_end_relative_ns), summary, chrome_trace_name(final_path)));
   }
   output.commit();
   if (::unlink(partial_path.c_str()) != 0) fail(partial_path, std::string("recovered, but not removed: ") + std::strerror(errno));

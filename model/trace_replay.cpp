@@ -56,30 +56,23 @@ void number_entries(Trace& trace) {
   struct Entry {
     uint64_t start_ns;
     uint64_t end_ns;
+    size_t thread;
     uint64_t* id;
   };
   std::vector<Entry> entries;
-  for (ThreadTrack& thread : trace.threads)
-    for (OpSpan& span : thread.spans) entries.push_back({span.start_ns, span.end_ns, &span.record_id});
+  for (size_t thread = 0; thread < trace.threads.size(); ++thread)
+    for (OpSpan& span : trace.threads[thread].spans) entries.push_back({span.start_ns, span.end_ns, thread, &span.record_id});
   // Equal starts: the longer (enclosing) range first; stable_sort keeps a thread's own
   // parent-before-child order for identical ranges.
   std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return std::tie(a.start_ns, b.end_ns) < std::tie(b.start_ns, a.end_ns);
   });
   std::vector<bool> announced(trace.threads.size(), false);
-  auto thread_of = [&](const uint64_t* id) -> size_t {
-    for (size_t t = 0; t < trace.threads.size(); ++t) {
-      const auto& spans = trace.threads[t].spans;
-      if (!spans.empty() && id >= &spans.front().record_id && id <= &spans.back().record_id) return t;
-    }
-    return 0;
-  };
   uint64_t next_id = 1;
   for (const Entry& entry : entries) {
-    const size_t thread = thread_of(entry.id);
-    if (!announced[thread]) {
-      announced[thread] = true;
-      trace.threads[thread].entry_id = next_id++;
+    if (!announced[entry.thread]) {
+      announced[entry.thread] = true;
+      trace.threads[entry.thread].entry_id = next_id++;
     }
     *entry.id = next_id++;
   }

@@ -75,11 +75,6 @@ std::string default_execution_trace_path(const std::string& trace_path) {
   return stem + (compressed ? ".et.json.gz" : ".et.json");
 }
 
-std::string base_name(const std::string& path) {
-  const auto slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 // The libtorch ops to probe, or none for a Python process without torch.
 struct OpProbes {
   MappedLibrary library;
@@ -217,7 +212,7 @@ model::SessionInfo session_info(const TargetProcess& target, const std::optional
 class SessionSinks {
  public:
   explicit SessionSinks(OutputFiles& outputs)
-      : outputs_(outputs), chrome_(outputs.trace, base_name(outputs.trace.path())) {
+      : outputs_(outputs), chrome_(outputs.trace, exporters::chrome_trace_name(outputs.trace.path())) {
     std::vector<model::TraceSink*> sinks{&chrome_, &totals_};
     if (outputs.execution_trace) {
       execution_trace_.emplace(*outputs.execution_trace);
