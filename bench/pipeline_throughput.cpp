@@ -3,22 +3,27 @@
 // 20 ms of record time, as the recording loop drains) and the sinks the attach session uses
 // (Chrome trace and Execution Trace files, gzip or plain, and the console totals).
 //
-// What is synthetic: the records (nested ops on a few threads, a Python stack on every entry,
-// a stack sample per millisecond per thread) and the argument decoding, which hands back the
-// same decoded values (two tensors and a Scalar) for every op instead of decoding TensorImpl
-// bytes; the values are formatted and written as for real ones.
+// What is synthetic: the records (nested ops on four threads, 2 M records per second of record
+// time, a Python stack on every entry) and the argument decoding, which builds two tensors and a
+// Scalar for every op (in one of a few shapes) instead of decoding TensorImpl bytes; the values
+// are formatted and written as for real ones.
 //
-// Usage: tprof-pipeline-throughput [EVENTS] [--gzip] [--no-et] [--no-shapes] [--directory DIR]
+// Usage: tprof-pipeline-throughput [EVENTS] [--gzip] [--no-et] [--no-shapes] [--unique-shapes]
+//                                   [--no-sinks] [--directory DIR]
 //   (default 4,000,000 events, plain JSON, trace and ET, with argument values, files in $TMPDIR;
-//   a tmpfs keeps the disk out of it)
+//   a tmpfs keeps the disk out of it). --no-sinks measures decoding and closing alone. Besides
+//   wall time it reports the CPU time of the run, user and system apart: writing the files'
+//   pages is system time, and how much of it a run takes depends on the machine's memory.
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -41,28 +46,35 @@ constexpr uint32_t kThreads = 4;
 constexpr uint32_t kOperators = 64;
 constexpr uint64_t kDrainPeriodNs = 20'000'000;
 constexpr uint64_t kSkewBoundNs = 50'000'000;
-constexpr uint64_t kRecordSpacingNs = 500;  // a record every 0.5 µs per thread: 8 M/s over 4 threads
+constexpr uint64_t kRecordSpacingNs = 2000;  // a record every 2 µs per thread: 2 M/s over 4 threads
 
-model::TensorValue tensor(uint64_t impl, std::vector<int64_t> sizes) {
+model::TensorValue tensor(uint64_t impl, model::Dims sizes) {
   model::TensorValue value;
   value.impl_address = impl;
   value.storage_address = impl + 0x100000;
   value.strides = {sizes.size() > 1 ? sizes[1] : 1, 1};
-  value.sizes = std::move(sizes);
-  value.numel = 4096;
+  value.numel = sizes[0] * sizes[1];
+  value.sizes = sizes;
   value.dtype = "float";
   value.itemsize = 4;
   value.device = "cpu";
   return value;
 }
 
-std::vector<model::Value> decoded_inputs() {
+// An op's inputs (two tensors and a Scalar) or its output, built for each record as the
+// argument decoder builds them. Their shapes come in `variant`s: kShapeVariants per operator
+// by default, as a training loop repeats its shapes step after step, or a new one for every
+// call (--unique-shapes), as nothing that formats values can remember.
+constexpr int64_t kShapeVariants = 8;
+
+std::vector<model::Value> decoded_values(bool returns, int64_t variant) {
   model::Value a;
   a.kind = model::ValueKind::kTensor;
   a.schema_type = "Tensor";
-  a.tensor = tensor(0x7f0000001000, {64, 64});
+  a.tensor = tensor(0x7f0000001000, {64, 16 + variant});
+  if (returns) return {a};
   model::Value b = a;
-  b.tensor = tensor(0x7f0000002000, {64, 64});
+  b.tensor = tensor(0x7f0000002000, {16 + variant, 64});
   model::Value alpha;
   alpha.kind = model::ValueKind::kInt;
   alpha.schema_type = "Scalar";
@@ -95,13 +107,25 @@ struct RecordStream {
   }
 };
 
-// A record head and, for ops, an argument payload cut after its header (no tensor copies), which
-// the decoder hands to decode_arguments; that returns the prepared values.
-std::vector<std::byte> as_bytes(const op_record& record, bool with_arguments) {
-  std::vector<std::byte> bytes(sizeof(record) + (with_arguments ? offsetof(op_arguments, tensors) : 0));
-  std::memcpy(bytes.data(), &record, sizeof(record));
-  return bytes;
-}
+// A record as the ring buffer would hold it: its head, then for op entries and exits (with
+// shapes) an argument payload cut after its header (no tensor copies), which the decoder hands
+// to decode_arguments; that returns the prepared values. One buffer is reused for every record,
+// so that the prepared records are only their heads and the bench's own memory stays small.
+class RecordBytes {
+ public:
+  explicit RecordBytes(bool with_arguments)
+      : bytes_(sizeof(op_record) + (with_arguments ? offsetof(op_arguments, tensors) : 0)),
+        with_arguments_(with_arguments) {}
+  std::span<const std::byte> of(const op_record& head) {
+    std::memcpy(bytes_.data(), &head, sizeof(head));
+    const bool has_payload = with_arguments_ && (head.kind == OP_RECORD_ENTER || head.kind == OP_RECORD_EXIT);
+    return {bytes_.data(), has_payload ? bytes_.size() : sizeof(head)};
+  }
+
+ private:
+  std::vector<std::byte> bytes_;
+  bool with_arguments_;
+};
 
 ResolvedStack stack_of_depth_12(int variant) {
   ResolvedStack stack;
@@ -118,6 +142,10 @@ ResolvedStack stack_of_depth_12(int variant) {
   return stack;
 }
 
+double seconds_between(timeval from, timeval to) {
+  return static_cast<double>(to.tv_sec - from.tv_sec) + static_cast<double>(to.tv_usec - from.tv_usec) / 1e6;
+}
+
 double peak_rss_mb() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -131,6 +159,8 @@ int main(int argc, char** argv) {
   bool gzip = false;
   bool execution_trace_on = true;
   bool shapes = true;
+  bool unique_shapes = false;
+  bool sinks_on = true;
   fs::path parent = fs::temp_directory_path();
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--gzip") == 0) {
@@ -139,10 +169,18 @@ int main(int argc, char** argv) {
       execution_trace_on = false;
     } else if (std::strcmp(argv[i], "--no-shapes") == 0) {
       shapes = false;
+    } else if (std::strcmp(argv[i], "--unique-shapes") == 0) {
+      unique_shapes = true;
+    } else if (std::strcmp(argv[i], "--no-sinks") == 0) {
+      sinks_on = false;
     } else if (std::strcmp(argv[i], "--directory") == 0 && i + 1 < argc) {
       parent = argv[++i];
-    } else {
+    } else if (argv[i][0] != '-' && std::isdigit(static_cast<unsigned char>(argv[i][0]))) {
       events = std::stoull(argv[i]);
+    } else {
+      std::fprintf(stderr, "tprof-pipeline-throughput: unknown argument '%s' (see the usage at the top of %s)\n",
+                   argv[i], __FILE__);
+      return 2;
     }
   }
   const fs::path directory = parent / ("tprof-throughput-" + std::to_string(::getpid()));
@@ -159,7 +197,6 @@ int main(int argc, char** argv) {
     for (const ResolvedFrame& frame : frames) printable.push_back({frame.file, frame.line, frame.function});
     stacks.push_back({std::move(frames), std::move(printable)});
   }
-  const std::vector<model::Value> inputs = decoded_inputs();
 
   exporters::OutputFile trace_file((directory / ("t.pt.trace" + suffix)).string());
   exporters::OutputFile execution_trace_file((directory / ("t.et" + suffix)).string());
@@ -168,15 +205,18 @@ int main(int argc, char** argv) {
   OperatorTotalsSink totals;
   std::vector<model::TraceSink*> writers{&chrome, &totals};
   if (execution_trace_on) writers.push_back(&execution_trace);
+  if (!sinks_on) writers.clear();
   model::FanOutSink sinks(writers);
   SpanCloser closer(
       operators, [&](uint64_t id) { return id >= 1 && id <= stacks.size() ? &stacks[id - 1] : nullptr; },
       MonotonicToUnix(1'700'000'000'000'000'000), [](uint32_t tid) { return "worker " + std::to_string(tid); }, sinks);
+  uint64_t calls = 0;
   RecordDecoder decoder(closer, {.on_new_thread = [](uint32_t) {},
                                  .on_stack_id = [](uint64_t) {},
-                                 .decode_arguments = [&](uint32_t, bool returns, const op_arguments&) {
-                                   if (!shapes) return std::vector<model::Value>{};
-                                   return returns ? std::vector<model::Value>{inputs[0]} : inputs;
+                                 .decode_arguments = [&](uint32_t op_id, bool returns, const op_arguments&) {
+                                   const uint64_t call = calls++;
+                                   return decoded_values(returns, unique_shapes ? static_cast<int64_t>(call)
+                                                                                : (op_id + call / 6) % kShapeVariants);
                                  },
                                  .annotation_operator = [](std::string_view) { return 0u; },
                                  .node_operator = [](uint64_t, model::RangeKind) { return 0u; }});
@@ -184,12 +224,10 @@ int main(int argc, char** argv) {
   std::vector<RecordStream> threads;
   for (uint32_t t = 0; t < kThreads; ++t) threads.push_back({100 + t, 1'000'000 + t * 7});
   // Prepared ahead, so that the clock measures the pipeline, not the generator.
-  std::vector<std::vector<std::byte>> records;
+  std::vector<op_record> records;
   records.reserve(events);
-  for (uint64_t i = 0; records.size() < events; ++i) {
-    const op_record record = threads[i % kThreads].next();
-    records.push_back(as_bytes(record, shapes && (record.kind == OP_RECORD_ENTER || record.kind == OP_RECORD_EXIT)));
-  }
+  for (uint64_t i = 0; records.size() < events; ++i) records.push_back(threads[i % kThreads].next());
+  RecordBytes record_bytes(shapes);
 
   model::SessionInfo session;
   session.pid = 100;
@@ -197,18 +235,18 @@ int main(int argc, char** argv) {
   session.tprof_version = TPROF_VERSION;
   session.window_start_unix_ns = 1'700'000'000'001'000'000;
   sinks.begin(session);
+  rusage usage_before{};
+  getrusage(RUSAGE_SELF, &usage_before);
   const auto started = std::chrono::steady_clock::now();
   uint64_t next_drain_ns = 1'000'000 + kDrainPeriodNs;
   uint64_t last_ns = 0;
-  for (const auto& bytes : records) {
-    op_record head;
-    std::memcpy(&head, bytes.data(), sizeof(head));
+  for (const op_record& head : records) {
     last_ns = head.timestamp_ns;
     if (head.timestamp_ns >= next_drain_ns) {
       closer.advance(next_drain_ns - kSkewBoundNs);
       next_drain_ns += kDrainPeriodNs;
     }
-    decoder.decode(bytes);
+    decoder.decode(record_bytes.of(head));
   }
   closer.finish(last_ns + 1);
   model::RunSummary summary;
@@ -220,11 +258,19 @@ int main(int argc, char** argv) {
 
   const double trace_mb = static_cast<double>(fs::file_size(directory / ("t.pt.trace" + suffix))) / 1e6;
   const double execution_trace_mb = static_cast<double>(fs::file_size(directory / ("t.et" + suffix))) / 1e6;
+  rusage usage_after{};
+  getrusage(RUSAGE_SELF, &usage_after);
+  const double user_seconds = seconds_between(usage_before.ru_utime, usage_after.ru_utime);
+  const double system_seconds = seconds_between(usage_before.ru_stime, usage_after.ru_stime);
   fs::remove_all(directory);
-  std::printf("%llu events (%llu ranges) in %.2f s: %.2f M events/s; %s%s%s output %.0f MB trace + %.0f MB ET; "
-              "peak RSS %.0f MB (the prepared records included)\n",
+  const double decoded = static_cast<double>(decoder.records());
+  std::printf("%llu events (%llu ranges), %s%s%s%s%s: %.2f s wall, %.2f s user, %.2f s system CPU\n"
+              "  %.2f M events/s wall; %.2f M events/s per second of user CPU; %.2f M per second of user + system\n"
+              "  output %.0f MB trace + %.0f MB ET; peak RSS %.0f MB\n",
               static_cast<unsigned long long>(decoder.records()), static_cast<unsigned long long>(closer.counts().ops),
-              seconds, static_cast<double>(decoder.records()) / seconds / 1e6, gzip ? "gzip" : "plain",
-              execution_trace_on ? "" : ", no ET", shapes ? "" : ", no shapes", trace_mb, execution_trace_mb, peak_rss_mb());
+              gzip ? "gzip" : "plain", execution_trace_on ? "" : ", no ET", shapes ? "" : ", no shapes",
+              unique_shapes ? ", unique shapes" : "", sinks_on ? "" : ", no sinks", seconds, user_seconds,
+              system_seconds, decoded / seconds / 1e6, decoded / user_seconds / 1e6,
+              decoded / (user_seconds + system_seconds) / 1e6, trace_mb, execution_trace_mb, peak_rss_mb());
   return 0;
 }

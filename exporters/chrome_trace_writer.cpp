@@ -39,7 +39,21 @@ void append_relative_us(std::string& out, int64_t offset_ns) {
   out += static_cast<char>('0' + fraction % 10);
 }
 
-// The number a consumer that reads JSON numbers as float64 (Python, JavaScript) gets for `text`.
+// The number a consumer that reads JSON numbers as float64 (Python, JavaScript) gets for the
+// text append_relative_us writes for `offset_ns`. That text is offset_ns / 1000 exactly, and
+// both a correct decimal parse and IEEE division round that one rational number to the nearest
+// double, so below 2^53 ns (104 days past the base time) division gives it without parsing.
+double relative_us_as_float64(int64_t offset_ns) {
+  if (offset_ns < 0) offset_ns = 0;
+  constexpr int64_t kExactlyRepresentable = int64_t{1} << 53;
+  if (offset_ns < kExactlyRepresentable) return static_cast<double>(offset_ns) / 1000.0;
+  std::string text;
+  append_relative_us(text, offset_ns);
+  double value = 0;
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
+}
+
 double as_float64(std::string_view text) {
   double value = 0;
   std::from_chars(text.data(), text.data() + text.size(), value);
@@ -159,7 +173,7 @@ void ChromeTraceWriter::op(const model::ClosedOp& closed) {
   append_json_integer(line_, span.record_id);
   line_ += ", \"Ev Idx\": ";
   append_json_integer(line_, next_event_index_++);
-  if (span.arguments_recorded) append_input_args(line_, span.inputs);
+  if (span.arguments_recorded) input_args_.append(line_, span.inputs, append_input_args);
   // Kineto writes these only for a sequence number >= 0 (formats.md §2.5.1).
   if (span.sequence_number >= 0) {
     line_ += ", \"Sequence number\": ";
@@ -206,10 +220,8 @@ void ChromeTraceWriter::begin_event(std::string_view category, std::string_view 
   line_ += "\", \"name\": ";
   append_json_string(line_, name);
   append_place(tid, start_ns);
-  // append_place ended the line with the ts value.
-  const double ts_us = as_float64(std::string_view(line_).substr(line_.rfind(' ') + 1));
   line_ += ", \"dur\": ";
-  append_float64_safe_duration(start_ns, end_ns, ts_us);
+  append_float64_safe_duration(start_ns, end_ns);
   line_ += ", \"args\": {";
 }
 
@@ -220,19 +232,16 @@ void ChromeTraceWriter::begin_event(std::string_view category, std::string_view 
 // happen, dur gets more decimals: a value within half a nanosecond of the exact one (it still
 // reads as the same integer ns) whose sum with ts is the double nearest the exact end. Every
 // slice's float64 end is then a monotonic function of its exact end, so nesting holds.
-void ChromeTraceWriter::append_float64_safe_duration(uint64_t start_ns, uint64_t end_ns, double ts_us) {
+void ChromeTraceWriter::append_float64_safe_duration(uint64_t start_ns, uint64_t end_ns) {
   const int64_t duration_ns = std::max<int64_t>(signed_difference_ns(end_ns, start_ns), 0);
-  std::string exact;
-  append_relative_us(exact, duration_ns);
   if (start_ns < base_time_ns_) {  // ts was clamped to 0: Kineto keeps dur as it is
-    line_ += exact;
+    append_relative_us(line_, duration_ns);
     return;
   }
-  std::string end_text;
-  append_relative_us(end_text, signed_difference_ns(end_ns, base_time_ns_));
-  const double end_us = as_float64(end_text);
-  if (ts_us + as_float64(exact) == end_us) {
-    line_ += exact;
+  const double ts_us = relative_us_as_float64(signed_difference_ns(start_ns, base_time_ns_));
+  const double end_us = relative_us_as_float64(signed_difference_ns(end_ns, base_time_ns_));
+  if (ts_us + relative_us_as_float64(duration_ns) == end_us) {
+    append_relative_us(line_, duration_ns);
     return;
   }
   // end_us - ts_us is exact here (the two are within a factor of two); aim at it, staying
@@ -245,7 +254,11 @@ void ChromeTraceWriter::append_float64_safe_duration(uint64_t start_ns, uint64_t
   std::snprintf(adjusted, sizeof(adjusted), "%.6f", wanted_us);
   const double adjusted_us = as_float64(adjusted);
   const bool reads_as_exact_ns = std::llround(adjusted_us * 1000.0) == duration_ns;
-  line_ += ts_us + adjusted_us == end_us && reads_as_exact_ns ? std::string_view(adjusted) : std::string_view(exact);
+  if (ts_us + adjusted_us == end_us && reads_as_exact_ns) {
+    line_ += adjusted;
+  } else {
+    append_relative_us(line_, duration_ns);
+  }
 }
 
 // `, "pid": P, "tid": T, "ts": µs`: where and when an event happens.

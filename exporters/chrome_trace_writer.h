@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "exporters/output_file.h"
+#include "exporters/value_text_cache.h"
 #include "model/trace_model.h"
 #include "model/trace_sink.h"
 
@@ -51,7 +52,7 @@ class ChromeTraceWriter final : public model::TraceSink {
   void write_flow_event(std::string_view phase, uint64_t id, uint32_t tid, uint64_t ts_ns);
   void begin_event(std::string_view category, std::string_view name, uint32_t tid, uint64_t start_ns,
                    uint64_t end_ns);
-  void append_float64_safe_duration(uint64_t start_ns, uint64_t end_ns, double ts_us);
+  void append_float64_safe_duration(uint64_t start_ns, uint64_t end_ns);
   void append_place(uint32_t tid, uint64_t time_ns);
   void append_true_arg(std::string_view key);
   void end_slice();
@@ -64,6 +65,7 @@ class ChromeTraceWriter final : public model::TraceSink {
   std::string line_;  // one event at a time, reused so that writing allocates nothing per event
   uint64_t next_event_index_ = 0;  // "Ev Idx": position among the X events, as PyTorch counts
   std::unordered_map<const model::PythonStack*, std::string> call_stacks_;
+  ValueTextCache input_args_;  // the record_shapes args of ops' inputs
 };
 
 // The whole trace, replayed through a ChromeTraceWriter. Does not commit `out`.

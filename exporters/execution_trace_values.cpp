@@ -32,15 +32,19 @@ bool is_partial_list(const Value& value) {
 
 class ValueFormatter {
  public:
-  ValueFormatter(const std::vector<Value>& values, TensorIds& ids) : values_(values), ids_(ids) {}
+  ValueFormatter(const std::vector<Value>& values, TensorIds* ids) : values_(values), ids_(ids) {}
 
-  void append(std::string& out) {
+  void append_values(std::string& out) {
     out += "{\"values\": [";
     for_each(out, [&](const Value& value) { append_value(out, value); });
-    out += "], \"shapes\": [";
+    out += ']';
+  }
+
+  void append_shapes_types_strides(std::string& out) {
+    out += ", \"shapes\": [";
     for_each(out, [&](const Value& value) { append_shape(out, value, /*strides=*/false); });
     out += "], \"types\": [";
-    for_each(out, [&](const Value& value) { append_json_string(out, type_of(value)); });
+    for_each(out, [&](const Value& value) { append_type(out, value); });
     out += "], \"strides\": [";
     for_each(out, [&](const Value& value) { append_shape(out, value, /*strides=*/true); });
     out += "]}";
@@ -59,9 +63,9 @@ class ValueFormatter {
   // storage id 0, as torch writes it.
   void append_tensor(std::string& out, const TensorValue& tensor) {
     out += '[';
-    append_json_integer(out, ids_.tensor(tensor.impl_address));
+    append_json_integer(out, ids_->tensor(tensor.impl_address));
     out += ',';
-    append_json_integer(out, tensor.storage_address == 0 ? 0 : ids_.storage(tensor.storage_address));
+    append_json_integer(out, tensor.storage_address == 0 ? 0 : ids_->storage(tensor.storage_address));
     out += ',';
     append_json_integer(out, tensor.storage_offset);
     out += ',';
@@ -104,7 +108,7 @@ class ValueFormatter {
       case ValueKind::kUndefinedTensor:
         // torch: an id for the (singleton) TensorImpl, and no storage, size or device.
         out += '[';
-        append_json_integer(out, ids_.tensor(value.tensor.impl_address));
+        append_json_integer(out, ids_->tensor(value.tensor.impl_address));
         out += ",0,0,0,0,\"\"]";
         return;
       case ValueKind::kUnknown: append_json_string(out, kUnknownValue); return;
@@ -133,36 +137,51 @@ class ValueFormatter {
     }
   }
 
-  // convertIValue's type strings; values tprof could not read say so instead of guessing.
-  static std::string type_of(const Value& value) {
-    if (is_partial_list(value)) return kUnknownType;
-    switch (value.kind) {
-      case ValueKind::kTensor: return "Tensor(" + value.tensor.dtype + ")";
-      case ValueKind::kTensorList: {
-        std::string type = "GenericList[";
-        for (size_t i = 0; i < value.tensors.size(); ++i) {
-          if (i > 0) type += ',';
-          type += "Tensor(" + value.tensors[i].dtype + ")";
-        }
-        return type + "]";
-      }
-      case ValueKind::kIntList: {
-        std::string type = "GenericList[";
-        for (size_t i = 0; i < value.ints.size(); ++i) type += i > 0 ? ",Int" : "Int";
-        return type + "]";
-      }
-      case ValueKind::kInt: return "Int";
-      case ValueKind::kBool: return "Bool";
-      case ValueKind::kDouble: return "Double";
-      case ValueKind::kNone: return "None";
-      case ValueKind::kUndefinedTensor: return "Tensor(nullptr (uninitialized))";  // TypeMeta's name for no dtype
-      case ValueKind::kUnknown: break;
+  // convertIValue's type strings, quoted; values tprof could not read say so instead of guessing.
+  static void append_type(std::string& out, const Value& value) {
+    out += '"';
+    if (is_partial_list(value)) {
+      out += kUnknownType;
+      out += '"';
+      return;
     }
-    return kUnknownType;
+    switch (value.kind) {
+      case ValueKind::kTensor: append_tensor_type(out, value.tensor); break;
+      case ValueKind::kTensorList:
+        out += "GenericList[";
+        for (size_t i = 0; i < value.tensors.size(); ++i) {
+          if (i > 0) out += ',';
+          append_tensor_type(out, value.tensors[i]);
+        }
+        out += ']';
+        break;
+      case ValueKind::kIntList:
+        out += "GenericList[";
+        for (size_t i = 0; i < value.ints.size(); ++i) out += i > 0 ? ",Int" : "Int";
+        out += ']';
+        break;
+      case ValueKind::kInt: out += "Int"; break;
+      case ValueKind::kBool: out += "Bool"; break;
+      case ValueKind::kDouble: out += "Double"; break;
+      case ValueKind::kNone: out += "None"; break;
+      case ValueKind::kUndefinedTensor: out += "Tensor(nullptr (uninitialized))"; break;  // TypeMeta's name for no dtype
+      case ValueKind::kUnknown: out += kUnknownType; break;
+    }
+    out += '"';
+  }
+
+  // "Tensor(<dtype>)", inside the quotes: dtype names are plain ASCII caffe2 names.
+  static void append_tensor_type(std::string& out, const TensorValue& tensor) {
+    out += "Tensor(";
+    const size_t start = out.size();
+    append_json_string(out, tensor.dtype);  // escaped all the same, then unquoted
+    out.erase(start, 1);
+    out.pop_back();
+    out += ')';
   }
 
   const std::vector<Value>& values_;
-  TensorIds& ids_;
+  TensorIds* ids_;  // null when only shapes, types and strides are appended
 };
 
 }  // namespace
@@ -184,7 +203,16 @@ uint64_t TensorIds::Generations::id_of(uint64_t address, uint64_t& next_id) {
 }
 
 void append_execution_trace_values(std::string& out, const std::vector<Value>& values, TensorIds& ids) {
-  ValueFormatter(values, ids).append(out);
+  append_execution_trace_value_list(out, values, ids);
+  append_execution_trace_shapes_types_strides(out, values);
+}
+
+void append_execution_trace_value_list(std::string& out, const std::vector<Value>& values, TensorIds& ids) {
+  ValueFormatter(values, &ids).append_values(out);
+}
+
+void append_execution_trace_shapes_types_strides(std::string& out, const std::vector<Value>& values) {
+  ValueFormatter(values, nullptr).append_shapes_types_strides(out);
 }
 
 }  // namespace tprof::exporters

@@ -39,5 +39,10 @@ class TensorIds {
 
 // Appends {"values": [...], "shapes": [...], "types": [...], "strides": [...]} for `values`.
 void append_execution_trace_values(std::string& out, const std::vector<model::Value>& values, TensorIds& ids);
+// The same in two parts: `{"values": [...]`, which names tensors, and `, "shapes": [...],
+// "types": [...], "strides": [...]}`, which depends only on shapes, types and constants (and so
+// can be remembered, exporters/value_text_cache.h).
+void append_execution_trace_value_list(std::string& out, const std::vector<model::Value>& values, TensorIds& ids);
+void append_execution_trace_shapes_types_strides(std::string& out, const std::vector<model::Value>& values);
 
 }  // namespace tprof::exporters

@@ -39,17 +39,13 @@ constexpr uint64_t kNanosecondsPerMillisecond = 1'000'000;
 
 }  // namespace
 
-// What one node carries beyond the fixed empty inputs/outputs.
+// A node's numbers; its name, schema and arguments are appended separately.
 struct ExecutionTraceWriter::NodeFields {
   uint64_t id = 0;
-  std::string_view name;
   uint64_t parent_id = 0;
   uint64_t record_id = 0;  // rf_id; 0 for root nodes
   uint64_t scope = kUserScope;
   uint64_t logical_tid = 0;
-  std::string_view op_schema;  // "" for annotations, root nodes and ops without a known schema
-  const std::vector<model::Value>* inputs = nullptr;   // null: none recorded
-  const std::vector<model::Value>* outputs = nullptr;
   int64_t sequence_id = kUnknownSequenceId;
   uint64_t forward_tid = 0;
 };
@@ -68,67 +64,47 @@ uint64_t scope_of(model::RangeKind kind) {
   return kFunctionScope;
 }
 
-void append_attr_head(std::string& out, std::string_view name, std::string_view type) {
-  out += "{\"name\": \"";
-  out += name;
-  out += "\", \"type\": \"";
-  out += type;
-  out += "\", \"value\": ";
-}
-
-template <typename Integer>
-void append_integer_attr(std::string& out, std::string_view name, std::string_view type, Integer value) {
-  append_attr_head(out, name, type);
-  append_json_integer(out, value);
-  out += '}';
-}
-
-void append_string_attr(std::string& out, std::string_view name, std::string_view value) {
-  append_attr_head(out, name, "string");
-  append_json_string(out, value);
-  out += '}';
-}
-
-void append_values(std::string& out, const std::vector<model::Value>* values, TensorIds& tensor_ids) {
-  if (values == nullptr) {
-    out += kNoValues;
-  } else {
-    append_execution_trace_values(out, *values, tensor_ids);
-  }
-}
-
 // Key order id, name, ctrl_deps, inputs, outputs, attrs, and the attrs in the fixed order
-// of torch's writeJsonNode (formats.md §3.3), without a separator after it.
-void append_node(std::string& out, const NodeFields& node, TensorIds& tensor_ids) {
+// of torch's writeJsonNode (formats.md §3.3), without a separator after it. `name_json` and
+// `schema_json` come quoted and escaped; `append_inputs`/`append_outputs` append each object.
+// The constant text between the values is written in as few pieces as it takes: millions of
+// nodes a second go through here.
+template <typename AppendInputs, typename AppendOutputs>
+void append_node(std::string& out, const NodeFields& node, std::string_view name_json, std::string_view schema_json,
+                 AppendInputs append_inputs, AppendOutputs append_outputs) {
   out += "    {\"id\": ";
   append_json_integer(out, node.id);
   out += ", \"name\": ";
-  append_json_string(out, node.name);
+  out += name_json;
   out += ", \"ctrl_deps\": ";
   append_json_integer(out, node.parent_id);
   out += ", \"inputs\": ";
-  append_values(out, node.inputs, tensor_ids);
+  append_inputs();
   out += ", \"outputs\": ";
-  append_values(out, node.outputs, tensor_ids);
-  out += ", \"attrs\": [";
-  append_integer_attr(out, "rf_id", "uint64", node.record_id);
-  out += ", ";
-  append_integer_attr(out, "fw_parent", "uint64", 0);
-  out += ", ";
-  append_integer_attr(out, "seq_id", "int64", node.sequence_id);
-  out += ", ";
-  append_integer_attr(out, "scope", "uint64", node.scope);
-  out += ", ";
-  append_integer_attr(out, "tid", "uint64", node.logical_tid);
-  out += ", ";
-  append_integer_attr(out, "fw_tid", "uint64", node.forward_tid);
-  out += ", ";
-  append_string_attr(out, "op_schema", node.op_schema);
-  out += ", ";
-  append_string_attr(out, "kernel_backend", "");
-  out += ", ";
-  append_string_attr(out, "kernel_file", "");
-  out += "]}";
+  append_outputs();
+  out += ", \"attrs\": [{\"name\": \"rf_id\", \"type\": \"uint64\", \"value\": ";
+  append_json_integer(out, node.record_id);
+  out += "}, {\"name\": \"fw_parent\", \"type\": \"uint64\", \"value\": 0}, "
+         "{\"name\": \"seq_id\", \"type\": \"int64\", \"value\": ";
+  append_json_integer(out, node.sequence_id);
+  out += "}, {\"name\": \"scope\", \"type\": \"uint64\", \"value\": ";
+  append_json_integer(out, node.scope);
+  out += "}, {\"name\": \"tid\", \"type\": \"uint64\", \"value\": ";
+  append_json_integer(out, node.logical_tid);
+  out += "}, {\"name\": \"fw_tid\", \"type\": \"uint64\", \"value\": ";
+  append_json_integer(out, node.forward_tid);
+  out += "}, {\"name\": \"op_schema\", \"type\": \"string\", \"value\": ";
+  out += schema_json;
+  out += "}, {\"name\": \"kernel_backend\", \"type\": \"string\", \"value\": \"\"}, "
+         "{\"name\": \"kernel_file\", \"type\": \"string\", \"value\": \"\"}]}";
+}
+
+// A node without loggable arguments: the root nodes.
+void append_root_node(std::string& out, std::string_view name, const NodeFields& node) {
+  std::string name_json;
+  append_json_string(name_json, name);
+  const auto no_values = [&] { out += kNoValues; };
+  append_node(out, node, name_json, "\"\"", no_values, no_values);
 }
 
 // torch's "time": local wall time at start, strftime("%Y-%m-%d %X").
@@ -174,17 +150,48 @@ void ExecutionTraceWriter::thread(const model::ThreadInfo& thread) { thread_entr
 void ExecutionTraceWriter::op(const model::ClosedOp& closed) {
   const model::OpSpan& span = closed.span;
   const ThreadNodes& thread = thread_nodes(closed.tid);
-  write_node({.id = node_id(span.record_id),
-              .name = closed.op.name,
-              .parent_id = span.parent_record_id == 0 ? thread.root_id : node_id(span.parent_record_id),
-              .record_id = span.record_id,
-              .scope = scope_of(closed.op.kind),
-              .logical_tid = thread.logical_tid,
-              .op_schema = closed.op.schema,
-              .inputs = span.arguments_recorded ? &span.inputs : nullptr,
-              .outputs = span.arguments_recorded ? &span.outputs : nullptr,
-              .sequence_id = span.sequence_number,
-              .forward_tid = span.forward_thread});
+  const NodeFields node{.id = node_id(span.record_id),
+                        .parent_id = span.parent_record_id == 0 ? thread.root_id : node_id(span.parent_record_id),
+                        .record_id = span.record_id,
+                        .scope = scope_of(closed.op.kind),
+                        .logical_tid = thread.logical_tid,
+                        .sequence_id = span.sequence_number,
+                        .forward_tid = span.forward_thread};
+  const OperatorText& text = operator_text(span.operator_index, closed.op);
+  line_.clear();
+  append_node(
+      line_, node, text.name_json, text.schema_json,
+      [&] { append_arguments(span.arguments_recorded ? &span.inputs : nullptr); },
+      [&] { append_arguments(span.arguments_recorded ? &span.outputs : nullptr); });
+  line_ += ",\n";
+  out_.write(line_);
+}
+
+// An op's inputs or outputs object. The tensors' ids are looked up at every node; the rest
+// repeats from call to call and is remembered.
+void ExecutionTraceWriter::append_arguments(const std::vector<model::Value>* values) {
+  if (values == nullptr) {
+    line_ += kNoValues;
+    return;
+  }
+  append_execution_trace_value_list(line_, *values, tensor_ids_);
+  shapes_types_strides_.append(line_, *values, append_execution_trace_shapes_types_strides);
+}
+
+// An operator's name and schema as JSON strings, escaped once. Keyed by operator index; the
+// table can grow and move while recording, so an entry made for another address is redone.
+const ExecutionTraceWriter::OperatorText& ExecutionTraceWriter::operator_text(uint32_t index,
+                                                                               const model::Operator& op) {
+  if (index >= operator_texts_.size()) operator_texts_.resize(index + 1);
+  OperatorText& text = operator_texts_[index];
+  if (text.source != &op) {
+    text.source = &op;
+    text.name_json.clear();
+    append_json_string(text.name_json, op.name);
+    text.schema_json.clear();
+    append_json_string(text.schema_json, op.schema);
+  }
+  return text;
 }
 
 // The thread's root node and logical id, writing the root at the thread's first node: torch
@@ -199,26 +206,21 @@ const ExecutionTraceWriter::ThreadNodes& ExecutionTraceWriter::thread_nodes(uint
     const auto entry_id = thread_entry_ids_.find(tid);
     thread.root_id = entry_id == thread_entry_ids_.end() ? next_object_id_++ : node_id(entry_id->second);
     thread.logical_tid = threads_.size();
-    write_node({.id = thread.root_id,
-                .name = kThreadRootName,
-                .parent_id = kProcessRootId,
-                .record_id = 0,
-                .scope = kUserScope,
-                .logical_tid = thread.logical_tid,
-                .op_schema = ""});
+    line_.clear();
+    append_root_node(line_, kThreadRootName,
+                     {.id = thread.root_id,
+                      .parent_id = kProcessRootId,
+                      .record_id = 0,
+                      .scope = kUserScope,
+                      .logical_tid = thread.logical_tid});
+    line_ += ",\n";
+    out_.write(line_);
   }
   return thread;
 }
 
 // Entry ids count from 1 and node id 1 is the process root.
 uint64_t ExecutionTraceWriter::node_id(uint64_t entry_id) { return entry_id + kProcessRootId; }
-
-void ExecutionTraceWriter::write_node(const NodeFields& node) {
-  line_.clear();
-  append_node(line_, node, tensor_ids_);
-  line_ += ",\n";
-  out_.write(line_);
-}
 
 void ExecutionTraceWriter::flush() { out_.flush(); }
 
@@ -230,17 +232,12 @@ void ExecutionTraceWriter::finish(const model::RunSummary& summary) {
 // its own parent (formats.md §3.3).
 std::string execution_trace_tail(uint64_t finish_ts_ms, bool recovered) {
   std::string tail;
-  uint64_t unused_object_id = 0;
-  TensorIds no_tensors(unused_object_id);
-  append_node(tail,
-              {.id = kProcessRootId,
-               .name = kProcessRootName,
-               .parent_id = kProcessRootId,
-               .record_id = 0,
-               .scope = kUserScope,
-               .logical_tid = 0,
-               .op_schema = ""},
-              no_tensors);
+  append_root_node(tail, kProcessRootName,
+                   {.id = kProcessRootId,
+                    .parent_id = kProcessRootId,
+                    .record_id = 0,
+                    .scope = kUserScope,
+                    .logical_tid = 0});
   tail += "\n  ],\n  \"finish_ts\": ";
   append_json_integer(tail, finish_ts_ms);
   if (recovered) tail += ",\n  \"tprof_recovered\": true";

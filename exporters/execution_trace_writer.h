@@ -12,6 +12,7 @@
 
 #include "exporters/execution_trace_values.h"
 #include "exporters/output_file.h"
+#include "exporters/value_text_cache.h"
 #include "model/trace_model.h"
 #include "model/trace_sink.h"
 
@@ -48,15 +49,23 @@ class ExecutionTraceWriter final : public model::TraceSink {
     uint64_t root_id = 0;
     uint64_t logical_tid = 0;
   };
+  struct OperatorText {
+    const model::Operator* source = nullptr;  // the entry it was made from
+    std::string name_json;
+    std::string schema_json;
+  };
   const ThreadNodes& thread_nodes(uint32_t tid);
   static uint64_t node_id(uint64_t entry_id);
-  void write_node(const NodeFields& node);
+  const OperatorText& operator_text(uint32_t index, const model::Operator& op);
+  void append_arguments(const std::vector<model::Value>* values);
 
   OutputFile& out_;
   std::unordered_map<uint32_t, uint64_t> thread_entry_ids_;  // by OS tid, from thread()
   std::unordered_map<uint32_t, ThreadNodes> threads_;         // by OS tid, once a node was written
   uint64_t next_object_id_;
   TensorIds tensor_ids_{next_object_id_};
+  ValueTextCache shapes_types_strides_;
+  std::vector<OperatorText> operator_texts_;  // by operator index
   std::string line_;  // one node at a time, reused so that writing allocates nothing per node
 };
 

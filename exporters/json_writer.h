@@ -24,8 +24,10 @@ void append_json_integer(std::string& out, Integer value) {
 }
 
 // Appends [a<separator>b...]: Kineto writes ", " between elements, the Execution Trace ",".
-template <std::integral Integer>
-void append_json_integer_list(std::string& out, const std::vector<Integer>& values, std::string_view separator) {
+// `values`: any sized list of integers (std::vector, model::Dims).
+template <typename Integers>
+  requires std::integral<typename Integers::value_type>
+void append_json_integer_list(std::string& out, const Integers& values, std::string_view separator) {
   out += '[';
   for (size_t i = 0; i < values.size(); ++i) {
     if (i > 0) out += separator;

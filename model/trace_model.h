@@ -4,6 +4,8 @@
 // knows about BPF, ELF or any output format.
 #pragma once
 
+#include <boost/container/static_vector.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -29,12 +31,20 @@ struct Operator {
   RangeKind kind = RangeKind::kOperator;
 };
 
+// A tensor's sizes or strides. BPF copies at most 8 dims of a tensor (bpf/op_arguments.h
+// OUT_OF_LINE_DIMS_MAX), so they live inline: millions of values a second are decoded, moved
+// and freed, and a heap block per list was the pipeline's largest single cost.
+using Dims = boost::container::static_vector<int64_t, 8>;
+// An int list's elements as far as BPF copied them (at most INT_LIST_VALUES_MAX, 16), or an
+// int's value.
+using IntValues = boost::container::static_vector<int64_t, 16>;
+
 // A tensor as an op saw it.
 struct TensorValue {
   uint64_t impl_address = 0;     // the TensorImpl: the same address is the same tensor
   uint64_t storage_address = 0;  // the storage's data pointer: views share it; 0: none
-  std::vector<int64_t> sizes;
-  std::vector<int64_t> strides;
+  Dims sizes;
+  Dims strides;
   int64_t storage_offset = 0;    // elements
   int64_t numel = 0;
   std::string dtype;             // caffe2 name, as torch's "Input type": "float", "long int"
@@ -60,7 +70,7 @@ struct Value {
   std::string schema_type;           // "Tensor", "Tensor?", "int[]", "Scalar"; "" if unknown
   TensorValue tensor;                // kTensor
   std::vector<TensorValue> tensors;  // kTensorList: its first elements
-  std::vector<int64_t> ints;         // kInt: one; kIntList: its first elements
+  IntValues ints;                    // kInt: one; kIntList: its first elements
   uint32_t list_length = 0;          // kTensorList, kIntList: the whole list's length
   bool boolean = false;              // kBool
   double real = 0;                   // kDouble

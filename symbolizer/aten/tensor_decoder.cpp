@@ -38,7 +38,8 @@ class Window {
 };
 
 // The product of `sizes`; nullopt if it overflows int64.
-std::optional<int64_t> element_count(const std::vector<int64_t>& sizes) {
+template <typename Sizes>
+std::optional<int64_t> element_count(const Sizes& sizes) {
   int64_t count = 1;
   for (int64_t size : sizes) {
     if (__builtin_mul_overflow(count, size, &count)) return std::nullopt;

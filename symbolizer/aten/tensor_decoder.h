@@ -2,9 +2,10 @@
 // dtype and device, with the layout calibrate_tensor_impl_layout found.
 #pragma once
 
+#include <boost/container/static_vector.hpp>
+
 #include <cstdint>
 #include <optional>
-#include <vector>
 
 #include "bpf/op_arguments.h"
 #include "symbolizer/aten/tensor_impl_layout.h"
@@ -19,7 +20,7 @@ struct DecodedTensor {
   // its storage, so "device_opt_ empty and numel_ 0" singles it out; a device-less tensor
   // with elements still decodes, with device -1. Nothing but impl and storage_data is set then.
   bool defined = true;
-  std::vector<int64_t> sizes, strides;
+  boost::container::static_vector<int64_t, OUT_OF_LINE_DIMS_MAX> sizes, strides;  // inline: no heap
   int64_t storage_offset = 0, numel = 0;
   int scalar_type = -1;  // c10::ScalarType index (data_type_)
   int device_type = -1, device_index = -1;

@@ -18,6 +18,7 @@
 #include "model/trace_model.h"
 #include "symbolizer/aten/argument_plan.h"
 #include "symbolizer/aten/tensor_impl_layout.h"
+#include "tests/support/int_lists.h"
 #include "tests/support/tensor_layouts.h"
 
 namespace tprof {
@@ -186,8 +187,8 @@ void expect_tensor(const Value& value, const TensorFacts& facts, const std::stri
   ASSERT_EQ(value.kind, ValueKind::kTensor);
   EXPECT_EQ(value.tensor.impl_address, facts.impl);
   EXPECT_EQ(value.tensor.storage_address, facts.storage_data);
-  EXPECT_EQ(value.tensor.sizes, facts.sizes);
-  EXPECT_EQ(value.tensor.strides, facts.strides);
+  EXPECT_EQ(tprof::testing::as_vector(value.tensor.sizes), facts.sizes);
+  EXPECT_EQ(tprof::testing::as_vector(value.tensor.strides), facts.strides);
   EXPECT_EQ(value.tensor.storage_offset, facts.storage_offset);
   EXPECT_EQ(value.tensor.numel, numel_of(facts.sizes));
   EXPECT_EQ(value.tensor.dtype, dtype);
@@ -241,7 +242,7 @@ TEST(ArgumentDecoder, DecodesAddTensorThroughItsRealPlan) {
   expect_tensor(inputs[1], kCudaView, "long int", 8, "cuda:1");
   EXPECT_EQ(inputs[1].schema_type, "Tensor");
   EXPECT_EQ(inputs[2].kind, ValueKind::kInt);
-  EXPECT_EQ(inputs[2].ints, std::vector<int64_t>{1});
+  EXPECT_EQ(tprof::testing::as_vector(inputs[2].ints), std::vector<int64_t>{1});
   EXPECT_EQ(inputs[2].schema_type, "Scalar");
 
   const TensorFacts result{.impl = 0x5555'0000'5000, .storage_data = 0x7f00'0000'6000, .sizes = {2, 3},
@@ -345,15 +346,15 @@ TEST(ArgumentDecoder, IntWordsAreSignedInt64) {
                    {static_cast<uint64_t>(int64_t{-5}), 1ULL << 40, 7, static_cast<uint64_t>(int64_t{-3}), kSymbolic});
   ASSERT_EQ(values.size(), 5u);
   EXPECT_EQ(values[0].kind, ValueKind::kInt);
-  EXPECT_EQ(values[0].ints, std::vector<int64_t>{-5});
+  EXPECT_EQ(tprof::testing::as_vector(values[0].ints), std::vector<int64_t>{-5});
   EXPECT_EQ(values[0].schema_type, "int");
-  EXPECT_EQ(values[1].ints, std::vector<int64_t>{int64_t{1} << 40});
+  EXPECT_EQ(tprof::testing::as_vector(values[1].ints), std::vector<int64_t>{int64_t{1} << 40});
   EXPECT_EQ(values[2].kind, ValueKind::kInt);
-  EXPECT_EQ(values[2].ints, std::vector<int64_t>{7});
+  EXPECT_EQ(tprof::testing::as_vector(values[2].ints), std::vector<int64_t>{7});
   EXPECT_EQ(values[2].schema_type, "SymInt");
   // A negative plain SymInt has top bits 111, not the symbolic marker 101.
   EXPECT_EQ(values[3].kind, ValueKind::kInt);
-  EXPECT_EQ(values[3].ints, std::vector<int64_t>{-3});
+  EXPECT_EQ(tprof::testing::as_vector(values[3].ints), std::vector<int64_t>{-3});
   // A symbolic SymInt is a pointer, not a value.
   EXPECT_EQ(values[4].kind, ValueKind::kUnknown);
   EXPECT_TRUE(values[4].ints.empty());
@@ -364,7 +365,7 @@ TEST(ArgumentDecoder, AnIntWordIsNeverTakenForASymbolicSymInt) {
   const std::vector<Value> values = decode_words({"int"}, {kSymbolic});
   ASSERT_EQ(values.size(), 1u);
   EXPECT_EQ(values[0].kind, ValueKind::kInt);
-  EXPECT_EQ(values[0].ints, std::vector<int64_t>{static_cast<int64_t>(kSymbolic)});
+  EXPECT_EQ(tprof::testing::as_vector(values[0].ints), std::vector<int64_t>{static_cast<int64_t>(kSymbolic)});
 }
 
 TEST(ArgumentDecoder, BoolAndEnumWordsReadTheirLowByte) {
@@ -380,12 +381,12 @@ TEST(ArgumentDecoder, BoolAndEnumWordsReadTheirLowByte) {
   EXPECT_EQ(values[2].kind, ValueKind::kBool);
   EXPECT_TRUE(values[2].boolean);
   EXPECT_EQ(values[3].kind, ValueKind::kInt);
-  EXPECT_EQ(values[3].ints, std::vector<int64_t>{6});
+  EXPECT_EQ(tprof::testing::as_vector(values[3].ints), std::vector<int64_t>{6});
   EXPECT_EQ(values[3].schema_type, "ScalarType");
   EXPECT_EQ(values[4].kind, ValueKind::kInt);
-  EXPECT_EQ(values[4].ints, std::vector<int64_t>{0x12});
+  EXPECT_EQ(tprof::testing::as_vector(values[4].ints), std::vector<int64_t>{0x12});
   EXPECT_EQ(values[5].kind, ValueKind::kInt);
-  EXPECT_EQ(values[5].ints, std::vector<int64_t>{2});
+  EXPECT_EQ(tprof::testing::as_vector(values[5].ints), std::vector<int64_t>{2});
 }
 
 TEST(ArgumentDecoder, OptionalEnumsWithTheFlagFirst) {
@@ -394,7 +395,7 @@ TEST(ArgumentDecoder, OptionalEnumsWithTheFlagFirst) {
                                                  {0x0601, 0x0600, 0x0000, 0x0101, 0x0001, 0x0100});
   ASSERT_EQ(values.size(), 6u);
   EXPECT_EQ(values[0].kind, ValueKind::kInt);
-  EXPECT_EQ(values[0].ints, std::vector<int64_t>{6});
+  EXPECT_EQ(tprof::testing::as_vector(values[0].ints), std::vector<int64_t>{6});
   EXPECT_EQ(values[0].schema_type, "ScalarType?");
   EXPECT_EQ(values[1].kind, ValueKind::kNone);
   EXPECT_EQ(values[1].schema_type, "ScalarType?");
@@ -413,16 +414,16 @@ TEST(ArgumentDecoder, OptionalEnumsWithThePayloadFirst) {
                    {0x0106, 0x0006, 0x0100, 0x0101, 0x0001, 0x0102}, payload_first_layout());
   ASSERT_EQ(values.size(), 6u);
   EXPECT_EQ(values[0].kind, ValueKind::kInt);
-  EXPECT_EQ(values[0].ints, std::vector<int64_t>{6});
+  EXPECT_EQ(tprof::testing::as_vector(values[0].ints), std::vector<int64_t>{6});
   EXPECT_EQ(values[1].kind, ValueKind::kNone);
   EXPECT_EQ(values[1].schema_type, "ScalarType?");
   EXPECT_EQ(values[2].kind, ValueKind::kInt);  // engaged, ScalarType::Byte
-  EXPECT_EQ(values[2].ints, std::vector<int64_t>{0});
+  EXPECT_EQ(tprof::testing::as_vector(values[2].ints), std::vector<int64_t>{0});
   EXPECT_EQ(values[3].kind, ValueKind::kBool);
   EXPECT_TRUE(values[3].boolean);
   EXPECT_EQ(values[4].kind, ValueKind::kNone);
   EXPECT_EQ(values[5].kind, ValueKind::kInt);
-  EXPECT_EQ(values[5].ints, std::vector<int64_t>{2});
+  EXPECT_EQ(tprof::testing::as_vector(values[5].ints), std::vector<int64_t>{2});
 }
 
 TEST(ArgumentDecoder, WordsOfOtherSchemaTypesAreUnknown) {
@@ -449,18 +450,18 @@ TEST(ArgumentDecoder, IntListsKeepTheirCopiedPrefixAndFullLength) {
   const std::vector<Value> values = decoder.decode(0, false, arguments);
   ASSERT_EQ(values.size(), 5u);
   for (const Value& value : values) EXPECT_EQ(value.kind, ValueKind::kIntList);
-  EXPECT_EQ(values[0].ints, (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(tprof::testing::as_vector(values[0].ints), (std::vector<int64_t>{2, 3, 4}));
   EXPECT_EQ(values[0].list_length, 3u);
   EXPECT_EQ(values[0].schema_type, "int[]");
   // Partially copied: the first two of nine.
-  EXPECT_EQ(values[1].ints, (std::vector<int64_t>{1, -1}));
+  EXPECT_EQ(tprof::testing::as_vector(values[1].ints), (std::vector<int64_t>{1, -1}));
   EXPECT_EQ(values[1].list_length, 9u);
   EXPECT_EQ(values[1].schema_type, "SymInt[]");
   // A symbolic element ends what is known.
-  EXPECT_EQ(values[2].ints, std::vector<int64_t>{8});
+  EXPECT_EQ(tprof::testing::as_vector(values[2].ints), std::vector<int64_t>{8});
   EXPECT_EQ(values[2].list_length, 3u);
   // Never past the end of int_values.
-  EXPECT_EQ(values[3].ints, (std::vector<int64_t>{10, 11}));
+  EXPECT_EQ(tprof::testing::as_vector(values[3].ints), (std::vector<int64_t>{10, 11}));
   EXPECT_EQ(values[3].list_length, 5u);
   EXPECT_EQ(values[3].schema_type, "int[2]");
   EXPECT_TRUE(values[4].ints.empty());
@@ -478,7 +479,7 @@ TEST(ArgumentDecoder, ScalarsWithTheDoubleAndIntTagsOnly) {
   EXPECT_EQ(values[0].real, 2.5);
   EXPECT_EQ(values[0].schema_type, "Scalar");
   EXPECT_EQ(values[1].kind, ValueKind::kInt);
-  EXPECT_EQ(values[1].ints, std::vector<int64_t>{-7});
+  EXPECT_EQ(tprof::testing::as_vector(values[1].ints), std::vector<int64_t>{-7});
   EXPECT_EQ(values[2].kind, ValueKind::kUnknown);
   EXPECT_EQ(values[2].schema_type, "Scalar");
   EXPECT_EQ(values[3].kind, ValueKind::kUnknown);
@@ -520,7 +521,7 @@ TEST(ArgumentDecoder, TensorListsStopAtTheFirstTensorThatIsNotThere) {
   EXPECT_EQ(values[1].schema_type, "Tensor[]");
   ASSERT_EQ(values[1].tensors.size(), 3u);
   EXPECT_EQ(values[1].tensors[0].impl_address, kCudaView.impl);
-  EXPECT_EQ(values[1].tensors[0].sizes, kCudaView.sizes);
+  EXPECT_EQ(tprof::testing::as_vector(values[1].tensors[0].sizes), kCudaView.sizes);
   EXPECT_EQ(values[1].tensors[0].device, "cuda:1");
   EXPECT_EQ(values[1].tensors[1].impl_address, kMatrix.impl);
   EXPECT_EQ(values[1].tensors[2].impl_address, third.impl);
@@ -568,7 +569,7 @@ TEST(ArgumentDecoder, OnlyTheFirstSixteenArgumentsAreEverCaptured) {
   ASSERT_EQ(values.size(), types.size());
   for (size_t i = 0; i < OP_ARGUMENTS_MAX; ++i) {
     EXPECT_EQ(values[i].kind, ValueKind::kInt) << i;
-    EXPECT_EQ(values[i].ints, std::vector<int64_t>{static_cast<int64_t>(100 + i)}) << i;
+    EXPECT_EQ(tprof::testing::as_vector(values[i].ints), std::vector<int64_t>{static_cast<int64_t>(100 + i)}) << i;
   }
   for (size_t i = OP_ARGUMENTS_MAX; i < types.size(); ++i) {
     EXPECT_EQ(values[i].kind, ValueKind::kUnknown) << i;

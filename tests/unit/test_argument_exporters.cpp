@@ -53,7 +53,7 @@ Value integer(int64_t value) { return {.kind = ValueKind::kInt, .schema_type = "
 Value boolean(bool value) { return {.kind = ValueKind::kBool, .schema_type = "bool", .boolean = value}; }
 Value real(double value) { return {.kind = ValueKind::kDouble, .schema_type = "Scalar", .real = value}; }
 Value int_list(std::vector<int64_t> copied, uint32_t length) {
-  return {.kind = ValueKind::kIntList, .schema_type = "int[]", .ints = std::move(copied), .list_length = length};
+  return {.kind = ValueKind::kIntList, .schema_type = "int[]", .ints = {copied.begin(), copied.end()}, .list_length = length};
 }
 Value tensor_list(std::vector<TensorValue> copied, uint32_t length) {
   return {.kind = ValueKind::kTensorList, .schema_type = "Tensor[]", .tensors = std::move(copied), .list_length = length};

@@ -60,8 +60,8 @@ TensorValue tensor_facts(uint64_t impl, uint64_t storage, std::vector<int64_t> s
                          int64_t numel) {
   return {.impl_address = impl,
           .storage_address = storage,
-          .sizes = std::move(sizes),
-          .strides = std::move(strides),
+          .sizes = {sizes.begin(), sizes.end()},
+          .strides = {strides.begin(), strides.end()},
           .storage_offset = 0,
           .numel = numel,
           .dtype = "float",

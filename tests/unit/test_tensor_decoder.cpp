@@ -18,6 +18,7 @@
 #include "symbolizer/aten/scalar_types.h"
 #include "symbolizer/aten/tensor_decoder.h"
 #include "symbolizer/aten/tensor_impl_layout.h"
+#include "tests/support/int_lists.h"
 #include "tests/support/test_environment.h"
 #include "tests/support/torch_libraries.h"
 #include "tests/support/tensor_layouts.h"
@@ -159,8 +160,8 @@ TEST_P(TensorDecoderLive, DecodesWhatTorchReports) {
     EXPECT_TRUE(decoded->defined);
     EXPECT_EQ(decoded->impl, report["impl"].get<uint64_t>());
     EXPECT_EQ(decoded->storage_data, report["storage_data"].get<uint64_t>());
-    EXPECT_EQ(decoded->sizes, report["shape"].get<std::vector<int64_t>>());
-    EXPECT_EQ(decoded->strides, report["stride"].get<std::vector<int64_t>>());
+    EXPECT_EQ(tprof::testing::as_vector(decoded->sizes), report["shape"].get<std::vector<int64_t>>());
+    EXPECT_EQ(tprof::testing::as_vector(decoded->strides), report["stride"].get<std::vector<int64_t>>());
     EXPECT_EQ(decoded->storage_offset, report["storage_offset"].get<int64_t>());
     EXPECT_EQ(decoded->numel, report["numel"].get<int64_t>());
     const DtypeFacts& dtype = kDtypes.at(report["dtype"].get<std::string>());
@@ -203,7 +204,7 @@ TEST(TensorDecoder, DecodesAHandMadeWindow) {
   const TensorImplLayout layout = testing::torch113_tensor_impl_layout();
   const auto decoded = decode_tensor(one_dim_copy(layout, 7), nullptr, layout);
   ASSERT_TRUE(decoded);
-  EXPECT_EQ(decoded->sizes, std::vector<int64_t>{7});
+  EXPECT_EQ(tprof::testing::as_vector(decoded->sizes), std::vector<int64_t>{7});
   EXPECT_EQ(device_string(decoded->device_type, decoded->device_index), "cuda:3");
 }
 

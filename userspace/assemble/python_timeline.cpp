@@ -23,7 +23,9 @@ bool same_invocation(const ResolvedStack& a, const ResolvedStack& b, size_t dept
 }
 
 // Whether `inner` continues `outer`: every frame of `outer` sits at the same depth of `inner`.
+// Ops on one line share one stored stack, so the same object is the common case.
 bool extends(const ResolvedStack& inner, const ResolvedStack& outer) {
+  if (&inner == &outer) return true;
   if (inner.size() < outer.size()) return false;
   for (size_t depth = 0; depth < outer.size(); ++depth)
     if (!same_invocation(inner, outer, depth)) return false;
@@ -71,7 +73,11 @@ void PythonTimeline::observe(const StackObservation& observation, const Emit& em
   if (!consistent) return;
 
   size_t shared = 0;
-  while (shared < open_.size() && shared < stack.size() && same_invocation(*open_stack_, stack, shared)) ++shared;
+  if (&stack == open_stack_) {
+    shared = std::min(open_.size(), stack.size());  // the same stored stack: every frame continues
+  } else {
+    while (shared < open_.size() && shared < stack.size() && same_invocation(*open_stack_, stack, shared)) ++shared;
+  }
   close_down_to(shared, emit);
   for (size_t depth = 0; depth < shared; ++depth)
     open_[depth].last_seen_ns = std::max(open_[depth].last_seen_ns, observation.end_ns);

@@ -51,14 +51,17 @@ void SpanCloser::open_step(uint32_t tid, uint32_t operator_index, uint64_t start
 
 void SpanCloser::advance(uint64_t watermark_monotonic_ns) {
   watermark_ns_ = std::max(watermark_ns_, watermark_monotonic_ns);
-  const auto ready_end = std::partition(inbox_.begin(), inbox_.end(),
-                                        [&](const Pending& pending) { return pending.event.monotonic_ns <= watermark_ns_; });
-  std::vector<Pending> ready(std::make_move_iterator(inbox_.begin()), std::make_move_iterator(ready_end));
-  inbox_.erase(inbox_.begin(), ready_end);
-  std::sort(ready.begin(), ready.end(), [](const Pending& a, const Pending& b) {
-    return std::tie(a.event.monotonic_ns, a.arrival) < std::tie(b.event.monotonic_ns, b.arrival);
-  });
-  for (Pending& pending : ready) process(pending.tid, pending.event);
+  // The records at or before the watermark, by (timestamp, arrival), sorted as small keys
+  // rather than as whole records; the rest stay in the inbox, in arrival order.
+  ready_.clear();
+  for (size_t index = 0; index < inbox_.size(); ++index) {
+    const Pending& pending = inbox_[index];
+    if (pending.event.monotonic_ns <= watermark_ns_) ready_.push_back({pending.event.monotonic_ns, pending.arrival, index});
+  }
+  std::sort(ready_.begin(), ready_.end(),
+            [](const ReadyKey& a, const ReadyKey& b) { return std::tie(a.time_ns, a.arrival) < std::tie(b.time_ns, b.arrival); });
+  for (const ReadyKey& key : ready_) process(inbox_[key.index].tid, inbox_[key.index].event);
+  std::erase_if(inbox_, [&](const Pending& pending) { return pending.event.monotonic_ns <= watermark_ns_; });
   if (forward_ops_.size() > kMaxRememberedForwardOps && watermark_ns_ != UINT64_MAX)
     forget_old_forward_ops(clock_.to_unix(watermark_ns_));
 }

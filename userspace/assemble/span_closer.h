@@ -135,7 +135,14 @@ class SpanCloser {
   std::function<std::string(uint32_t)> thread_name_;
   model::TraceSink& sink_;
 
+  struct ReadyKey {
+    uint64_t time_ns;
+    uint64_t arrival;
+    size_t index;  // into inbox_
+  };
+
   std::vector<Pending> inbox_;
+  std::vector<ReadyKey> ready_;  // reused by every advance()
   uint64_t next_arrival_ = 0;
   uint64_t watermark_ns_ = 0;
   uint64_t next_entry_id_ = 1;  // record ids and thread entry ids

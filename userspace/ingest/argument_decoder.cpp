@@ -60,6 +60,7 @@ std::optional<model::TensorValue> ArgumentDecoder::tensor_at(const op_arguments&
   tensor.impl_address = decoded->impl;
   if (!decoded->defined) return tensor;
   tensor.storage_address = decoded->storage_data;
+  static_assert(decltype(tensor.sizes)::static_capacity == decltype(decoded->sizes)::static_capacity);
   tensor.sizes = decoded->sizes;
   tensor.strides = decoded->strides;
   tensor.storage_offset = decoded->storage_offset;

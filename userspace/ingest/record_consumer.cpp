@@ -82,15 +82,18 @@ int64_t signed_sequence_number(uint64_t raw) {
 
 std::vector<model::Value> RecordDecoder::decode_arguments(uint32_t op_id, bool returns, const unsigned char* payload,
                                                           size_t size) {
-  // BPF cuts the record after its last tensor copy; the missing tail reads as zeros.
-  op_arguments arguments{};
-  std::memcpy(&arguments, payload, std::min(size, sizeof(arguments)));
-  if (arguments.tensor_count > OP_TENSORS_MAX ||
-      size < offsetof(op_arguments, tensors) + arguments.tensor_count * sizeof(tensor_copy)) {
+  // BPF cuts the record after its last tensor copy (the tensor copies it holds are checked
+  // below); anything shorter than the part before them reads as zeros. Only what the record
+  // holds is copied: the whole struct is 1.8 KB, and this runs for every op entry and exit.
+  constexpr size_t kHeaderBytes = offsetof(op_arguments, tensors);
+  const size_t copied = std::min(size, sizeof(arguments_));
+  std::memcpy(&arguments_, payload, copied);
+  if (copied < kHeaderBytes) std::memset(reinterpret_cast<unsigned char*>(&arguments_) + copied, 0, kHeaderBytes - copied);
+  if (arguments_.tensor_count > OP_TENSORS_MAX || size < kHeaderBytes + arguments_.tensor_count * sizeof(tensor_copy)) {
     ++malformed_;
     return {};
   }
-  return callbacks_.decode_arguments(op_id, returns, arguments);
+  return callbacks_.decode_arguments(op_id, returns, arguments_);
 }
 
 void RecordDecoder::consume(const op_record& head, const unsigned char* payload, size_t payload_size) {

@@ -14,11 +14,10 @@
 #include <vector>
 
 #include "model/trace_model.h"
-
+#include "op_arguments.h"
 #include "userspace/assemble/span_closer.h"
 
 struct ring_buffer;
-struct op_arguments;
 struct op_record;
 
 namespace tprof {
@@ -64,6 +63,7 @@ class RecordDecoder {
 
   SpanCloser& spans_;
   Callbacks callbacks_;
+  op_arguments arguments_;  // the record being decoded, copied out of the ring buffer
   std::unordered_set<uint32_t> seen_threads_;
   // Annotation handle (its RecordFunction's address) -> operator index, while open.
   std::unordered_map<uint64_t, uint32_t> open_annotations_;
