@@ -1,0 +1,111 @@
+#include "activity_conversion.h"
+
+#include <cstring>
+
+namespace tprof::cupti {
+namespace {
+
+// The record types of the toolkit this is built with (CUDA 13: Kernel10, Memcpy6, Memset4).
+// CUPTI fills the newest version it has for each kind, which is the one in these headers.
+using KernelRecord = CUpti_ActivityKernel10;
+using MemcpyRecord = CUpti_ActivityMemcpy6;
+using MemsetRecord = CUpti_ActivityMemset4;
+
+template <typename Record>
+const Record& as(const CUpti_Activity& record) {
+  return *reinterpret_cast<const Record*>(&record);
+}
+
+void from_kernel(const KernelRecord& kernel, device_activity& out) {
+  out.kind = DEVICE_ACTIVITY_KERNEL;
+  out.device = kernel.deviceId;
+  out.context = kernel.contextId;
+  out.stream = kernel.streamId;
+  out.correlation = kernel.correlationId;
+  out.start_ns = kernel.start;
+  out.end_ns = kernel.end;
+  out.name = reinterpret_cast<uintptr_t>(kernel.name);
+  out.grid[0] = static_cast<uint32_t>(kernel.gridX);
+  out.grid[1] = static_cast<uint32_t>(kernel.gridY);
+  out.grid[2] = static_cast<uint32_t>(kernel.gridZ);
+  out.block[0] = static_cast<uint32_t>(kernel.blockX);
+  out.block[1] = static_cast<uint32_t>(kernel.blockY);
+  out.block[2] = static_cast<uint32_t>(kernel.blockZ);
+  out.registers_per_thread = kernel.registersPerThread;
+  out.shared_memory = static_cast<uint32_t>(kernel.staticSharedMemory) + kernel.dynamicSharedMemory;
+}
+
+void from_memcpy(const MemcpyRecord& copy, device_activity& out) {
+  out.kind = DEVICE_ACTIVITY_MEMCPY;
+  out.copy_kind = copy.copyKind;
+  out.source_memory = copy.srcKind;
+  out.target_memory = copy.dstKind;
+  out.device = copy.deviceId;
+  out.context = copy.contextId;
+  out.stream = copy.streamId;
+  out.correlation = copy.correlationId;
+  out.start_ns = copy.start;
+  out.end_ns = copy.end;
+  out.bytes = copy.bytes;
+}
+
+void from_memset(const MemsetRecord& memset, device_activity& out) {
+  out.kind = DEVICE_ACTIVITY_MEMSET;
+  out.target_memory = static_cast<uint8_t>(memset.memoryKind);
+  out.device = memset.deviceId;
+  out.context = memset.contextId;
+  out.stream = memset.streamId;
+  out.correlation = memset.correlationId;
+  out.start_ns = memset.start;
+  out.end_ns = memset.end;
+  out.bytes = memset.bytes;
+}
+
+void from_api(const CUpti_ActivityAPI& call, const CorrelationThreads& threads, device_activity& out) {
+  out.kind = call.kind == CUPTI_ACTIVITY_KIND_DRIVER ? DEVICE_ACTIVITY_DRIVER : DEVICE_ACTIVITY_RUNTIME;
+  out.correlation = call.correlationId;
+  out.cbid = call.cbid;
+  out.start_ns = call.start;
+  out.end_ns = call.end;
+  out.thread = threads.thread_of(call.correlationId);
+}
+
+void from_synchronization(const CUpti_ActivitySynchronization2& sync, device_activity& out) {
+  out.kind = DEVICE_ACTIVITY_SYNC;
+  out.copy_kind = static_cast<uint8_t>(sync.type);
+  out.context = sync.contextId;
+  out.stream = sync.streamId;
+  out.correlation = sync.correlationId;
+  out.start_ns = sync.start;
+  out.end_ns = sync.end;
+}
+
+}  // namespace
+
+void CorrelationThreads::remember(uint32_t correlation, uint32_t thread) {
+  slots_[correlation % kSlots].correlation_and_thread.store(uint64_t{correlation} << 32 | thread,
+                                                            std::memory_order_relaxed);
+}
+
+uint32_t CorrelationThreads::thread_of(uint32_t correlation) const {
+  const uint64_t entry = slots_[correlation % kSlots].correlation_and_thread.load(std::memory_order_relaxed);
+  return entry >> 32 == correlation ? static_cast<uint32_t>(entry) : 0;
+}
+
+bool convert_activity(const CUpti_Activity& record, const CorrelationThreads& threads, device_activity& out) {
+  std::memset(&out, 0, sizeof(out));
+  switch (record.kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: from_kernel(as<KernelRecord>(record), out); return true;
+    case CUPTI_ACTIVITY_KIND_MEMCPY: from_memcpy(as<MemcpyRecord>(record), out); return true;
+    case CUPTI_ACTIVITY_KIND_MEMSET: from_memset(as<MemsetRecord>(record), out); return true;
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: from_api(as<CUpti_ActivityAPI>(record), threads, out); return true;
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+      from_synchronization(as<CUpti_ActivitySynchronization2>(record), out);
+      return true;
+    default: return false;
+  }
+}
+
+}  // namespace tprof::cupti

@@ -1,0 +1,297 @@
+// libtprof_cupti.so: CUDA loads it at cuInit when CUDA_INJECTION64_PATH names it, and it sleeps
+// until tprof attaches.
+//
+// Dormant: InitializeInjection loads libcupti if it can (one already loaded by torch first) and
+// starts one thread that wakes every kPollPeriod to read a USDT semaphore. It enables no CUPTI
+// activity and subscribes to nothing. tprof attaching a BPF program to the
+// `tprof:device_activity` probe raises that semaphore (the kernel's uprobe reference counter);
+// the thread then enables kernel, memcpy, memset, runtime and driver API and synchronization
+// activity, stamped with CLOCK_MONOTONIC (BPF's clock), and asks CUPTI for completed buffers at
+// every wake-up. Each completed buffer goes to tprof through the probe, in batches of fixed
+// records (bpf/device_activity.h), which tprof's BPF program copies into its ring buffer: no
+// file or socket, so it works across containers. When the semaphore falls back to 0 (tprof
+// detached or died), the thread flushes and disables everything again.
+//
+// Never harms the target: every failure (no libcupti, no driver, no GPU, CUPTI refusing) leaves
+// it dormant and is only counted; nothing throws out of here, and no signal reaches the thread.
+#define _SDT_HAS_SEMAPHORES 1
+#include <sys/sdt.h>
+
+#include <cupti.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "activity_conversion.h"
+#include "tprof_cupti.h"
+
+// The USDT semaphore of tprof:device_activity: the kernel adds one for every uprobe attached to
+// the probe with a reference counter (libbpf does so for USDT probes). <sys/sdt.h> finds it by
+// this name.
+extern "C" {
+__extension__ unsigned short tprof_device_activity_semaphore __attribute__((unused, section(".probes"), visibility("hidden")));
+}
+
+namespace tprof::cupti {
+namespace {
+
+constexpr timespec kPollPeriod{0, 200'000'000};  // 5 wake-ups a second: nothing measurable
+constexpr size_t kBufferBytes = 4 << 20;         // per activity buffer CUPTI asks for
+constexpr size_t kRecordAlignment = ACTIVITY_RECORD_ALIGNMENT;
+
+constexpr CUpti_ActivityKind kActivityKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+};
+
+// The libcupti functions used, resolved with dlsym so that a process without libcupti loads
+// this library all the same (and it stays dormant).
+struct CuptiFunctions {
+  decltype(&cuptiActivityRegisterCallbacks) register_callbacks = nullptr;
+  decltype(&cuptiActivityRegisterTimestampCallback) register_timestamp = nullptr;
+  decltype(&cuptiActivityEnable) enable = nullptr;
+  decltype(&cuptiActivityDisable) disable = nullptr;
+  decltype(&cuptiActivityFlushAll) flush_all = nullptr;
+  decltype(&cuptiActivityGetNextRecord) next_record = nullptr;
+  decltype(&cuptiActivityGetNumDroppedRecords) dropped_records = nullptr;
+  decltype(&cuptiSubscribe) subscribe = nullptr;
+  decltype(&cuptiUnsubscribe) unsubscribe = nullptr;
+  decltype(&cuptiEnableDomain) enable_domain = nullptr;
+};
+
+struct Counters {
+  std::atomic<uint64_t> watcher_wakeups{0};
+  std::atomic<uint64_t> activations{0};
+  std::atomic<uint64_t> buffers{0};
+  std::atomic<uint64_t> records{0};
+  std::atomic<uint64_t> batches{0};
+  std::atomic<uint64_t> skipped_records{0};
+  std::atomic<uint64_t> dropped_by_cupti{0};
+  std::atomic<int32_t> last_error{0};
+};
+
+CuptiFunctions cupti;
+std::atomic<bool> cupti_loaded{false};
+std::atomic<bool> initialized{false};
+Counters counters;
+CorrelationThreads correlation_threads;
+// Only the watcher thread changes these.
+bool active = false;
+bool refused = false;  // CUPTI refused this attach: wait for the next one rather than retry
+CUpti_SubscriberHandle subscriber = nullptr;
+
+bool ok(CUptiResult result) {
+  if (result == CUPTI_SUCCESS) return true;
+  counters.last_error.store(static_cast<int32_t>(result), std::memory_order_relaxed);
+  return false;
+}
+
+// libcupti as the process already has it (torch links one), else as the loader finds it.
+void* open_libcupti() {
+  if (const char* path = std::getenv("TPROF_CUPTI_LIBRARY"); path != nullptr && *path != '\0')
+    return dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  for (const char* name : {"libcupti.so.13", "libcupti.so.12", "libcupti.so"}) {
+    if (void* handle = dlopen(name, RTLD_NOW | RTLD_NOLOAD)) return handle;
+  }
+  for (const char* name : {"libcupti.so.13", "libcupti.so.12", "libcupti.so"}) {
+    if (void* handle = dlopen(name, RTLD_NOW | RTLD_LOCAL)) return handle;
+  }
+  return nullptr;
+}
+
+template <typename Function>
+bool resolve(void* library, const char* name, Function& function) {
+  function = reinterpret_cast<Function>(dlsym(library, name));
+  return function != nullptr;
+}
+
+bool load_cupti() {
+  void* library = open_libcupti();
+  if (library == nullptr) return false;
+  return resolve(library, "cuptiActivityRegisterCallbacks", cupti.register_callbacks) &&
+         resolve(library, "cuptiActivityRegisterTimestampCallback", cupti.register_timestamp) &&
+         resolve(library, "cuptiActivityEnable", cupti.enable) && resolve(library, "cuptiActivityDisable", cupti.disable) &&
+         resolve(library, "cuptiActivityFlushAll", cupti.flush_all) &&
+         resolve(library, "cuptiActivityGetNextRecord", cupti.next_record) &&
+         resolve(library, "cuptiActivityGetNumDroppedRecords", cupti.dropped_records) &&
+         resolve(library, "cuptiSubscribe", cupti.subscribe) && resolve(library, "cuptiUnsubscribe", cupti.unsubscribe) &&
+         resolve(library, "cuptiEnableDomain", cupti.enable_domain);
+}
+
+uint64_t monotonic_ns() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec);
+}
+
+uint32_t current_thread_id() {
+  thread_local const auto id = static_cast<uint32_t>(syscall(SYS_gettid));
+  return id;
+}
+
+bool tprof_attached() {
+  return __atomic_load_n(&tprof_device_activity_semaphore, __ATOMIC_RELAXED) > 0;
+}
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(kRecordAlignment, kBufferBytes));
+  *size = *buffer == nullptr ? 0 : kBufferBytes;
+  *max_records = 0;  // as many as fit
+}
+
+// Runs on the calling thread at every runtime and driver API entry while tprof is attached:
+// notes which OS thread made the call that has this correlation id.
+void CUPTIAPI on_api_call(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void* data) {
+  const auto* call = static_cast<const CUpti_CallbackData*>(data);
+  if (call->callbackSite == CUPTI_API_ENTER) correlation_threads.remember(call->correlationId, current_thread_id());
+}
+
+void fire_batch(const device_activity* batch, uint32_t count) {
+  counters.batches.fetch_add(1, std::memory_order_relaxed);
+  counters.records.fetch_add(count, std::memory_order_relaxed);
+  STAP_PROBE3(tprof, device_activity, batch, count, DEVICE_ACTIVITY_ABI_VERSION);
+}
+
+void deliver(uint8_t* buffer, size_t valid_size) {
+  std::array<device_activity, DEVICE_ACTIVITY_BATCH_MAX> batch;
+  uint32_t count = 0;
+  CUpti_Activity* record = nullptr;
+  while (cupti.next_record(buffer, valid_size, &record) == CUPTI_SUCCESS) {
+    if (!convert_activity(*record, correlation_threads, batch[count])) {
+      counters.skipped_records.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    if (++count == batch.size()) {
+      fire_batch(batch.data(), count);
+      count = 0;
+    }
+  }
+  if (count > 0) fire_batch(batch.data(), count);
+}
+
+void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buffer, size_t, size_t valid_size) {
+  counters.buffers.fetch_add(1, std::memory_order_relaxed);
+  if (cupti_loaded.load(std::memory_order_acquire) && valid_size > 0) deliver(buffer, valid_size);
+  size_t dropped = 0;
+  if (cupti.dropped_records != nullptr && cupti.dropped_records(context, stream, &dropped) == CUPTI_SUCCESS)
+    counters.dropped_by_cupti.fetch_add(dropped, std::memory_order_relaxed);
+  std::free(buffer);
+}
+
+void deactivate() {
+  ok(cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  for (CUpti_ActivityKind kind : kActivityKinds) cupti.disable(kind);
+  if (subscriber != nullptr) {
+    cupti.unsubscribe(subscriber);
+    subscriber = nullptr;
+  }
+  active = false;
+}
+
+// Enables everything tprof exports. Any refusal (no driver, no GPU, another CUPTI client)
+// undoes what was done and leaves the library dormant until the next attach.
+void refuse() {
+  deactivate();
+  refused = true;
+}
+
+void activate() {
+  counters.activations.fetch_add(1, std::memory_order_relaxed);
+  active = true;
+  if (!ok(cupti.register_timestamp(monotonic_ns)) || !ok(cupti.register_callbacks(buffer_requested, buffer_completed))) {
+    refuse();
+    return;
+  }
+  // Optional: without it (a second CUPTI subscriber is refused), runtime calls have no thread.
+  if (ok(cupti.subscribe(&subscriber, on_api_call, nullptr))) {
+    ok(cupti.enable_domain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API));
+    ok(cupti.enable_domain(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API));
+  } else {
+    subscriber = nullptr;
+  }
+  for (CUpti_ActivityKind kind : kActivityKinds) {
+    if (!ok(cupti.enable(kind))) {
+      refuse();
+      return;
+    }
+  }
+}
+
+void* watch_for_tprof(void*) {
+  while (true) {
+    nanosleep(&kPollPeriod, nullptr);
+    counters.watcher_wakeups.fetch_add(1, std::memory_order_relaxed);
+    const bool attached = tprof_attached();
+    if (!attached) refused = false;
+    if (attached && !active && !refused) {
+      activate();
+    } else if (!attached && active) {
+      deactivate();
+    } else if (active) {
+      ok(cupti.flush_all(0));  // hand over completed buffers, so that tprof sees them within a poll
+    }
+  }
+  return nullptr;
+}
+
+// A detached thread with every signal blocked, so that the target's signal handling is as it was.
+void start_watcher() {
+  sigset_t all{};
+  sigset_t previous{};
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  pthread_attr_t attributes;
+  pthread_attr_init(&attributes);
+  pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+  pthread_t thread;
+  if (pthread_create(&thread, &attributes, watch_for_tprof, nullptr) == 0) pthread_setname_np(thread, "tprof-cupti");
+  pthread_attr_destroy(&attributes);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+}
+
+}  // namespace
+}  // namespace tprof::cupti
+
+extern "C" {
+
+__attribute__((visibility("default"))) int InitializeInjection(void) {
+  using namespace tprof::cupti;
+  if (initialized.exchange(true)) return 1;
+  if (!load_cupti()) return 1;  // no libcupti: stay out of the way
+  cupti_loaded.store(true, std::memory_order_release);
+  start_watcher();
+  return 1;
+}
+
+__attribute__((visibility("default"))) void tprof_cupti_read_counters(tprof_cupti_counters* out) {
+  using namespace tprof::cupti;
+  out->watcher_wakeups = counters.watcher_wakeups.load();
+  out->activations = counters.activations.load();
+  out->buffers = counters.buffers.load();
+  out->records = counters.records.load();
+  out->batches = counters.batches.load();
+  out->skipped_records = counters.skipped_records.load();
+  out->dropped_by_cupti = counters.dropped_by_cupti.load();
+  out->cupti_loaded = cupti_loaded.load() ? 1 : 0;
+  out->last_error = counters.last_error.load();
+}
+
+__attribute__((visibility("default"))) void tprof_cupti_api_callback(void* user_data, uint32_t domain, uint32_t cbid,
+                                                                     const void* data) {
+  tprof::cupti::on_api_call(user_data, static_cast<CUpti_CallbackDomain>(domain), cbid, data);
+}
+
+__attribute__((visibility("default"))) void tprof_cupti_buffer_completed(void* context, uint32_t stream, uint8_t* buffer,
+                                                                         size_t size, size_t valid_size) {
+  tprof::cupti::buffer_completed(static_cast<CUcontext>(context), stream, buffer, size, valid_size);
+}
+
+}  // extern "C"

@@ -1,0 +1,137 @@
+// CUPTI's record structs (CUDA 13's Kernel10, Memcpy6, Memset4, API, Synchronization2), walked with
+// libcupti's own cuptiActivityGetNextRecord, become tprof's device_activity records field for
+// field.
+#include "activity_conversion.h"
+
+#include <cupti.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "tests/cupti/cupti_records.h"
+
+namespace tprof::cupti {
+namespace {
+
+using testing::ActivityBuffer;
+
+std::vector<device_activity> convert_all(ActivityBuffer& buffer, const CorrelationThreads& threads, int* skipped) {
+  std::vector<device_activity> converted;
+  CUpti_Activity* record = nullptr;
+  while (cuptiActivityGetNextRecord(buffer.data(), buffer.size(), &record) == CUPTI_SUCCESS) {
+    device_activity out;
+    if (convert_activity(*record, threads, out)) {
+      converted.push_back(out);
+    } else {
+      ++*skipped;
+    }
+  }
+  return converted;
+}
+
+TEST(ActivityConversion, KernelCarriesItsLaunchGeometryAndName) {
+  ActivityBuffer buffer;
+  auto& kernel = buffer.add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  static const char kName[] = "void gemm<float>(Params)";
+  kernel.name = kName;
+  kernel.start = 1'000;
+  kernel.end = 1'500;
+  kernel.deviceId = 1;
+  kernel.contextId = 2;
+  kernel.streamId = 7;
+  kernel.correlationId = 101;
+  kernel.gridX = 4;
+  kernel.gridY = 2;
+  kernel.gridZ = 1;
+  kernel.blockX = 256;
+  kernel.blockY = 1;
+  kernel.blockZ = 1;
+  kernel.registersPerThread = 64;
+  kernel.staticSharedMemory = 1024;
+  kernel.dynamicSharedMemory = 3072;
+  CorrelationThreads threads;
+  int skipped = 0;
+  const auto records = convert_all(buffer, threads, &skipped);
+  ASSERT_EQ(records.size(), 1u);
+  const device_activity& out = records[0];
+  EXPECT_EQ(out.kind, DEVICE_ACTIVITY_KERNEL);
+  EXPECT_EQ(out.name, reinterpret_cast<uintptr_t>(kName));
+  EXPECT_EQ(out.start_ns, 1'000u);
+  EXPECT_EQ(out.end_ns, 1'500u);
+  EXPECT_EQ(out.device, 1u);
+  EXPECT_EQ(out.context, 2u);
+  EXPECT_EQ(out.stream, 7u);
+  EXPECT_EQ(out.correlation, 101u);
+  EXPECT_EQ(out.grid[0], 4u);
+  EXPECT_EQ(out.grid[1], 2u);
+  EXPECT_EQ(out.grid[2], 1u);
+  EXPECT_EQ(out.block[0], 256u);
+  EXPECT_EQ(out.registers_per_thread, 64u);
+  EXPECT_EQ(out.shared_memory, 4096u);
+}
+
+TEST(ActivityConversion, CopiesSetsCallsAndSyncs) {
+  ActivityBuffer buffer;
+  auto& copy = buffer.add<CUpti_ActivityMemcpy6>(CUPTI_ACTIVITY_KIND_MEMCPY);
+  copy.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+  copy.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+  copy.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  copy.bytes = 48;
+  copy.streamId = 7;
+  copy.correlationId = 102;
+  auto& set = buffer.add<CUpti_ActivityMemset4>(CUPTI_ACTIVITY_KIND_MEMSET);
+  set.bytes = 64;
+  set.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  set.correlationId = 103;
+  auto& call = buffer.add<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_RUNTIME);
+  call.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+  call.correlationId = 101;
+  call.threadId = 0xdeadbeef;  // CUPTI's own id, not the OS thread: never used
+  call.start = 10;
+  call.end = 20;
+  auto& driver = buffer.add<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_DRIVER);
+  driver.correlationId = 104;
+  auto& sync = buffer.add<CUpti_ActivitySynchronization2>(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+  sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
+  sync.streamId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+  sync.correlationId = 105;
+  buffer.add<CUpti_ActivityName>(CUPTI_ACTIVITY_KIND_NAME);  // a kind tprof does not export
+
+  CorrelationThreads threads;
+  threads.remember(101, 4242);
+  int skipped = 0;
+  const auto records = convert_all(buffer, threads, &skipped);
+  ASSERT_EQ(records.size(), 5u);
+  EXPECT_EQ(skipped, 1);
+  EXPECT_EQ(records[0].kind, DEVICE_ACTIVITY_MEMCPY);
+  EXPECT_EQ(records[0].copy_kind, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD);
+  EXPECT_EQ(records[0].source_memory, CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE);
+  EXPECT_EQ(records[0].target_memory, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE);
+  EXPECT_EQ(records[0].bytes, 48u);
+  EXPECT_EQ(records[0].stream, 7u);
+  EXPECT_EQ(records[1].kind, DEVICE_ACTIVITY_MEMSET);
+  EXPECT_EQ(records[1].bytes, 64u);
+  EXPECT_EQ(records[1].correlation, 103u);
+  EXPECT_EQ(records[2].kind, DEVICE_ACTIVITY_RUNTIME);
+  EXPECT_EQ(records[2].cbid, static_cast<uint32_t>(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
+  EXPECT_EQ(records[2].thread, 4242u);
+  EXPECT_EQ(records[2].start_ns, 10u);
+  EXPECT_EQ(records[3].kind, DEVICE_ACTIVITY_DRIVER);
+  EXPECT_EQ(records[3].thread, 0u);  // no API callback saw it
+  EXPECT_EQ(records[4].kind, DEVICE_ACTIVITY_SYNC);
+  EXPECT_EQ(records[4].copy_kind, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE);
+  EXPECT_EQ(records[4].stream, CUPTI_SYNCHRONIZATION_INVALID_VALUE);
+}
+
+TEST(CorrelationThreads, ALaterCallInTheSameSlotHidesTheOlderOne) {
+  CorrelationThreads threads;
+  threads.remember(5, 100);
+  EXPECT_EQ(threads.thread_of(5), 100u);
+  EXPECT_EQ(threads.thread_of(6), 0u);
+  threads.remember(5 + CorrelationThreads::kSlots, 200);
+  EXPECT_EQ(threads.thread_of(5), 0u);
+  EXPECT_EQ(threads.thread_of(5 + CorrelationThreads::kSlots), 200u);
+}
+
+}  // namespace
+}  // namespace tprof::cupti
