@@ -233,32 +233,8 @@ void ChromeTraceWriter::begin_event(std::string_view category, std::string_view 
 // reads as the same integer ns) whose sum with ts is the double nearest the exact end. Every
 // slice's float64 end is then a monotonic function of its exact end, so nesting holds.
 void ChromeTraceWriter::append_float64_safe_duration(uint64_t start_ns, uint64_t end_ns) {
-  const int64_t duration_ns = std::max<int64_t>(signed_difference_ns(end_ns, start_ns), 0);
-  if (start_ns < base_time_ns_) {  // ts was clamped to 0: Kineto keeps dur as it is
-    append_relative_us(line_, duration_ns);
-    return;
-  }
-  const double ts_us = relative_us_as_float64(signed_difference_ns(start_ns, base_time_ns_));
-  const double end_us = relative_us_as_float64(signed_difference_ns(end_ns, base_time_ns_));
-  if (ts_us + relative_us_as_float64(duration_ns) == end_us) {
-    append_relative_us(line_, duration_ns);
-    return;
-  }
-  // end_us - ts_us is exact here (the two are within a factor of two); aim at it, staying
-  // less than half a double's spacing from it and as close to the exact duration as that allows.
-  const double spacing = std::nextafter(end_us, std::numeric_limits<double>::infinity()) - end_us;
-  const double to_end_us = end_us - ts_us;
-  const double wanted_us =
-      to_end_us + std::clamp(static_cast<double>(duration_ns) / 1000.0 - to_end_us, -0.49 * spacing, 0.49 * spacing);
-  char adjusted[48];
-  std::snprintf(adjusted, sizeof(adjusted), "%.6f", wanted_us);
-  const double adjusted_us = as_float64(adjusted);
-  const bool reads_as_exact_ns = std::llround(adjusted_us * 1000.0) == duration_ns;
-  if (ts_us + adjusted_us == end_us && reads_as_exact_ns) {
-    line_ += adjusted;
-  } else {
-    append_relative_us(line_, duration_ns);
-  }
+  exporters::append_float64_safe_duration(line_, signed_difference_ns(start_ns, base_time_ns_),
+                                          signed_difference_ns(end_ns, base_time_ns_));
 }
 
 // `, "pid": P, "tid": T, "ts": µs`: where and when an event happens.
@@ -317,6 +293,35 @@ std::string format_relative_us(int64_t offset_ns) {
   std::string text;
   append_relative_us(text, offset_ns);
   return text;
+}
+
+void append_float64_safe_duration(std::string& out, int64_t start_offset_ns, int64_t end_offset_ns) {
+  const int64_t duration_ns = std::max<int64_t>(end_offset_ns - start_offset_ns, 0);
+  if (start_offset_ns < 0) {  // ts was clamped to 0: Kineto keeps dur as it is
+    append_relative_us(out, duration_ns);
+    return;
+  }
+  const double ts_us = relative_us_as_float64(start_offset_ns);
+  const double end_us = relative_us_as_float64(end_offset_ns);
+  if (ts_us + relative_us_as_float64(duration_ns) == end_us) {
+    append_relative_us(out, duration_ns);
+    return;
+  }
+  // end_us - ts_us is exact here (the two are within a factor of two); aim at it, staying
+  // less than half a double's spacing from it and as close to the exact duration as that allows.
+  const double spacing = std::nextafter(end_us, std::numeric_limits<double>::infinity()) - end_us;
+  const double to_end_us = end_us - ts_us;
+  const double wanted_us =
+      to_end_us + std::clamp(static_cast<double>(duration_ns) / 1000.0 - to_end_us, -0.49 * spacing, 0.49 * spacing);
+  char adjusted[48];
+  std::snprintf(adjusted, sizeof(adjusted), "%.6f", wanted_us);
+  const double adjusted_us = as_float64(adjusted);
+  const bool reads_as_exact_ns = std::llround(adjusted_us * 1000.0) == duration_ns;
+  if (ts_us + adjusted_us == end_us && reads_as_exact_ns) {
+    out += adjusted;
+  } else {
+    append_relative_us(out, duration_ns);
+  }
 }
 
 std::string chrome_trace_name(const std::string& path) {

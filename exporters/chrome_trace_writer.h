@@ -23,6 +23,12 @@ uint64_t chrome_trace_base_time_ns(uint64_t unix_ns);
 // "<int us>.<3-digit ns>" of a non-negative ns offset; negative offsets clamp to "0.000".
 std::string format_relative_us(int64_t offset_ns);
 
+// Appends the "dur" of a slice from `start_offset_ns` to `end_offset_ns` (relative to the base
+// time; a negative start was clamped to ts 0) so that a reader adding it to ts as float64 gets
+// the double nearest the exact end: with decimals beyond the nanosecond where that takes them,
+// still reading as the exact integer ns. Slices then nest as float64 as they do exactly.
+void append_float64_safe_duration(std::string& out, int64_t start_offset_ns, int64_t end_offset_ns);
+
 // The "traceName" of a trace written to `path`: its base name.
 std::string chrome_trace_name(const std::string& path);
 

@@ -99,18 +99,21 @@ class PartialReader {
   std::string raw_;
 };
 
-// "123.456" (µs with 3 or more decimals) -> 123456 ns.
+// "123.456" (µs with 3 or more decimals) -> 123456 ns, rounded to the nearest ns: a float64-safe
+// duration carries decimals beyond the ns ("219.6755") that read as its exact ns when rounded.
 std::optional<uint64_t> microseconds_text_to_ns(std::string_view text) {
   uint64_t whole = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), whole);
   if (error != std::errc()) return std::nullopt;
-  uint64_t fraction = 0;
+  const char* const text_end = text.data() + text.size();
   const char* digit = end;
-  if (digit < text.data() + text.size() && *digit == '.') ++digit;
+  if (digit < text_end && *digit == '.') ++digit;
+  uint64_t fraction = 0;
   for (int place = 0; place < 3; ++place) {
     fraction *= 10;
-    if (digit < text.data() + text.size() && *digit >= '0' && *digit <= '9') fraction += static_cast<uint64_t>(*digit++ - '0');
+    if (digit < text_end && *digit >= '0' && *digit <= '9') fraction += static_cast<uint64_t>(*digit++ - '0');
   }
+  if (digit < text_end && *digit >= '5' && *digit <= '9') ++fraction;
   return whole * 1000 + fraction;
 }
 
@@ -210,6 +213,12 @@ bool take_line(std::string_view line, Recovery& recovery) {
   return true;
 }
 
+std::string float64_safe_duration(int64_t start_ns, int64_t end_ns) {
+  std::string text;
+  append_float64_safe_duration(text, start_ns, end_ns);
+  return text;
+}
+
 // The step annotation closes last, so a killed tprof never wrote it; HTA, Chakra and the
 // TensorBoard step view need one. It covers the kept events on the main thread (tid == pid),
 // with a record id no kept event has.
@@ -220,7 +229,7 @@ std::string recovered_step(const Recovery& recovery) {
   const auto end_ns = static_cast<int64_t>(recovery.last_end_relative_ns);
   return "  {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#0\", \"pid\": " + pid +
          ", \"tid\": " + pid + ", \"ts\": " + format_relative_us(start_ns) +
-         ", \"dur\": " + format_relative_us(end_ns - start_ns) + ", \"args\": {\"External id\": " + record_id +
+         ", \"dur\": " + float64_safe_duration(start_ns, end_ns) + ", \"args\": {\"External id\": " + record_id +
          ", \"Record function id\": " + record_id + ", \"tprof: recovered\": true}},\n";
 }
 

@@ -133,6 +133,43 @@ TEST_F(PartialRecoveryTest, APlainTraceKeepsEveryCompleteEventAndDropsTheTornOne
   EXPECT_EQ(document.at("tprof").at("window_start_unix_ns").get<uint64_t>(), kWindowStartNs);
 }
 
+// The recovered step covers the kept ops as float64 readers see them too: an op whose duration
+// was written with decimals beyond the ns (chrome_trace_writer.h append_float64_safe_duration)
+// and that ends last must still end inside it.
+TEST_F(PartialRecoveryTest, TheRecoveredStepEnclosesAFloat64SafeDurationThatEndsLast) {
+  const uint64_t base_ns = chrome_trace_base_time_ns(kWindowStartNs);
+  // An op 80 days into the base time's quantum (ts ~ 6.9e12 µs, where a double resolves ~1 ns)
+  // whose duration needs the extra decimals.
+  model::OpSpan last = op_span(10);
+  last.start_ns = base_ns + 80ULL * 86'400'000'000'000 + 123;
+  for (uint64_t duration = 500;; ++duration) {
+    std::string text;
+    append_float64_safe_duration(text, static_cast<int64_t>(last.start_ns - base_ns),
+                                 static_cast<int64_t>(last.start_ns + duration - base_ns));
+    if (text.size() > text.find('.') + 4) {
+      last.end_ns = last.start_ns + duration;
+      break;
+    }
+    ASSERT_LT(duration, 100'000u) << "no duration needed more decimals";
+  }
+  const fs::path path = directory_ / "writing" / "y.pt.trace.json";
+  fs::create_directories(path.parent_path());
+  OutputFile out(path.string());
+  ChromeTraceWriter writer(out, "y.pt.trace.json");
+  writer.begin({.pid = kPid, .process_name = "python3", .window_start_unix_ns = kWindowStartNs});
+  writer.thread({kPid, "python3", 1});
+  for (int i = 0; i < 5; ++i) writer.op({kPid, op_span(i), kAdd, nullptr});
+  writer.op({kPid, last, kAdd, nullptr});
+  writer.flush();
+  const fs::path partial = directory_ / "y.pt.trace.json.partial";
+  std::ofstream(partial, std::ios::binary) << read_file(out.temp_path());
+
+  const RecoveredFile recovered = recover_partial_file(partial.string(), 0600);
+  const std::string text = read_file(recovered.path);
+  const std::vector<std::string> violations = test::validate_trace_text(text);
+  EXPECT_TRUE(violations.empty()) << violations.size() << " violations, first: " << violations.front();
+}
+
 TEST_F(PartialRecoveryTest, ACutGzipTraceInflatesUpToItsLastFlush) {
   const fs::path partial = directory_ / "x.pt.trace.json.gz.partial";
   leave_partial<ChromeTraceWriter>("x.pt.trace.json.gz", 300, 300, 200, partial);
