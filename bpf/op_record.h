@@ -21,6 +21,8 @@ enum op_record_kind {
 	OP_RECORD_EVALUATE_EXIT = 7,
 	OP_RECORD_NODE_ENTER = 8,       /* + struct autograd_node + struct op_arguments (grad inputs) */
 	OP_RECORD_NODE_EXIT = 9,
+	OP_RECORD_DEVICE_ACTIVITY = 10, /* + struct device_activity (device_activity.h): GPU activity from the
+					 * CUPTI library; timestamp_ns is when it reached BPF */
 };
 
 /*
@@ -43,7 +45,7 @@ struct op_record {
 };
 
 /* Raised whenever a record's layout or meaning changes; the consumer drops other versions. */
-#define OP_RECORD_ABI_VERSION 2
+#define OP_RECORD_ABI_VERSION 3
 
 /* Why a range ended (open_ranges.bpf.h). */
 enum range_exit_cause {
@@ -89,7 +91,8 @@ enum loss_counter {
 	LOSS_STACK_NOT_STORED = 2,   /* a walked stack could not be stored in python_stacks */
 	LOSS_ARGUMENTS_UNREADABLE = 3, /* an op's arguments could not be captured (no scratch) */
 	LOSS_RANGE_NOT_TRACKED = 4,  /* a range nested too deep to track its exit; its parent closes it */
-	LOSS_COUNTER_COUNT = 5,
+	LOSS_DEVICE_ACTIVITY_UNREADABLE = 5, /* a GPU activity record could not be read (or its ABI differs) */
+	LOSS_COUNTER_COUNT = 6,
 };
 
 #endif /* TPROF_BPF_OP_RECORD_H */

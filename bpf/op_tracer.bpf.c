@@ -10,7 +10,8 @@
  *
  * It also records what torch's RecordFunction would show besides ops: record_function()
  * ranges (annotation_probes.bpf.h) and the autograd engine's backward nodes
- * (autograd_probes.bpf.h).
+ * (autograd_probes.bpf.h); and the GPU activity of the CUPTI injection library, where the
+ * target loaded it (device_activity_probes.bpf.h).
  *
  * Records are submitted with BPF_RB_NO_WAKEUP: a wakeup per record costs ~6 us on the
  * target's thread, while userspace drains the buffer on a timer anyway.
@@ -22,6 +23,7 @@
 #include "annotation_probes.bpf.h"
 #include "argument_reader.bpf.h"
 #include "autograd_probes.bpf.h"
+#include "device_activity_probes.bpf.h"
 #include "op_record.h"
 #include "open_ranges.bpf.h"
 #include "python_walker.bpf.h"

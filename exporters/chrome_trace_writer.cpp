@@ -29,6 +29,9 @@ constexpr std::string_view kClosedAtStopArg = "tprof: closed at stop";
 constexpr std::string_view kReturnMissingArg = "tprof: return missing";
 constexpr std::string_view kUnwoundArg = "tprof: unwound";
 
+// GPU rows sort after every CPU process (Kineto's kExceedMaxPid).
+constexpr uint64_t kGpuSortIndexBase = 5'000'000;
+
 void append_relative_us(std::string& out, int64_t offset_ns) {
   if (offset_ns < 0) offset_ns = 0;  // Kineto clamps too (output_json.cpp transToRelativeTime)
   append_json_integer(out, offset_ns / 1000);
@@ -75,9 +78,10 @@ void ChromeTraceWriter::begin(const model::SessionInfo& session) {
   session_ = session;
   base_time_ns_ = chrome_trace_base_time_ns(session.window_start_unix_ns);
   write_header();
-  write_metadata_event("process_name", 0, "name", [&] { append_json_string(line_, session_.process_name); });
-  write_metadata_event("process_labels", 0, "labels", [&] { line_ += "\"CPU\""; });
-  write_metadata_event("process_sort_index", 0, "sort_index", [&] { append_json_integer(line_, session_.pid); });
+  write_metadata_event("process_name", session_.pid, 0, "name", [&] { append_json_string(line_, session_.process_name); });
+  write_metadata_event("process_labels", session_.pid, 0, "labels", [&] { line_ += "\"CPU\""; });
+  write_metadata_event("process_sort_index", session_.pid, 0, "sort_index",
+                       [&] { append_json_integer(line_, session_.pid); });
 }
 
 // Every top-level value before traceEvents sits on its own line. Nothing before
@@ -102,6 +106,8 @@ void ChromeTraceWriter::write_header() {
   append_json_string(line_, session_.python_version);
   line_ += ", \"tensor_layout\": ";
   append_json_string(line_, session_.tensor_layout);
+  line_ += ", \"gpu\": ";
+  append_json_string(line_, session_.gpu);
   line_ += "},\n";
   // Kineto's flag for whether ops carry Input Dims (profiler_kineto.cpp).
   line_ += session_.tensor_layout.empty() ? "  \"record_shapes\": 0," : "  \"record_shapes\": 1,";
@@ -114,22 +120,22 @@ void ChromeTraceWriter::write_header() {
 
 // Kineto's per-thread rows (formats.md §2.4), stamped at the window start.
 void ChromeTraceWriter::thread(const model::ThreadInfo& thread) {
-  write_metadata_event("thread_name", thread.tid, "name", [&] {
+  write_metadata_event("thread_name", session_.pid, thread.tid, "name", [&] {
     append_json_string(line_, "thread " + std::to_string(thread.tid) + " (" + thread.name + ")");
   });
-  write_metadata_event("thread_sort_index", thread.tid, "sort_index",
+  write_metadata_event("thread_sort_index", session_.pid, thread.tid, "sort_index",
                        [&] { append_json_integer(line_, thread.tid); });
 }
 
 template <typename AppendValue>
-void ChromeTraceWriter::write_metadata_event(std::string_view name, uint32_t tid, std::string_view arg_key,
+void ChromeTraceWriter::write_metadata_event(std::string_view name, uint32_t pid, uint32_t tid, std::string_view arg_key,
                                              AppendValue append_value) {
   line_.assign("  {\"name\": \"");
   line_ += name;
   line_ += "\", \"ph\": \"M\", \"ts\": ";
   append_relative_us(line_, signed_difference_ns(session_.window_start_unix_ns, base_time_ns_));
   line_ += ", \"pid\": ";
-  append_json_integer(line_, session_.pid);
+  append_json_integer(line_, pid);
   line_ += ", \"tid\": ";
   append_json_integer(line_, tid);
   line_ += ", \"args\": {\"";
@@ -144,7 +150,7 @@ void ChromeTraceWriter::write_metadata_event(std::string_view name, uint32_t tid
 // "Python id", and "Python module id" on nn.Module calls. No External id: python_function
 // events are not ops.
 void ChromeTraceWriter::python_span(uint32_t tid, const model::PythonSpan& span) {
-  begin_event("python_function", span.name, tid, span.start_ns, span.end_ns);
+  begin_event("python_function", span.name, session_.pid, tid, span.start_ns, span.end_ns);
   line_ += "\"Python parent id\": ";
   if (span.parent_python_id == 0) {
     line_ += "null";
@@ -165,7 +171,8 @@ void ChromeTraceWriter::python_span(uint32_t tid, const model::PythonSpan& span)
 void ChromeTraceWriter::op(const model::ClosedOp& closed) {
   const model::OpSpan& span = closed.span;
   const bool is_annotation = closed.op.kind == model::RangeKind::kUserAnnotation;
-  begin_event(is_annotation ? "user_annotation" : "cpu_op", closed.op.name, closed.tid, span.start_ns, span.end_ns);
+  begin_event(is_annotation ? "user_annotation" : "cpu_op", closed.op.name, session_.pid, closed.tid, span.start_ns,
+              span.end_ns);
   // Kineto's External id and Record function id are both the op's id (formats.md §1.1).
   line_ += "\"External id\": ";
   append_json_integer(line_, span.record_id);
@@ -191,6 +198,114 @@ void ChromeTraceWriter::op(const model::ClosedOp& closed) {
   end_slice();
 }
 
+// GPU activity (formats.md §2.5.4-2.5.7, 2.5.10): API calls on their CPU thread, kernels,
+// copies, memsets and syncs on a track per device (pid) and stream (tid), and an ac2g arrow from
+// each launching call to what it launched, both ends written with the GPU event.
+void ChromeTraceWriter::device_activity(const model::DeviceActivity& activity) {
+  using Kind = model::DeviceActivityKind;
+  if (activity.kind == Kind::kRuntime || activity.kind == Kind::kDriver) {
+    write_api_call(activity);
+    return;
+  }
+  // A sync of a whole context has no stream: it goes on a row of its context.
+  const uint32_t row = activity.stream >= 0 ? static_cast<uint32_t>(activity.stream) : activity.context;
+  announce_gpu_row(activity.device, row, activity.stream >= 0);
+  const std::string_view category = activity.kind == Kind::kKernel   ? "kernel"
+                                    : activity.kind == Kind::kMemcpy ? "gpu_memcpy"
+                                    : activity.kind == Kind::kMemset ? "gpu_memset"
+                                                                     : "cuda_sync";
+  begin_event(category, activity.name, activity.device, row, activity.start_ns, activity.end_ns);
+  if (activity.kind == Kind::kSync) {
+    line_ += "\"cuda_sync_kind\": ";
+    append_json_string(line_, activity.name);
+    line_ += ", ";
+  } else if (activity.external_id != 0) {
+    line_ += "\"External id\": ";
+    append_json_integer(line_, activity.external_id);
+    line_ += ", ";
+  }
+  if (activity.kind == Kind::kKernel) line_ += "\"queued\": 0, ";
+  line_ += "\"device\": ";
+  append_json_integer(line_, activity.device);
+  line_ += ", \"context\": ";
+  append_json_integer(line_, activity.context);
+  line_ += ", \"stream\": ";
+  append_json_integer(line_, activity.stream);
+  line_ += ", \"correlation\": ";
+  append_json_integer(line_, activity.correlation);
+  if (activity.kind == Kind::kKernel) append_kernel_args(activity);
+  if (activity.kind == Kind::kMemcpy || activity.kind == Kind::kMemset) {
+    line_ += ", \"bytes\": ";
+    append_json_integer(line_, activity.bytes);
+    // HEAD Kineto leaves the bandwidth out of zero-length copies.
+    if (activity.end_ns > activity.start_ns) {
+      char bandwidth[32];
+      std::snprintf(bandwidth, sizeof bandwidth, "%.6g",
+                    static_cast<double>(activity.bytes) / static_cast<double>(activity.end_ns - activity.start_ns));
+      line_ += ", \"memory bandwidth (GB/s)\": ";
+      line_ += bandwidth;
+    }
+  }
+  end_slice();
+  if (activity.launch_tid != 0) {
+    write_flow_event("s", "ac2g", activity.correlation, session_.pid, activity.launch_tid, activity.launch_start_ns);
+    write_flow_event("f", "ac2g", activity.correlation, activity.device, row, activity.start_ns);
+  }
+}
+
+// Occupancy needs the device's SM count, which tprof does not know yet: "blocks per SM" says
+// so as Kineto does ("inf"), and the figures derived from it are left out.
+void ChromeTraceWriter::append_kernel_args(const model::DeviceActivity& kernel) {
+  line_ += ", \"registers per thread\": ";
+  append_json_integer(line_, kernel.registers_per_thread);
+  line_ += ", \"shared memory\": ";
+  append_json_integer(line_, kernel.shared_memory);
+  line_ += ", \"blocks per SM\": \"inf\", \"grid\": [";
+  for (size_t i = 0; i < 3; ++i) {
+    if (i > 0) line_ += ", ";
+    append_json_integer(line_, kernel.grid[i]);
+  }
+  line_ += "], \"block\": [";
+  for (size_t i = 0; i < 3; ++i) {
+    if (i > 0) line_ += ", ";
+    append_json_integer(line_, kernel.block[i]);
+  }
+  line_ += ']';
+}
+
+// A runtime or driver call on its thread: External id only inside an op, never a stream (HTA
+// would take it for a GPU event).
+void ChromeTraceWriter::write_api_call(const model::DeviceActivity& call) {
+  begin_event(call.kind == model::DeviceActivityKind::kRuntime ? "cuda_runtime" : "cuda_driver", call.name,
+              session_.pid, call.tid, call.start_ns, call.end_ns);
+  if (call.external_id != 0) {
+    line_ += "\"External id\": ";
+    append_json_integer(line_, call.external_id);
+    line_ += ", ";
+  }
+  line_ += "\"cbid\": ";
+  append_json_integer(line_, call.cbid);
+  line_ += ", \"correlation\": ";
+  append_json_integer(line_, call.correlation);
+  end_slice();
+}
+
+// Kineto's rows for a device (formats.md §2.4), the first time it or one of its streams shows.
+void ChromeTraceWriter::announce_gpu_row(uint32_t device, uint32_t row, bool is_stream) {
+  if (gpu_devices_.insert(device).second) {
+    write_metadata_event("process_name", device, 0, "name", [&] { append_json_string(line_, session_.process_name); });
+    write_metadata_event("process_labels", device, 0, "labels",
+                         [&] { append_json_string(line_, "GPU " + std::to_string(device)); });
+    write_metadata_event("process_sort_index", device, 0, "sort_index",
+                         [&] { append_json_integer(line_, uint64_t{device} + kGpuSortIndexBase); });
+  }
+  if (!gpu_rows_.insert({device, row, is_stream}).second) return;
+  write_metadata_event("thread_name", device, row, "name", [&] {
+    append_json_string(line_, (is_stream ? "stream " : "context ") + std::to_string(row) + " ");
+  });
+  write_metadata_event("thread_sort_index", device, row, "sort_index", [&] { append_json_integer(line_, row); });
+}
+
 // "Call stack": the op's Python frames, innermost first, "file(line): function" joined by
 // ";" (torch's stacksToStr), with the executing line of each frame; as a JSON string, built
 // once per distinct stack (ops share a few thousand stacks).
@@ -213,13 +328,13 @@ const std::string& ChromeTraceWriter::call_stack_json(const model::PythonStack& 
 
 // An X event up to the opening of its args object. Kineto's key order ph, cat, name, pid,
 // tid, ts, dur, args.
-void ChromeTraceWriter::begin_event(std::string_view category, std::string_view name, uint32_t tid,
+void ChromeTraceWriter::begin_event(std::string_view category, std::string_view name, uint32_t pid, uint32_t tid,
                                     uint64_t start_ns, uint64_t end_ns) {
   line_.assign("  {\"ph\": \"X\", \"cat\": \"");
   line_ += category;
   line_ += "\", \"name\": ";
   append_json_string(line_, name);
-  append_place(tid, start_ns);
+  append_place(pid, tid, start_ns);
   line_ += ", \"dur\": ";
   append_float64_safe_duration(start_ns, end_ns);
   line_ += ", \"args\": {";
@@ -238,9 +353,9 @@ void ChromeTraceWriter::append_float64_safe_duration(uint64_t start_ns, uint64_t
 }
 
 // `, "pid": P, "tid": T, "ts": µs`: where and when an event happens.
-void ChromeTraceWriter::append_place(uint32_t tid, uint64_t time_ns) {
+void ChromeTraceWriter::append_place(uint32_t pid, uint32_t tid, uint64_t time_ns) {
   line_ += ", \"pid\": ";
-  append_json_integer(line_, session_.pid);
+  append_json_integer(line_, pid);
   line_ += ", \"tid\": ";
   append_json_integer(line_, tid);
   line_ += ", \"ts\": ";
@@ -261,17 +376,24 @@ void ChromeTraceWriter::end_slice() {
 // formats.md §2.5.8: an "s" on the forward op and an "f" (binding to the enclosing slice)
 // on the backward node, ids from 1, as collection.cpp generateForwardBackwardLink writes them.
 void ChromeTraceWriter::flow(const model::ForwardBackwardFlow& flow) {
-  write_flow_event("s", flow.id, flow.forward_tid, flow.forward_start_ns);
-  write_flow_event("f", flow.id, flow.backward_tid, flow.backward_start_ns);
+  write_flow_event("s", "fwdbwd", flow.id, session_.pid, flow.forward_tid, flow.forward_start_ns);
+  write_flow_event("f", "fwdbwd", flow.id, session_.pid, flow.backward_tid, flow.backward_start_ns);
 }
 
-void ChromeTraceWriter::write_flow_event(std::string_view phase, uint64_t id, uint32_t tid, uint64_t ts_ns) {
+// `category` is also the flow's name, as Kineto writes both (Perfetto keys flows by id, cat and
+// name).
+void ChromeTraceWriter::write_flow_event(std::string_view phase, std::string_view category, uint64_t id, uint32_t pid,
+                                         uint32_t tid, uint64_t ts_ns) {
   line_.assign("  {\"ph\": \"");
   line_ += phase;
   line_ += "\", \"id\": ";
   append_json_integer(line_, id);
-  append_place(tid, ts_ns);
-  line_ += ", \"cat\": \"fwdbwd\", \"name\": \"fwdbwd\"";
+  append_place(pid, tid, ts_ns);
+  line_ += ", \"cat\": \"";
+  line_ += category;
+  line_ += "\", \"name\": \"";
+  line_ += category;
+  line_ += '"';
   if (phase == "f") line_ += ", \"bp\": \"e\"";
   line_ += "},\n";
   out_.write(line_);

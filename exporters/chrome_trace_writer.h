@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
+#include <tuple>
 #include <string_view>
 #include <unordered_map>
 
@@ -48,18 +50,24 @@ class ChromeTraceWriter final : public model::TraceSink {
   void op(const model::ClosedOp& op) override;
   void python_span(uint32_t tid, const model::PythonSpan& span) override;
   void flow(const model::ForwardBackwardFlow& flow) override;
+  void device_activity(const model::DeviceActivity& activity) override;
   void flush() override;
   void finish(const model::RunSummary& summary) override;
 
  private:
   void write_header();
   template <typename AppendValue>
-  void write_metadata_event(std::string_view name, uint32_t tid, std::string_view arg_key, AppendValue append_value);
-  void write_flow_event(std::string_view phase, uint64_t id, uint32_t tid, uint64_t ts_ns);
-  void begin_event(std::string_view category, std::string_view name, uint32_t tid, uint64_t start_ns,
+  void write_metadata_event(std::string_view name, uint32_t pid, uint32_t tid, std::string_view arg_key,
+                            AppendValue append_value);
+  void write_api_call(const model::DeviceActivity& call);
+  void append_kernel_args(const model::DeviceActivity& kernel);
+  void announce_gpu_row(uint32_t device, uint32_t row, bool is_stream);
+  void write_flow_event(std::string_view phase, std::string_view category, uint64_t id, uint32_t pid, uint32_t tid,
+                        uint64_t ts_ns);
+  void begin_event(std::string_view category, std::string_view name, uint32_t pid, uint32_t tid, uint64_t start_ns,
                    uint64_t end_ns);
   void append_float64_safe_duration(uint64_t start_ns, uint64_t end_ns);
-  void append_place(uint32_t tid, uint64_t time_ns);
+  void append_place(uint32_t pid, uint32_t tid, uint64_t time_ns);
   void append_true_arg(std::string_view key);
   void end_slice();
   const std::string& call_stack_json(const model::PythonStack& stack);
@@ -72,6 +80,8 @@ class ChromeTraceWriter final : public model::TraceSink {
   uint64_t next_event_index_ = 0;  // "Ev Idx": position among the X events, as PyTorch counts
   std::unordered_map<const model::PythonStack*, std::string> call_stacks_;
   ValueTextCache input_args_;  // the record_shapes args of ops' inputs
+  std::set<uint32_t> gpu_devices_;                         // announced GPU processes
+  std::set<std::tuple<uint32_t, uint32_t, bool>> gpu_rows_;  // announced (device, row, is stream)
 };
 
 // The whole trace, replayed through a ChromeTraceWriter. Does not commit `out`.

@@ -123,6 +123,42 @@ struct OpSpan {
   uint64_t forward_thread = 0;  // backward ranges: the forward thread's RecordFunction id; 0: none
 };
 
+// What a GPU activity is, as the CUPTI library reports it (bpf/device_activity.h).
+enum class DeviceActivityKind {
+  kKernel,   // kernel: on its device and stream
+  kMemcpy,   // gpu_memcpy
+  kMemset,   // gpu_memset
+  kSync,     // cuda_sync: a synchronization, on its device and stream
+  kRuntime,  // cuda_runtime: a CUDA runtime API call, on its CPU thread
+  kDriver,   // cuda_driver: a CUDA driver API call, on its CPU thread
+};
+
+// One GPU activity, or one CUDA API call, on the wall clock.
+struct DeviceActivity {
+  DeviceActivityKind kind = DeviceActivityKind::kKernel;
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  std::string name;          // demangled kernel name, "Memcpy HtoD (Pageable -> Device)",
+                             // "Memset (Device)", "cudaLaunchKernel", "Context Sync"
+  uint32_t device = 0;
+  uint32_t context = 0;
+  int64_t stream = -1;       // -1: none (a context synchronization)
+  uint32_t correlation = 0;  // CUPTI's: an API call and what it launched share it
+  uint32_t tid = 0;          // API calls: the calling thread; 0: not known
+  uint32_t cbid = 0;         // API calls: CUPTI's callback id
+  uint64_t bytes = 0;        // copies and memsets
+  uint32_t grid[3] = {0, 0, 0};
+  uint32_t block[3] = {0, 0, 0};
+  uint32_t registers_per_thread = 0;
+  uint32_t shared_memory = 0;
+  // The record id of the range it belongs to: an API call's innermost enclosing op or
+  // annotation; a GPU activity's, that of the call that launched it. 0: none known.
+  uint64_t external_id = 0;
+  // GPU activities: where the call that launched it ran, for the ac2g flow arrow.
+  uint32_t launch_tid = 0;       // 0: its launch is not known
+  uint64_t launch_start_ns = 0;
+};
+
 // A forward op and the backward node that differentiates it: Kineto's fwdbwd flow.
 struct ForwardBackwardLink {
   uint32_t forward_thread_index = 0;  // into Trace::threads
@@ -152,6 +188,7 @@ struct SessionInfo {
   std::string torch_library;      // path of libtorch_cpu as seen in the target ("" if none)
   std::string python_version;     // "3.11.2"; "" when Python stacks were not recorded
   std::string tensor_layout;      // how TensorImpl was calibrated; "" when shapes were not recorded
+  std::string gpu;                // where GPU timing comes from, or why it is unavailable; "": not asked
 };
 
 // What is known only when recording ends: the window's end and everything that was lost.

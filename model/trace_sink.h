@@ -1,8 +1,9 @@
 // The interface between the recording pipeline and the exporters: the span closer hands each
 // range on once it is final, and sinks write it out as it comes. A sink sees, in this order:
-// begin; then thread, op, python_span, flow and flush calls interleaved as recording goes
-// (a thread is announced before any of its ranges); then finish. Ranges arrive as they close,
-// so an enclosing range comes after what it encloses; sinks must not rely on start order.
+// begin; then thread, op, python_span, flow, device_activity and flush calls interleaved as
+// recording goes (a thread is announced before any of its ranges); then finish. Ranges arrive
+// as they close, so an enclosing range comes after what it encloses; sinks must not rely on
+// start order.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +47,9 @@ class TraceSink {
   virtual void op(const ClosedOp& op) = 0;
   virtual void python_span(uint32_t tid, const PythonSpan& span) = 0;
   virtual void flow(const ForwardBackwardFlow& flow) = 0;
+  // A GPU activity or CUDA API call, once what it links to is known (or never will be). Only
+  // the Chrome trace shows them.
+  virtual void device_activity(const DeviceActivity&) {}
   // Make everything received so far durable enough to survive a kill of tprof.
   virtual void flush() {}
   virtual void finish(const RunSummary& summary) = 0;
@@ -69,6 +73,9 @@ class FanOutSink final : public TraceSink {
   }
   void flow(const ForwardBackwardFlow& flow) override {
     for (TraceSink* sink : sinks_) sink->flow(flow);
+  }
+  void device_activity(const DeviceActivity& activity) override {
+    for (TraceSink* sink : sinks_) sink->device_activity(activity);
   }
   void flush() override {
     for (TraceSink* sink : sinks_) sink->flush();

@@ -183,7 +183,18 @@ void SpanCloser::close_ranges_down_to(ThreadState& state, size_t depth, uint64_t
 
 void SpanCloser::hand_on(uint32_t tid, const OpenRange& range) {
   ++counts_.ops;
+  if (range_observer_) range_observer_(tid, range.span);
   sink_.op({tid, range.span, operators_.at(range.span.operator_index), range.stack ? &range.stack->printable : nullptr});
+}
+
+uint64_t SpanCloser::innermost_open_range(uint32_t tid, uint64_t unix_ns) const {
+  const auto state = threads_.find(tid);
+  if (state == threads_.end()) return 0;
+  for (auto range = state->second.open.rbegin(); range != state->second.open.rend(); ++range)
+    if (range->span.start_ns <= unix_ns) return range->span.record_id;
+  for (auto step = state->second.steps.rbegin(); step != state->second.steps.rend(); ++step)
+    if (step->span.start_ns <= unix_ns) return step->span.record_id;
+  return 0;
 }
 
 // Kineto's fwdbwd: a backward node with sequence number s links to the forward op that created

@@ -81,6 +81,14 @@ class SpanCloser {
   // closed_at_stop, and every python span and step closes.
   void finish(uint64_t stop_monotonic_ns);
 
+  // Called with every range as it is handed on (the GPU correlator keeps recent ones).
+  void on_range_closed(std::function<void(uint32_t tid, const model::OpSpan& span)> observer) {
+    range_observer_ = std::move(observer);
+  }
+  // The record id of the innermost range open on `tid` that began at or before `unix_ns`,
+  // steps included; 0: none.
+  uint64_t innermost_open_range(uint32_t tid, uint64_t unix_ns) const;
+
   const Counts& counts() const { return counts_; }
   size_t waiting_records() const { return inbox_.size(); }
 
@@ -134,6 +142,7 @@ class SpanCloser {
   MonotonicToUnix clock_;
   std::function<std::string(uint32_t)> thread_name_;
   model::TraceSink& sink_;
+  std::function<void(uint32_t, const model::OpSpan&)> range_observer_;
 
   struct ReadyKey {
     uint64_t time_ns;

@@ -159,6 +159,13 @@ void RecordDecoder::consume(const op_record& head, const unsigned char* payload,
       spans_.add(head.tid, std::move(event));
       return;
     }
+    case OP_RECORD_DEVICE_ACTIVITY: {
+      const auto activity = payload_as<device_activity>(payload, payload_size);
+      if (!activity) break;
+      ++device_activities_;
+      if (callbacks_.on_device_activity) callbacks_.on_device_activity(*activity);
+      return;
+    }
     case OP_RECORD_EVALUATE_EXIT:
     case OP_RECORD_NODE_EXIT: {
       auto& open = (head.kind == OP_RECORD_NODE_EXIT ? open_nodes_ : open_evaluations_)[head.tid];

@@ -13,6 +13,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "device_activity.h"
 #include "model/trace_model.h"
 #include "op_arguments.h"
 #include "userspace/assemble/span_closer.h"
@@ -42,6 +43,8 @@ class RecordDecoder {
     // The operator index of an autograd node's range (evaluate_function or the node itself),
     // from the node's vtable pointer.
     std::function<uint32_t(uint64_t vptr, model::RangeKind kind)> node_operator;
+    // A GPU activity record from the CUPTI library; empty: they are not expected, and ignored.
+    std::function<void(const device_activity& activity)> on_device_activity;
   };
   RecordDecoder(SpanCloser& spans, Callbacks callbacks) : spans_(spans), callbacks_(std::move(callbacks)) {}
 
@@ -53,6 +56,7 @@ class RecordDecoder {
   // The timestamp of the last record decoded; 0 before the first.
   uint64_t last_timestamp_ns() const { return last_timestamp_ns_; }
   uint64_t python_samples() const { return python_samples_; }
+  uint64_t device_activities() const { return device_activities_; }
   uint64_t malformed_records() const { return malformed_; }
 
  private:
@@ -73,6 +77,7 @@ class RecordDecoder {
   uint64_t records_ = 0;
   uint64_t last_timestamp_ns_ = 0;
   uint64_t python_samples_ = 0;
+  uint64_t device_activities_ = 0;
   uint64_t malformed_ = 0;
 };
 

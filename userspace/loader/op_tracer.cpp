@@ -88,6 +88,13 @@ void OpTracer::attach_autograd(const UprobeSites& evaluate_function, const Uprob
   record_function_links_.push_back(attach_uprobe_multi(skeleton_->progs.node_enter, target_pid_, node_apply));
 }
 
+void OpTracer::attach_device_activity(const std::string& library_path) {
+  bpf_link* link = bpf_program__attach_usdt(skeleton_->progs.device_activity_batch, target_pid_, library_path.c_str(),
+                                            "tprof", "device_activity", nullptr);
+  if (!link) throw Error(errno_message("cannot attach to tprof:device_activity in " + library_path, errno));
+  device_activity_link_.reset(link);
+}
+
 void OpTracer::attach_python_sampler(uint32_t frequency_hz) {
   const int cpus = libbpf_num_possible_cpus();
   if (cpus <= 0) throw Error("cannot count the CPUs");
@@ -122,6 +129,7 @@ void OpTracer::detach() {
   exit_links_.clear();
   sampler_links_.clear();
   sampler_events_.clear();
+  device_activity_link_ = {};
 }
 
 int OpTracer::ring_buffer_fd() const { return bpf_map__fd(skeleton_->maps.op_records); }
@@ -141,7 +149,7 @@ LossCounts OpTracer::losses() const {
   };
   return LossCounts{read_counter(LOSS_RING_BUFFER_FULL), read_counter(LOSS_STACK_UNREADABLE),
                     read_counter(LOSS_STACK_NOT_STORED), read_counter(LOSS_ARGUMENTS_UNREADABLE),
-                    read_counter(LOSS_RANGE_NOT_TRACKED)};
+                    read_counter(LOSS_RANGE_NOT_TRACKED), read_counter(LOSS_DEVICE_ACTIVITY_UNREADABLE)};
 }
 
 }  // namespace tprof

@@ -44,6 +44,7 @@ struct LossCounts {
   uint64_t stack_not_stored = 0;   // walked stacks that found no room in the stack map
   uint64_t arguments_unreadable = 0;  // records sent without their arguments (no scratch memory)
   uint64_t ranges_not_tracked = 0;    // ranges nested too deep to track; closed by their parent
+  uint64_t device_activity_unreadable = 0;  // GPU activity records not read (or of another ABI)
 };
 
 class OpTracer {
@@ -83,6 +84,10 @@ class OpTracer {
   void attach_annotations(const UprobeSites& name_kernels, const UprobeSites& constructor, const UprobeSites& end);
   // Backward nodes: Engine::evaluate_function and every Node subclass's apply().
   void attach_autograd(const UprobeSites& evaluate_function, const UprobeSites& node_apply);
+  // GPU activity: the USDT probe tprof:device_activity of the CUPTI injection library at
+  // `library_path` (as tprof sees the file, through /proc/PID/root). Attaching raises the probe's
+  // semaphore, which wakes the library; detaching lowers it again.
+  void attach_device_activity(const std::string& library_path);
 
  private:
   struct SkeletonDeleter {
@@ -95,6 +100,7 @@ class OpTracer {
   std::vector<UniqueFd> sampler_events_;
   std::vector<BpfLink> sampler_links_;
   std::vector<BpfLink> record_function_links_;  // annotations and autograd
+  BpfLink device_activity_link_;
 };
 
 }  // namespace tprof

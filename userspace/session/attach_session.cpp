@@ -15,6 +15,7 @@
 #include "model/trace_model.h"
 #include "model/trace_sink.h"
 #include "symbolizer/aten/op_catalog.h"
+#include "symbolizer/binary/process_memory.h"
 #include "symbolizer/python/python_runtime.h"
 #include "userspace/ingest/argument_decoder.h"
 #include "userspace/cli/console.h"
@@ -31,6 +32,7 @@
 #include "userspace/assemble/range_operators.h"
 #include "userspace/loader/range_probes.h"
 #include "userspace/session/recording_loop.h"
+#include "userspace/assemble/device_correlator.h"
 #include "userspace/assemble/span_closer.h"
 #include "userspace/session/stop_signals.h"
 #include "userspace/session/target_process.h"
@@ -46,6 +48,7 @@ namespace {
 
 constexpr const char* kTorchLibraryPrefix = "libtorch_cpu.so";
 constexpr const char* kTensorLibraryPrefix = "libc10.so";
+constexpr const char* kCuptiLibraryPrefix = "libtprof_cupti.so";
 
 std::string host_name() {
   char name[256] = {};
@@ -259,6 +262,21 @@ constexpr uint64_t kRecordSkewBoundNs = 50'000'000;
 // Records decoded before the closer takes them: what waits between the two stays near this.
 constexpr size_t kRecordsPerBatch = 50'000;
 constexpr uint64_t kDrainTimeLimitNs = 500'000'000;
+// Kernel names are C++ names, demangled: templates make them long.
+constexpr size_t kMaxKernelNameBytes = 4096;
+
+void report_device_activity(Console& console, const DeviceCorrelator::Counts& counts, const LossCounts& losses) {
+  console.line("GPU: " + group_thousands(counts.kernels) + " kernels, " + group_thousands(counts.copies) +
+               " copies and memsets, " + group_thousands(counts.syncs) + " syncs, " + group_thousands(counts.api_calls) +
+               " CUDA API calls (" + group_thousands(counts.api_calls_in_ops) + " inside an op); " +
+               group_thousands(counts.linked) + " GPU activities linked to their launch");
+  if (counts.api_calls_without_thread > 0)
+    console.line("warning: " + group_thousands(counts.api_calls_without_thread) +
+                 " CUDA API calls named no thread (another CUPTI client held the callback API) and were left out");
+  if (losses.device_activity_unreadable > 0)
+    console.line("warning: " + group_thousands(losses.device_activity_unreadable) +
+                 " GPU activity records could not be read from the target");
+}
 
 void report(Console& console, StopReason reason, const SessionSinks& sinks, const SpanCloser& closer,
             const RecordDecoder& decoder, const model::RunSummary& summary, const LossCounts& losses, bool python) {
@@ -296,7 +314,23 @@ struct AttachPlan {
   std::optional<OpProbes> ops;
   std::optional<RangeProbes> range_probes;
   std::optional<ExitProbes> exits;
+  std::optional<MappedLibrary> cupti_library;  // libtprof_cupti.so, where the target loaded it
+  std::string gpu;                             // what the trace says of GPU timing
 };
+
+// GPU timing comes from libtprof_cupti.so, which CUDA loads only into a process started with
+// CUDA_INJECTION64_PATH naming it. Says so on the console where the target uses CUDA without it.
+void plan_gpu_activity(AttachPlan& plan, const TargetProcess& target, Console& console) {
+  plan.cupti_library = target.find_mapped_library(kCuptiLibraryPrefix);
+  if (plan.cupti_library) {
+    plan.gpu = "CUPTI activity through " + plan.cupti_library->path_in_target;
+    return;
+  }
+  plan.gpu = "unavailable: the target did not load libtprof_cupti.so (start it with CUDA_INJECTION64_PATH "
+             "naming the library)";
+  if (target.find_mapped_library("libcudart.so") || target.find_mapped_library("libcuda.so"))
+    console.line("GPU timing " + plan.gpu);
+}
 
 AttachPlan plan_attach(const AttachOptions& options, const TargetProcess& target, Console& console) {
   AttachPlan plan;
@@ -310,6 +344,7 @@ AttachPlan plan_attach(const AttachOptions& options, const TargetProcess& target
   if (!plan.python && options.python_stacks) console.line("no Python stacks: " + no_python_reason);
   if (plan.python)
     for (const std::string& warning : plan.python->warnings) console.line("warning: " + warning);
+  plan_gpu_activity(plan, target, console);
   return plan;
 }
 
@@ -323,12 +358,21 @@ void plan_range_probes(AttachPlan& plan, const TargetProcess& target, Console& c
 
 // Attaches every planned probe and starts recording. Exits before entries, like the partners
 // they are (nothing records before start_recording()).
-void attach_probes(OpTracer& tracer, const AttachPlan& plan, uint32_t sample_hz) {
+void attach_probes(OpTracer& tracer, AttachPlan& plan, uint32_t sample_hz, Console& console) {
   if (plan.exits) tracer.attach_exits(plan.exits->returns, plan.exits->catches);
   if (plan.ops) tracer.attach_ops(plan.ops->plan.sites);
   if (plan.range_probes) plan.range_probes->attach(tracer);
   tracer.start_recording();
   if (plan.python) tracer.attach_python_sampler(sample_hz);
+  if (!plan.cupti_library) return;
+  // The library wakes within 200 ms of this and asks CUPTI for activity from then on.
+  try {
+    tracer.attach_device_activity(plan.cupti_library->host_path);
+  } catch (const Error& error) {
+    plan.gpu = std::string("unavailable: ") + error.what();
+    console.line("warning: GPU timing " + plan.gpu);
+    plan.cupti_library.reset();
+  }
 }
 
 // The userspace half of a recording: ring buffer -> decoder -> span closer -> sinks, with the
@@ -350,6 +394,7 @@ class RecordingPipeline {
         consumer_(tracer.ring_buffer_fd(), decoder_) {
     if (plan.ops && plan.ops->tensor_layout)
       argument_decoder_.emplace(*plan.ops->tensor_layout, std::move(plan.ops->argument_plans));
+    if (plan.cupti_library) expect_device_activity(clock);
   }
 
   // Until step detection exists, one step covers the whole window: HTA and Chakra need a
@@ -373,7 +418,10 @@ class RecordingPipeline {
       more = consumer_.drain(kRecordsPerBatch);
       if (stacks_) stacks_->resolve_pending();
       const uint64_t last_ns = decoder_.last_timestamp_ns();
-      closer_.advance(more ? std::min(watermark_ns, last_ns - std::min(last_ns, kRecordSkewBoundNs)) : watermark_ns);
+      const uint64_t batch_watermark_ns =
+          more ? std::min(watermark_ns, last_ns - std::min(last_ns, kRecordSkewBoundNs)) : watermark_ns;
+      closer_.advance(batch_watermark_ns);
+      if (device_correlator_) device_correlator_->advance(batch_watermark_ns);
       if (time_limit_ns != 0 && monotonic_now_ns() - drain_ns > time_limit_ns) break;
     }
     sinks_.flush_if_due(drain_ns);
@@ -382,6 +430,7 @@ class RecordingPipeline {
   // Closes what is still open at `stop_ns`, ends and renames the files.
   model::RunSummary finish(uint64_t stop_ns, const LossCounts& losses, const MonotonicToUnix& clock) {
     closer_.finish(stop_ns);
+    if (device_correlator_) device_correlator_->finish();
     model::RunSummary summary;
     summary.window_end_unix_ns = clock.to_unix(stop_ns);
     summary.dropped_records = losses.ring_buffer_full;
@@ -398,6 +447,7 @@ class RecordingPipeline {
 
   void report(Console& console, StopReason reason, const model::RunSummary& summary, const LossCounts& losses) const {
     tprof::report(console, reason, sinks_, closer_, decoder_, summary, losses, stacks_.has_value());
+    if (device_correlator_) report_device_activity(console, device_correlator_->counts(), losses);
   }
 
   uint64_t records() const { return decoder_.records(); }
@@ -408,6 +458,20 @@ class RecordingPipeline {
     frame_resolver_.emplace(*plan.python, target_.pid());
     stacks_.emplace(tracer.python_stacks_fd(), [this](const python_stack& raw) { return frame_resolver_->resolve(raw); });
     return [this](uint64_t stack_id) { return stacks_->find(stack_id); };
+  }
+
+  // GPU activity from the CUPTI library: linked to the ranges the closer hands on.
+  void expect_device_activity(const MonotonicToUnix& clock) {
+    device_correlator_.emplace(
+        clock,
+        DeviceCorrelator::Callbacks{
+            .open_range = [this](uint32_t tid, uint64_t unix_ns) { return closer_.innermost_open_range(tid, unix_ns); },
+            .kernel_name =
+                [memory = symbolizer::ProcessMemory(target_.pid())](uint64_t address) {
+                  return memory.read_string(address, kMaxKernelNameBytes).value_or("");
+                }},
+        sinks_.sink());
+    closer_.on_range_closed([this](uint32_t tid, const model::OpSpan& span) { device_correlator_->range_closed(tid, span); });
   }
 
   // Read when the decoder first sees the thread, while it most likely still exists.
@@ -428,7 +492,11 @@ class RecordingPipeline {
               return argument_decoder_->decode(op_id, returns, arguments);
             },
             .annotation_operator = [this](std::string_view name) { return range_operators_.annotation(name); },
-            .node_operator = [this](uint64_t vptr, model::RangeKind kind) { return range_operators_.node(vptr, kind); }};
+            .node_operator = [this](uint64_t vptr, model::RangeKind kind) { return range_operators_.node(vptr, kind); },
+            .on_device_activity =
+                [this](const device_activity& activity) {
+                  if (device_correlator_) device_correlator_->add(activity);
+                }};
   }
 
   const TargetProcess& target_;
@@ -440,6 +508,7 @@ class RecordingPipeline {
   RangeOperators range_operators_;
   SessionSinks sinks_;
   SpanCloser closer_;
+  std::optional<DeviceCorrelator> device_correlator_;
   RecordDecoder decoder_;
   RecordConsumer consumer_;
 };
@@ -465,10 +534,11 @@ int run_attach(const AttachOptions& options) {
   RecordingPipeline pipeline(plan, target, tracer, outputs, clock);
 
   const uint64_t attach_start_ns = monotonic_now_ns();
-  attach_probes(tracer, plan, options.sample_hz);
+  attach_probes(tracer, plan, options.sample_hz, console);
   const uint64_t attached_ns = monotonic_now_ns();
   session.window_start_unix_ns = clock.to_unix(attach_start_ns);
   session.attach_unix_ns = clock.to_unix(attached_ns);
+  session.gpu = plan.gpu;
   console.line(describe_attachment(target, plan.ops, plan.exits, plan.python, options.sample_hz,
                                    static_cast<double>(attached_ns - attach_start_ns) / 1e6));
   pipeline.begin(session, attach_start_ns);
