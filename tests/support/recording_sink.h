@@ -33,6 +33,7 @@ class RecordingSink final : public model::TraceSink {
   }
   void python_span(uint32_t tid, const model::PythonSpan& span) override { python_spans.push_back({tid, span}); }
   void flow(const model::ForwardBackwardFlow& flow) override { flows.push_back(flow); }
+  void device_activity(const model::DeviceActivity& activity) override { device_activities.push_back(activity); }
   void flush() override { ++flushes; }
   void finish(const model::RunSummary& run) override {
     summary = run;
@@ -53,6 +54,7 @@ class RecordingSink final : public model::TraceSink {
   std::vector<Op> ops;
   std::vector<PythonSpan> python_spans;
   std::vector<model::ForwardBackwardFlow> flows;
+  std::vector<model::DeviceActivity> device_activities;
   int begins = 0;
   int flushes = 0;
   int finishes = 0;

@@ -14,6 +14,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -471,6 +472,101 @@ TEST_F(ChromeTraceWriterTest, RangesThatEndTogetherStillNestWhenReadAsFloat64) {
     if (dur.size() - dur.find('.') - 1 > 3) ++adjusted;
   }
   EXPECT_GT(adjusted, 0u) << "no duration needed adjusting: the test no longer exercises the rounding";
+}
+
+}  // namespace
+}  // namespace tprof::exporters
+
+namespace tprof::exporters {
+namespace {
+
+// GPU activity as formats.md §2.5.4-2.5.7 and 2.5.10 lay it out: the launch on the CPU thread
+// inside its op, kernels, copies and syncs on the device's rows, ac2g arrows linking the two.
+TEST_F(ChromeTraceWriterTest, WritesGpuActivityOnDeviceRowsLinkedToItsLaunch) {
+  const fs::path path = directory_ / "gpu.pt.trace.json";
+  OutputFile out(path.string());
+  ChromeTraceWriter writer(out, "gpu.pt.trace.json");
+  writer.begin({.pid = kPid, .process_name = "python3", .window_start_unix_ns = kWindowStartNs});
+  writer.thread({kPid, "python3", 1});
+  const model::Operator mm{"aten::mm", ""};
+  const model::Operator step{"ProfilerStep#0", "", model::RangeKind::kUserAnnotation};
+  model::OpSpan op{.start_ns = at(1'000), .end_ns = at(9'000), .record_id = 2, .parent_record_id = 1};
+  writer.op({kPid, op, mm, nullptr});
+  model::OpSpan step_span{.start_ns = at(500), .end_ns = at(9'500), .record_id = 1};
+  writer.op({kPid, step_span, step, nullptr});
+  model::DeviceActivity launch{.kind = model::DeviceActivityKind::kRuntime, .start_ns = at(2'000), .end_ns = at(3'000),
+                               .name = "cudaLaunchKernel", .correlation = 101, .tid = kPid, .cbid = 211,
+                               .external_id = 2};
+  writer.device_activity(launch);
+  model::DeviceActivity kernel{.kind = model::DeviceActivityKind::kKernel, .start_ns = at(4'000), .end_ns = at(7'000),
+                               .name = "void gemm<float>(Params)", .device = 0, .context = 1, .stream = 7,
+                               .correlation = 101, .grid = {4, 1, 1}, .block = {256, 1, 1},
+                               .registers_per_thread = 64, .shared_memory = 4096, .external_id = 2,
+                               .launch_tid = kPid, .launch_start_ns = at(2'000)};
+  writer.device_activity(kernel);
+  model::DeviceActivity copy{.kind = model::DeviceActivityKind::kMemcpy, .start_ns = at(7'000), .end_ns = at(8'000),
+                             .name = "Memcpy DtoH (Device -> Pageable)", .device = 0, .context = 1, .stream = 7,
+                             .correlation = 102, .bytes = 4000};
+  writer.device_activity(copy);
+  model::DeviceActivity sync{.kind = model::DeviceActivityKind::kSync, .start_ns = at(7'500), .end_ns = at(8'500),
+                             .name = "Context Sync", .device = 0, .context = 1, .stream = -1, .correlation = 103};
+  writer.device_activity(sync);
+  writer.finish({.window_end_unix_ns = kWindowEndNs});
+  out.commit();
+  const std::string text = read_file(path);
+  const std::vector<std::string> violations = test::validate_trace_text(text);
+  EXPECT_TRUE(violations.empty()) << violations.size() << " violations, first: " << violations.front();
+
+  const ordered_json document = ordered_json::parse(text);
+  std::map<std::string, ordered_json> by_category;
+  std::vector<ordered_json> flows;
+  std::set<std::string> gpu_rows;
+  for (const ordered_json& event : document.at("traceEvents")) {
+    if (event.at("ph") == "X") by_category[event.at("cat").get<std::string>()] = event;
+    if (event.value("cat", "") == "ac2g") flows.push_back(event);
+    if (event.at("ph") == "M" && event.at("pid") == 0)
+      gpu_rows.insert(event.at("name").get<std::string>() + "=" + event.at("args").dump());
+  }
+  const ordered_json& runtime = by_category.at("cuda_runtime");
+  EXPECT_EQ(runtime.at("tid"), kPid);
+  EXPECT_EQ(runtime.at("args").at("External id"), 2);
+  EXPECT_EQ(runtime.at("args").at("correlation"), 101);
+  EXPECT_EQ(runtime.at("args").at("cbid"), 211);
+  EXPECT_FALSE(runtime.at("args").contains("stream")) << "HTA would take it for a GPU event";
+
+  const ordered_json& gpu_kernel = by_category.at("kernel");
+  EXPECT_EQ(gpu_kernel.at("pid"), 0);
+  EXPECT_EQ(gpu_kernel.at("tid"), 7);
+  EXPECT_EQ(gpu_kernel.at("args").at("device"), 0) << "equals pid";
+  EXPECT_EQ(gpu_kernel.at("args").at("stream"), 7) << "equals tid";
+  EXPECT_EQ(gpu_kernel.at("args").at("External id"), 2);
+  EXPECT_EQ(gpu_kernel.at("args").at("correlation"), 101);
+  EXPECT_EQ(gpu_kernel.at("args").at("grid"), ordered_json::parse("[4, 1, 1]"));
+  EXPECT_EQ(gpu_kernel.at("args").at("shared memory"), 4096);
+
+  const ordered_json& gpu_copy = by_category.at("gpu_memcpy");
+  EXPECT_EQ(gpu_copy.at("args").at("bytes"), 4000);
+  EXPECT_DOUBLE_EQ(gpu_copy.at("args").at("memory bandwidth (GB/s)").get<double>(), 4.0);
+  EXPECT_FALSE(gpu_copy.at("args").contains("External id")) << "no launch known, none made up";
+
+  const ordered_json& gpu_sync = by_category.at("cuda_sync");
+  EXPECT_EQ(gpu_sync.at("args").at("cuda_sync_kind"), "Context Sync");
+  EXPECT_EQ(gpu_sync.at("args").at("stream"), -1);
+
+  ASSERT_EQ(flows.size(), 2u) << "one arrow, for the one linked activity";
+  EXPECT_EQ(flows[0].at("ph"), "s");
+  EXPECT_EQ(flows[0].at("id"), 101);
+  EXPECT_EQ(flows[0].at("pid"), kPid);
+  EXPECT_EQ(flows[0].at("ts"), runtime.at("ts"));
+  EXPECT_EQ(flows[1].at("ph"), "f");
+  EXPECT_EQ(flows[1].at("pid"), 0);
+  EXPECT_EQ(flows[1].at("tid"), 7);
+  EXPECT_EQ(flows[1].at("ts"), gpu_kernel.at("ts"));
+  EXPECT_EQ(flows[1].at("bp"), "e");
+
+  EXPECT_TRUE(gpu_rows.contains("process_labels={\"labels\":\"GPU 0\"}"));
+  EXPECT_TRUE(gpu_rows.contains("process_sort_index={\"sort_index\":5000000}"));
+  EXPECT_TRUE(gpu_rows.contains("thread_name={\"name\":\"stream 7 \"}"));
 }
 
 }  // namespace
