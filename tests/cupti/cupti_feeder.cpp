@@ -1,0 +1,108 @@
+// libtprof_cupti_feeder.so, for the GPU boundary test: does on the calling thread what CUDA and
+// CUPTI would do for a kernel launch and a copy, with no GPU. It calls the injection library's
+// API-entry callback as CUPTI would, makes a real cudaLaunchKernel call into the toolkit's
+// libcudart (which fails without a driver), then hands the library a completed activity buffer
+// built from CUPTI's own record structs: the two runtime calls, the kernel and the copy.
+#include <cuda_runtime_api.h>
+#include <cupti.h>
+#include <dlfcn.h>
+#include <time.h>
+
+#include <cstdint>
+
+#include "tests/cupti/cupti_records.h"
+
+namespace {
+
+using ApiCallback = void (*)(void*, uint32_t, uint32_t, const void*);
+using BufferCompleted = void (*)(void*, uint32_t, uint8_t*, size_t, size_t);
+using LaunchKernel = cudaError_t (*)(const void*, dim3, dim3, void**, size_t, cudaStream_t);
+
+ApiCallback api_callback = nullptr;
+BufferCompleted buffer_completed = nullptr;
+LaunchKernel launch_kernel = nullptr;
+
+constexpr char kKernelName[] = "_Z11tprof_scalePfi";  // tprof_scale(float*, int)
+constexpr uint32_t kStream = 7;
+
+uint64_t monotonic_ns() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec);
+}
+
+void enter_api(CUpti_CallbackId cbid, uint32_t correlation) {
+  CUpti_CallbackData call{};
+  call.callbackSite = CUPTI_API_ENTER;
+  call.correlationId = correlation;
+  api_callback(nullptr, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &call);
+}
+
+void add_api_record(tprof::testing::ActivityBuffer& buffer, CUpti_CallbackId cbid, uint32_t correlation,
+                    uint64_t start, uint64_t end) {
+  auto& record = buffer.add<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_RUNTIME);
+  record.cbid = cbid;
+  record.correlationId = correlation;
+  record.start = start;
+  record.end = end;
+  record.threadId = 0x5eed;  // CUPTI's own thread id, which is not the OS one
+}
+
+}  // namespace
+
+extern "C" {
+
+// Resolves the injection library (already loaded by the host) and libcudart. 0 on success.
+int tprof_feeder_setup(const char* injection_library, const char* cudart_library) {
+  void* injection = dlopen(injection_library, RTLD_NOW | RTLD_NOLOAD);
+  void* cudart = dlopen(cudart_library, RTLD_NOW | RTLD_LOCAL);
+  if (injection == nullptr || cudart == nullptr) return 1;
+  api_callback = reinterpret_cast<ApiCallback>(dlsym(injection, "tprof_cupti_api_callback"));
+  buffer_completed = reinterpret_cast<BufferCompleted>(dlsym(injection, "tprof_cupti_buffer_completed"));
+  launch_kernel = reinterpret_cast<LaunchKernel>(dlsym(cudart, "cudaLaunchKernel"));
+  return api_callback && buffer_completed && launch_kernel ? 0 : 2;
+}
+
+// One launch (correlation `correlation`) and one copy (`correlation + 1`). Returns what
+// cudaLaunchKernel returned.
+int tprof_feeder_launch(uint32_t correlation) {
+  tprof::testing::ActivityBuffer buffer;
+  const uint64_t launch_start = monotonic_ns();
+  enter_api(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, correlation);
+  const cudaError_t result = launch_kernel(reinterpret_cast<const void*>(&tprof_feeder_launch), dim3(4, 1, 1),
+                                           dim3(256, 1, 1), nullptr, 0, nullptr);
+  const uint64_t launch_end = monotonic_ns();
+  add_api_record(buffer, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, correlation, launch_start, launch_end);
+
+  const uint64_t copy_start = monotonic_ns();
+  enter_api(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, correlation + 1);
+  const uint64_t copy_end = monotonic_ns() + 1'000;
+  add_api_record(buffer, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, correlation + 1, copy_start, copy_end);
+
+  auto& kernel = buffer.add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  kernel.name = kKernelName;
+  kernel.correlationId = correlation;
+  kernel.start = launch_end + 5'000;
+  kernel.end = launch_end + 25'000;
+  kernel.streamId = kStream;
+  kernel.contextId = 1;
+  kernel.gridX = 4;
+  kernel.gridY = kernel.gridZ = 1;
+  kernel.blockX = 256;
+  kernel.blockY = kernel.blockZ = 1;
+  kernel.registersPerThread = 32;
+  auto& copy = buffer.add<CUpti_ActivityMemcpy6>(CUPTI_ACTIVITY_KIND_MEMCPY);
+  copy.correlationId = correlation + 1;
+  copy.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+  copy.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  copy.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+  copy.bytes = 4096;
+  copy.start = launch_end + 30'000;
+  copy.end = launch_end + 32'000;
+  copy.streamId = kStream;
+  copy.contextId = 1;
+  buffer_completed(nullptr, 0, buffer.release_copy(), buffer.size(), buffer.size());
+  return static_cast<int>(result);
+}
+
+}  // extern "C"

@@ -1,0 +1,105 @@
+// The GPU path end to end, at the CUPTI boundary, with no GPU: a torch process loads
+// libtprof_cupti.so as CUDA would, tprof attaches (its USDT probe wakes the library), and inside
+// record_function("launch_site") the process makes real cudaLaunchKernel calls into the
+// toolkit's libcudart (they fail without a driver) while CUPTI's own activity records (runtime
+// calls, a kernel and a copy per launch) go through the library's buffer-completed callback.
+// They must come out of tprof's trace on the right rows, linked to the range that launched them.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/support/process_harness.h"
+#include "tests/support/recorded_workload.h"
+#include "tests/support/test_environment.h"
+#include "tests/support/trace_validator.h"
+
+namespace tprof::test {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr int kLaunches = 20;
+
+json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+
+TEST(GpuBoundary, KernelsAndCopiesComeOutOnTheirRowsLinkedToTheRangeThatLaunchedThem) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; the GPU path is NOT tested ***";
+  ScratchDirectory scratch;
+  const WorkloadEnvironment host = host_workload(scratch.path(), workload_script("gpu_boundary.py"));
+  const fs::path trace_path = scratch.path() / "gpu.pt.trace.json";
+  const std::string console = record_workload_with_tprof(
+      host,
+      {"--library", TPROF_CUPTI_LIBRARY_PATH, "--feeder", TPROF_CUPTI_FEEDER_PATH, "--cudart", TPROF_CUDART_PATH,
+       "--launches", std::to_string(kLaunches), "--report", (host.scratch_for_target / "activations.txt").string()},
+      trace_path, {"--no-et"});
+  // tprof's probe raised the library's semaphore: the library tried to enable CUPTI while it was
+  // attached (CUPTI refuses without a GPU), and not before.
+  std::ifstream report(host.scratch_for_us / "activations.txt");
+  std::string activations;
+  std::getline(report, activations);
+  EXPECT_EQ(activations, "before=0 attached=1");
+  EXPECT_NE(console.find("GPU: 20 kernels, 20 copies and memsets, 0 syncs, 40 CUDA API calls (40 inside an op); "
+                         "40 GPU activities linked to their launch"),
+            std::string::npos)
+      << console;
+
+  const json trace = read_json(trace_path);
+  const std::vector<std::string> violations = validate_trace_file(trace_path);
+  EXPECT_TRUE(violations.empty()) << violations.size() << " violations, first: " << violations.front();
+  EXPECT_NE(trace.at("tprof").at("gpu").get<std::string>().find("libtprof_cupti.so"), std::string::npos);
+
+  std::map<uint64_t, json> annotations;  // launch_site ranges by External id
+  std::map<uint64_t, json> calls;        // cuda_runtime events by correlation
+  std::vector<json> gpu_events;
+  std::map<std::string, int> flows;
+  for (const json& event : trace.at("traceEvents")) {
+    const std::string category = event.value("cat", "");
+    if (category == "user_annotation" && event.at("name") == "launch_site")
+      annotations[event.at("args").at("External id")] = event;
+    if (category == "cuda_runtime") calls[event.at("args").at("correlation")] = event;
+    if (category == "kernel" || category == "gpu_memcpy") gpu_events.push_back(event);
+    if (category == "ac2g") ++flows[event.at("ph").get<std::string>()];
+  }
+  ASSERT_EQ(annotations.size(), static_cast<size_t>(kLaunches));
+  ASSERT_EQ(calls.size(), static_cast<size_t>(2 * kLaunches));
+  for (const auto& [correlation, call] : calls) {
+    const std::string name = call.at("name");
+    EXPECT_TRUE(name == "cudaLaunchKernel" || name == "cudaMemcpyAsync") << name;
+    ASSERT_TRUE(call.at("args").contains("External id")) << call.dump();
+    const auto annotation = annotations.find(call.at("args").at("External id"));
+    ASSERT_NE(annotation, annotations.end()) << "the call's External id is its launch_site's: " << call.dump();
+    EXPECT_EQ(call.at("tid"), annotation->second.at("tid"));
+    EXPECT_GE(call.at("ts").get<double>(), annotation->second.at("ts").get<double>());
+  }
+  ASSERT_EQ(gpu_events.size(), static_cast<size_t>(2 * kLaunches));
+  for (const json& event : gpu_events) {
+    EXPECT_EQ(event.at("pid"), 0) << "device 0";
+    EXPECT_EQ(event.at("tid"), 7) << "stream 7";
+    const auto call = calls.find(event.at("args").at("correlation"));
+    ASSERT_NE(call, calls.end()) << event.dump();
+    EXPECT_EQ(event.at("args").at("External id"), call->second.at("args").at("External id"));
+    if (event.at("cat") == "kernel") {
+      EXPECT_EQ(event.at("name"), "tprof_scale(float*, int)");
+      EXPECT_EQ(call->second.at("name"), "cudaLaunchKernel");
+      EXPECT_EQ(event.at("args").at("grid"), json::parse("[4, 1, 1]"));
+    } else {
+      EXPECT_EQ(event.at("name"), "Memcpy DtoH (Device -> Pageable)");
+      EXPECT_EQ(call->second.at("name"), "cudaMemcpyAsync");
+    }
+  }
+  EXPECT_EQ(flows["s"], 2 * kLaunches);
+  EXPECT_EQ(flows["f"], 2 * kLaunches);
+}
+
+}  // namespace
+}  // namespace tprof::test

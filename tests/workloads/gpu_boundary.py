@@ -1,0 +1,70 @@
+"""Host for the GPU boundary e2e test: a torch process that loads libtprof_cupti.so as CUDA would
+(then InitializeInjection) and, inside record_function("launch_site"), makes kernel launches and
+copies through tests/cupti/cupti_feeder.cpp: real cudaLaunchKernel calls into libcudart (they fail
+without a driver) and CUPTI activity buffers handed to the library's buffer-completed callback.
+
+Prints READY <pid>, waits for a line on stdin, runs --launches iterations, prints DONE and the
+cudaLaunchKernel results, then waits for stdin to close. --report FILE gets how often the library
+tried to enable CUPTI before tprof attached and while it was attached (without a GPU CUPTI then
+refuses, which the library only counts).
+"""
+import argparse
+import ctypes
+import os
+import sys
+import time
+
+import torch
+
+
+class Counters(ctypes.Structure):
+    """struct tprof_cupti_counters (cupti/tprof_cupti.h)."""
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "watcher_wakeups", "activations", "buffers", "records", "batches", "skipped_records",
+        "dropped_by_cupti")] + [("cupti_loaded", ctypes.c_int32), ("last_error", ctypes.c_int32)]
+
+
+def activations(injection):
+    counters = Counters()
+    injection.tprof_cupti_read_counters(ctypes.byref(counters))
+    return counters.activations
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--library", required=True)
+    parser.add_argument("--feeder", required=True)
+    parser.add_argument("--cudart", required=True)
+    parser.add_argument("--launches", type=int, default=20)
+    parser.add_argument("--report", help="file to write the library's activation counts to")
+    parser.add_argument("--trigger", choices=["stdin"], default="stdin")
+    args = parser.parse_args()
+
+    injection = ctypes.CDLL(args.library)
+    if injection.InitializeInjection() != 1:
+        sys.exit("InitializeInjection failed")
+    feeder = ctypes.CDLL(args.feeder)
+    if feeder.tprof_feeder_setup(args.library.encode(), args.cudart.encode()) != 0:
+        sys.exit("feeder setup failed")
+
+    x = torch.ones(8)
+    time.sleep(0.5)  # the library's watcher looks twice: nothing is attached yet
+    before = activations(injection)
+    print(f"READY {os.getpid()}", flush=True)
+    sys.stdin.readline()
+    results = set()
+    for i in range(args.launches):
+        with torch.autograd.profiler.record_function("launch_site"):
+            x = x + 1
+            results.add(feeder.tprof_feeder_launch(ctypes.c_uint32(1000 + 2 * i)))
+    time.sleep(0.5)  # the watcher has seen tprof's probe by now, and tried to enable CUPTI
+    attached = activations(injection)
+    if args.report:
+        with open(args.report, "w") as report:
+            report.write(f"before={before} attached={attached}\n")
+    print(f"DONE launches={args.launches} cudaLaunchKernel={sorted(results)}", flush=True)
+    sys.stdin.read()
+
+
+if __name__ == "__main__":
+    main()
