@@ -11,6 +11,7 @@
 
 #include "exporters/partial_recovery.h"
 #include "userspace/session/attach_session.h"
+#include "userspace/session/launch.h"
 #include "userspace/cli/error.h"
 
 namespace {
@@ -48,6 +49,22 @@ constexpr const char* kAttachFooter =
     "C++ runtime's catch, never with uretprobes; an op a C++ exception ended is kept and\n"
     "flagged \"tprof: unwound\".";
 
+constexpr const char* kRecordFooter =
+    "\nStarts CMD with CUDA_INJECTION64_PATH naming libtprof_cupti.so (the CUPTI library that lets\n"
+    "tprof see kernels, copies and CUDA calls), waits until it has loaded libtorch_cpu, and records\n"
+    "it as `attach` would until it exits, Ctrl-C or --duration. Ops that run before the attach\n"
+    "completes (about a second after torch is loaded) are not recorded. tprof then exits with the\n"
+    "command's status.\n"
+    "\nExample:\n"
+    "  sudo tprof record -o run.pt.trace.json.gz -- python train.py --epochs 1";
+
+constexpr const char* kEnvFooter =
+    "\nCUDA reads CUDA_INJECTION64_PATH once, at cuInit, so a process shows tprof its GPU activity\n"
+    "only if it was started with it. Set it where the job starts (the pod spec, the launcher);\n"
+    "the library sleeps until tprof attaches and costs nothing measurable until then.\n"
+    "\nExample:\n"
+    "  eval \"$(tprof env)\"; torchrun train.py   # later: sudo tprof attach <pid>";
+
 // "0640" -> 0640; nullopt unless 1 to 4 octal digits.
 std::optional<mode_t> parse_file_mode(const std::string& text) {
   if (text.empty() || text.size() > 4 || text.find_first_not_of("01234567") != std::string::npos)
@@ -79,6 +96,90 @@ int recover_files(const std::vector<std::string>& partial_paths, mode_t mode) {
   return status;
 }
 
+// The options `attach` and `record` share: how and where to record.
+struct RecordingFlags {
+  double duration_s = 0;
+  size_t buffer_mb = tprof::AttachOptions{}.ring_buffer_bytes >> 20;
+  std::string mode = "0600";
+  bool no_execution_trace = false;
+  bool no_python = false;
+  bool no_shapes = false;
+};
+
+void add_recording_options(CLI::App& command, tprof::AttachOptions& options, RecordingFlags& flags) {
+  command.add_option("-d,--duration", flags.duration_s, "Stop after this many seconds (default: until Ctrl-C)")
+      ->check(CLI::Range(0.001, 1e7));
+  command.add_option("-o,--output", options.output_path,
+                     "Trace file; a .gz suffix compresses it (default: <host>_<pid>.<unix_ns>.pt.trace.json)");
+  command.add_option("--et", options.execution_trace_path,
+                     "Execution Trace file; a .gz suffix compresses it (default: the trace's path "
+                     "with .pt.trace.json replaced by .et.json)");
+  command.add_option("--mode", flags.mode,
+                     "Permission bits of the files written, in octal; traces hold paths, arguments "
+                     "and code, so only their owner may read them by default")
+      ->capture_default_str()
+      ->check([](const std::string& text) -> std::string {
+        return parse_file_mode(text) ? "" : "not an octal file mode like 0640: " + text;
+      });
+  command.add_flag("--no-et", flags.no_execution_trace, "Write no Execution Trace")->excludes("--et");
+  command.add_option("--buffer-mb", flags.buffer_mb, "BPF ring buffer size in MiB, rounded up to a power of two")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  command.add_flag("--no-python", flags.no_python,
+                   "Record ops only: no Python stacks, no python_function spans, no stack sampler");
+  command.add_flag("--no-shapes", flags.no_shapes,
+                   "Record ops without their inputs (Input Dims/type/Strides, Concrete Inputs) and "
+                   "outputs, which costs less per op");
+  command.add_option("--sample-hz", options.sample_hz,
+                     "Rate of the stack sampler that bounds python_function spans between ops, per CPU")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  command.add_flag("-q,--quiet", options.quiet, "Print only errors");
+}
+
+void apply_recording_flags(const CLI::App& command, const RecordingFlags& flags, tprof::AttachOptions& options) {
+  if (command.count("--duration") > 0) options.duration_s = flags.duration_s;
+  options.ring_buffer_bytes = flags.buffer_mb << 20;
+  options.python_stacks = !flags.no_python;
+  options.record_shapes = !flags.no_shapes;
+  options.execution_trace = !flags.no_execution_trace;
+  options.output_mode = *parse_file_mode(flags.mode);
+}
+
+// `tprof env`: one `export NAME=value` line per variable, for a shell or a pod spec.
+int print_environment() {
+  const auto library = tprof::injection_library_path();
+  if (!library) {
+    std::fprintf(stderr, "tprof: error: libtprof_cupti.so is not beside tprof (it is built where the CUDA "
+                         "toolkit's CUPTI headers are found)\n");
+    return 1;
+  }
+  for (const std::string& variable : tprof::injection_environment(*library)) std::printf("export %s\n", variable.c_str());
+  return 0;
+}
+
+// `tprof record -- CMD`: starts it with GPU timing enabled, attaches once it has loaded torch, and
+// ends with its exit status (tprof's, if tprof failed).
+int record_command(const std::vector<std::string>& command, tprof::AttachOptions options) {
+  std::vector<std::string> environment;
+  if (const auto library = tprof::injection_library_path()) {
+    environment = tprof::injection_environment(*library);
+  } else if (!options.quiet) {
+    std::fprintf(stderr, "tprof: no libtprof_cupti.so beside tprof: GPU timing is unavailable\n");
+  }
+  const pid_t child = tprof::launch(command, environment);
+  if (!tprof::wait_for_torch(child)) {
+    const int status = tprof::wait_for_command(child);
+    std::fprintf(stderr, "tprof: error: %s exited (status %d) before it loaded torch; nothing was recorded\n",
+                 command.front().c_str(), status);
+    return status == 0 ? 1 : status;
+  }
+  options.pid = child;
+  const int attach_status = tprof::run_attach(options);
+  const int command_status = tprof::wait_for_command(child);
+  return attach_status != 0 ? attach_status : command_status;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,45 +192,23 @@ int main(int argc, char** argv) {
   });
 
   tprof::AttachOptions options;
-  double duration_s = 0;
-  size_t buffer_mb = options.ring_buffer_bytes >> 20;
+  RecordingFlags flags;
   CLI::App* attach = app.add_subcommand("attach", "Record the ATen ops and Python stacks of a running process");
   attach->footer(kAttachFooter);
   attach->add_option("pid", options.pid, "Process id of the Python (PyTorch) process")
       ->required()
       ->check(CLI::Range(1, 1 << 22));  // the kernel's largest pid_max
-  attach->add_option("-d,--duration", duration_s, "Stop after this many seconds (default: until Ctrl-C)")
-      ->check(CLI::Range(0.001, 1e7));
-  attach->add_option("-o,--output", options.output_path,
-                     "Trace file; a .gz suffix compresses it (default: <host>_<pid>.<unix_ns>.pt.trace.json)");
-  attach->add_option("--et", options.execution_trace_path,
-                     "Execution Trace file; a .gz suffix compresses it (default: the trace's path "
-                     "with .pt.trace.json replaced by .et.json)");
-  std::string mode = "0600";
-  attach->add_option("--mode", mode,
-                     "Permission bits of the files written, in octal; traces hold paths, arguments "
-                     "and code, so only their owner may read them by default")
-      ->capture_default_str()
-      ->check([](const std::string& text) -> std::string {
-        return parse_file_mode(text) ? "" : "not an octal file mode like 0640: " + text;
-      });
-  bool no_execution_trace = false;
-  attach->add_flag("--no-et", no_execution_trace, "Write no Execution Trace")->excludes("--et");
-  attach->add_option("--buffer-mb", buffer_mb, "BPF ring buffer size in MiB, rounded up to a power of two")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
-  bool no_python = false;
-  attach->add_flag("--no-python", no_python,
-                   "Record ops only: no Python stacks, no python_function spans, no stack sampler");
-  bool no_shapes = false;
-  attach->add_flag("--no-shapes", no_shapes,
-                   "Record ops without their inputs (Input Dims/type/Strides, Concrete Inputs) and "
-                   "outputs, which costs less per op");
-  attach->add_option("--sample-hz", options.sample_hz,
-                     "Rate of the stack sampler that bounds python_function spans between ops, per CPU")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
-  attach->add_flag("-q,--quiet", options.quiet, "Print only errors");
+  add_recording_options(*attach, options, flags);
+
+  std::vector<std::string> command;
+  CLI::App* record = app.add_subcommand(
+      "record", "Start a command with GPU timing enabled and record it once it has loaded torch");
+  record->footer(kRecordFooter);
+  record->add_option("command", command, "The command and its arguments, after --")->required();
+  add_recording_options(*record, options, flags);
+
+  app.add_subcommand("env", "Print the environment a process needs for tprof to see its GPU activity")
+      ->footer(kEnvFooter);
 
   std::vector<std::string> partial_paths;
   std::string recover_mode = "0600";
@@ -151,15 +230,11 @@ int main(int argc, char** argv) {
     return app.exit(error);
   }
   if (recover->parsed()) return recover_files(partial_paths, *parse_file_mode(recover_mode));
-  if (attach->count("--duration") > 0) options.duration_s = duration_s;
-  options.ring_buffer_bytes = buffer_mb << 20;
-  options.python_stacks = !no_python;
-  options.record_shapes = !no_shapes;
-  options.execution_trace = !no_execution_trace;
-  options.output_mode = *parse_file_mode(mode);
+  if (app.got_subcommand("env")) return print_environment();
+  apply_recording_flags(record->parsed() ? *record : *attach, flags, options);
 
   try {
-    return tprof::run_attach(options);
+    return record->parsed() ? record_command(command, options) : tprof::run_attach(options);
   } catch (const tprof::Error& error) {
     std::fprintf(stderr, "tprof: error: %s\n", error.what());
   } catch (const std::exception& error) {

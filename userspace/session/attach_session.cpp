@@ -326,8 +326,8 @@ void plan_gpu_activity(AttachPlan& plan, const TargetProcess& target, Console& c
     plan.gpu = "CUPTI activity through " + plan.cupti_library->path_in_target;
     return;
   }
-  plan.gpu = "unavailable: the target did not load libtprof_cupti.so (start it with CUDA_INJECTION64_PATH "
-             "naming the library)";
+  plan.gpu = "unavailable: the target has not loaded libtprof_cupti.so, which CUDA loads at cuInit in a "
+             "process started with CUDA_INJECTION64_PATH naming it (see tprof env, tprof record)";
   if (target.find_mapped_library("libcudart.so") || target.find_mapped_library("libcuda.so"))
     console.line("GPU timing " + plan.gpu);
 }
