@@ -170,6 +170,10 @@ void ChromeTraceWriter::python_span(uint32_t tid, const model::PythonSpan& span)
 
 void ChromeTraceWriter::op(const model::ClosedOp& closed) {
   const model::OpSpan& span = closed.span;
+  if (closed.op.kind == model::RangeKind::kCudaRuntime || closed.op.kind == model::RangeKind::kCudaDriver) {
+    write_probed_api_call(closed);
+    return;
+  }
   const bool is_annotation = closed.op.kind == model::RangeKind::kUserAnnotation;
   begin_event(is_annotation ? "user_annotation" : "cpu_op", closed.op.name, session_.pid, closed.tid, span.start_ns,
               span.end_ns);
@@ -287,6 +291,19 @@ void ChromeTraceWriter::write_api_call(const model::DeviceActivity& call) {
   append_json_integer(line_, call.cbid);
   line_ += ", \"correlation\": ";
   append_json_integer(line_, call.correlation);
+  end_slice();
+}
+
+// A CUDA API call seen by its uprobe, without CUPTI: on its thread, with the External id of the
+// range around it; no cbid or correlation (CUPTI's), and nothing on a GPU row to link to.
+void ChromeTraceWriter::write_probed_api_call(const model::ClosedOp& call) {
+  const model::OpSpan& span = call.span;
+  begin_event(call.op.kind == model::RangeKind::kCudaRuntime ? "cuda_runtime" : "cuda_driver", call.op.name,
+              session_.pid, call.tid, span.start_ns, span.end_ns);
+  if (span.parent_record_id != 0) {
+    line_ += "\"External id\": ";
+    append_json_integer(line_, span.parent_record_id);
+  }
   end_slice();
 }
 

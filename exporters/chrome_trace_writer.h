@@ -60,6 +60,7 @@ class ChromeTraceWriter final : public model::TraceSink {
   void write_metadata_event(std::string_view name, uint32_t pid, uint32_t tid, std::string_view arg_key,
                             AppendValue append_value);
   void write_api_call(const model::DeviceActivity& call);
+  void write_probed_api_call(const model::ClosedOp& call);
   void append_kernel_args(const model::DeviceActivity& kernel);
   void announce_gpu_row(uint32_t device, uint32_t row, bool is_stream);
   void write_flow_event(std::string_view phase, std::string_view category, uint64_t id, uint32_t pid, uint32_t tid,

@@ -59,7 +59,9 @@ uint64_t scope_of(model::RangeKind kind) {
     case model::RangeKind::kUserAnnotation: return kUserScope;
     case model::RangeKind::kBackwardNode: return kBackwardFunctionScope;
     case model::RangeKind::kOperator:
-    case model::RangeKind::kBackwardEvaluate: break;
+    case model::RangeKind::kBackwardEvaluate:
+    case model::RangeKind::kCudaRuntime:
+    case model::RangeKind::kCudaDriver: break;
   }
   return kFunctionScope;
 }
@@ -148,6 +150,8 @@ void ExecutionTraceWriter::thread(const model::ThreadInfo& thread) { thread_entr
 // order, so that sorted by id they follow the enter order as torch's do (PARAM cuts iterations
 // by ProfilerStep node ids).
 void ExecutionTraceWriter::op(const model::ClosedOp& closed) {
+  // torch's ET records RecordFunctions only; CUDA calls are in the Chrome trace.
+  if (closed.op.kind == model::RangeKind::kCudaRuntime || closed.op.kind == model::RangeKind::kCudaDriver) return;
   const model::OpSpan& span = closed.span;
   const ThreadNodes& thread = thread_nodes(closed.tid);
   const NodeFields node{.id = node_id(span.record_id),

@@ -19,6 +19,8 @@ enum class RangeKind {
   kUserAnnotation,    // record_function("name"): user_annotation, RecordScope USER_SCOPE
   kBackwardEvaluate,  // "autograd::engine::evaluate_function: <Node>": cpu_op, FUNCTION
   kBackwardNode,      // the node itself, "MmBackward0": cpu_op, BACKWARD_FUNCTION
+  kCudaRuntime,       // a CUDA runtime call seen by its uprobe (no CUPTI): cuda_runtime, not in the ET
+  kCudaDriver,        // a CUDA driver call likewise: cuda_driver
 };
 
 // One kind of recorded range: an ATen operator as named by its schema, or a named annotation

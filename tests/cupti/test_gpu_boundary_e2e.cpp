@@ -1,4 +1,5 @@
-// The GPU path end to end, at the CUPTI boundary, with no GPU: a torch process loads
+// The GPU path end to end, at the CUPTI boundary, with no GPU (and, last, CUDA API calls seen
+// through uprobes where the library is absent): a torch process loads
 // libtprof_cupti.so as CUDA would, tprof attaches (its USDT probe wakes the library), and inside
 // record_function("launch_site") the process makes real cudaLaunchKernel calls into the
 // toolkit's libcudart (they fail without a driver) while CUPTI's own activity records (runtime
@@ -99,6 +100,45 @@ TEST(GpuBoundary, KernelsAndCopiesComeOutOnTheirRowsLinkedToTheRangeThatLaunched
   }
   EXPECT_EQ(flows["s"], 2 * kLaunches);
   EXPECT_EQ(flows["f"], 2 * kLaunches);
+}
+
+// A target that never loaded the library: its CUDA runtime calls come from uprobes on libcudart,
+// closed at their `ret` like ops, inside the range that made them, and stay out of the ET.
+TEST(CudaApiUprobes, RuntimeCallsComeOutInsideTheRangeThatMadeThem) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; CUDA API uprobes are NOT tested ***";
+  ScratchDirectory scratch;
+  const WorkloadEnvironment host = host_workload(scratch.path(), workload_script("cuda_calls.py"));
+  const fs::path trace_path = scratch.path() / "calls.pt.trace.json";
+  const std::string console = record_workload_with_tprof(
+      host, {"--cudart", TPROF_CUDART_PATH, "--calls", std::to_string(kLaunches)}, trace_path,
+      {"--et", (scratch.path() / "calls.et.json").string()});
+  EXPECT_NE(console.find("CUDA API calls are recorded from their uprobes"), std::string::npos) << console;
+
+  const json trace = read_json(trace_path);
+  const std::vector<std::string> violations = validate_trace_file(trace_path);
+  EXPECT_TRUE(violations.empty()) << violations.size() << " violations, first: " << violations.front();
+  std::map<uint64_t, json> annotations;
+  std::map<std::string, int> calls;
+  for (const json& event : trace.at("traceEvents")) {
+    const std::string category = event.value("cat", "");
+    if (category == "user_annotation" && event.at("name") == "launch_site")
+      annotations[event.at("args").at("External id")] = event;
+  }
+  for (const json& event : trace.at("traceEvents")) {
+    if (event.value("cat", "") != "cuda_runtime") continue;
+    ++calls[event.at("name").get<std::string>()];
+    const auto annotation = annotations.find(event.at("args").at("External id"));
+    ASSERT_NE(annotation, annotations.end()) << event.dump();
+    EXPECT_EQ(event.at("tid"), annotation->second.at("tid"));
+    EXPECT_GE(event.at("ts").get<double>(), annotation->second.at("ts").get<double>());
+    EXPECT_FALSE(event.at("args").contains("stream"));
+  }
+  EXPECT_EQ(calls["cudaLaunchKernel"], kLaunches);
+  EXPECT_EQ(calls["cudaDeviceSynchronize"], kLaunches);
+  const json execution_trace = read_json(scratch.path() / "calls.et.json");
+  for (const json& node : execution_trace.at("nodes"))
+    EXPECT_FALSE(node.at("name").get<std::string>().starts_with("cuda")) << "torch's ET has no CUDA calls";
 }
 
 }  // namespace

@@ -88,6 +88,10 @@ void OpTracer::attach_autograd(const UprobeSites& evaluate_function, const Uprob
   record_function_links_.push_back(attach_uprobe_multi(skeleton_->progs.node_enter, target_pid_, node_apply));
 }
 
+void OpTracer::attach_api_calls(const UprobeSites& entries) {
+  api_call_links_.push_back(attach_uprobe_multi(skeleton_->progs.op_enter, target_pid_, entries));
+}
+
 void OpTracer::attach_device_activity(const std::string& library_path) {
   bpf_link* link = bpf_program__attach_usdt(skeleton_->progs.device_activity_batch, target_pid_, library_path.c_str(),
                                             "tprof", "device_activity", nullptr);
@@ -129,6 +133,7 @@ void OpTracer::detach() {
   exit_links_.clear();
   sampler_links_.clear();
   sampler_events_.clear();
+  api_call_links_.clear();
   device_activity_link_ = {};
 }
 

@@ -84,6 +84,9 @@ class OpTracer {
   void attach_annotations(const UprobeSites& name_kernels, const UprobeSites& constructor, const UprobeSites& end);
   // Backward nodes: Engine::evaluate_function and every Node subclass's apply().
   void attach_autograd(const UprobeSites& evaluate_function, const UprobeSites& node_apply);
+  // CUDA API entry points (cuda_api_probes.h), entered like ops: cookies are their operator
+  // indices. Attach their `ret` sites with attach_exits first.
+  void attach_api_calls(const UprobeSites& entries);
   // GPU activity: the USDT probe tprof:device_activity of the CUPTI injection library at
   // `library_path` (as tprof sees the file, through /proc/PID/root). Attaching raises the probe's
   // semaphore, which wakes the library; detaching lowers it again.
@@ -100,6 +103,7 @@ class OpTracer {
   std::vector<UniqueFd> sampler_events_;
   std::vector<BpfLink> sampler_links_;
   std::vector<BpfLink> record_function_links_;  // annotations and autograd
+  std::vector<BpfLink> api_call_links_;
   BpfLink device_activity_link_;
 };
 

@@ -20,6 +20,7 @@
 #include "userspace/ingest/argument_decoder.h"
 #include "userspace/cli/console.h"
 #include "userspace/cli/error.h"
+#include "userspace/loader/cuda_api_probes.h"
 #include "userspace/loader/exit_probes.h"
 #include "userspace/cli/op_summary.h"
 #include "userspace/loader/op_tracer.h"
@@ -315,11 +316,13 @@ struct AttachPlan {
   std::optional<RangeProbes> range_probes;
   std::optional<ExitProbes> exits;
   std::optional<MappedLibrary> cupti_library;  // libtprof_cupti.so, where the target loaded it
+  CudaApiProbes cuda_api;                      // without it: CUDA API calls through uprobes
   std::string gpu;                             // what the trace says of GPU timing
 };
 
 // GPU timing comes from libtprof_cupti.so, which CUDA loads only into a process started with
-// CUDA_INJECTION64_PATH naming it. Says so on the console where the target uses CUDA without it.
+// CUDA_INJECTION64_PATH naming it. Without it, the CUDA API calls are still seen through uprobes
+// on libcudart and libcuda, where the target maps them (said on the console).
 void plan_gpu_activity(AttachPlan& plan, const TargetProcess& target, Console& console) {
   plan.cupti_library = target.find_mapped_library(kCuptiLibraryPrefix);
   if (plan.cupti_library) {
@@ -328,8 +331,10 @@ void plan_gpu_activity(AttachPlan& plan, const TargetProcess& target, Console& c
   }
   plan.gpu = "unavailable: the target has not loaded libtprof_cupti.so, which CUDA loads at cuInit in a "
              "process started with CUDA_INJECTION64_PATH naming it (see tprof env, tprof record)";
-  if (target.find_mapped_library("libcudart.so") || target.find_mapped_library("libcuda.so"))
-    console.line("GPU timing " + plan.gpu);
+  if (plan.ops) plan.cuda_api = plan_cuda_api_probes(target, plan.ops->plan.operators);
+  if (plan.cuda_api.functions == 0) return;
+  plan.gpu += "; CUDA API calls are recorded from their uprobes";
+  console.line("GPU timing " + plan.gpu);
 }
 
 AttachPlan plan_attach(const AttachOptions& options, const TargetProcess& target, Console& console) {
@@ -360,7 +365,9 @@ void plan_range_probes(AttachPlan& plan, const TargetProcess& target, Console& c
 // they are (nothing records before start_recording()).
 void attach_probes(OpTracer& tracer, AttachPlan& plan, uint32_t sample_hz, Console& console) {
   if (plan.exits) tracer.attach_exits(plan.exits->returns, plan.exits->catches);
+  for (const UprobeSites& returns : plan.cuda_api.returns) tracer.attach_exits(returns, {});
   if (plan.ops) tracer.attach_ops(plan.ops->plan.sites);
+  for (const UprobeSites& entries : plan.cuda_api.entries) tracer.attach_api_calls(entries);
   if (plan.range_probes) plan.range_probes->attach(tracer);
   tracer.start_recording();
   if (plan.python) tracer.attach_python_sampler(sample_hz);
