@@ -16,14 +16,20 @@ const Record& as(const CUpti_Activity& record) {
   return *reinterpret_cast<const Record*>(&record);
 }
 
+// Where and when something ran on the GPU: the fields kernels, copies and memsets share.
+template <typename Record>
+void from_gpu_activity(const Record& record, device_activity& out) {
+  out.device = record.deviceId;
+  out.context = record.contextId;
+  out.stream = record.streamId;
+  out.correlation = record.correlationId;
+  out.start_ns = record.start;
+  out.end_ns = record.end;
+}
+
 void from_kernel(const KernelRecord& kernel, device_activity& out) {
   out.kind = DEVICE_ACTIVITY_KERNEL;
-  out.device = kernel.deviceId;
-  out.context = kernel.contextId;
-  out.stream = kernel.streamId;
-  out.correlation = kernel.correlationId;
-  out.start_ns = kernel.start;
-  out.end_ns = kernel.end;
+  from_gpu_activity(kernel, out);
   out.name = reinterpret_cast<uintptr_t>(kernel.name);
   out.grid[0] = static_cast<uint32_t>(kernel.gridX);
   out.grid[1] = static_cast<uint32_t>(kernel.gridY);
@@ -40,24 +46,14 @@ void from_memcpy(const MemcpyRecord& copy, device_activity& out) {
   out.copy_kind = copy.copyKind;
   out.source_memory = copy.srcKind;
   out.target_memory = copy.dstKind;
-  out.device = copy.deviceId;
-  out.context = copy.contextId;
-  out.stream = copy.streamId;
-  out.correlation = copy.correlationId;
-  out.start_ns = copy.start;
-  out.end_ns = copy.end;
+  from_gpu_activity(copy, out);
   out.bytes = copy.bytes;
 }
 
 void from_memset(const MemsetRecord& memset, device_activity& out) {
   out.kind = DEVICE_ACTIVITY_MEMSET;
   out.target_memory = static_cast<uint8_t>(memset.memoryKind);
-  out.device = memset.deviceId;
-  out.context = memset.contextId;
-  out.stream = memset.streamId;
-  out.correlation = memset.correlationId;
-  out.start_ns = memset.start;
-  out.end_ns = memset.end;
+  from_gpu_activity(memset, out);
   out.bytes = memset.bytes;
 }
 
