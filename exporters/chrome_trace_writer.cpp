@@ -357,13 +357,6 @@ void ChromeTraceWriter::begin_event(std::string_view category, std::string_view 
   line_ += ", \"args\": {";
 }
 
-// The duration, as a reader that takes JSON numbers as float64 (TensorBoard's op tree, HTA)
-// adds it to ts: at ts ~ 1e12 us a double resolves ~1 ns, so ts + dur written exactly can
-// land a double above the exact end, and a child ending with its parent, or a slice ending
-// where its sibling starts, then overlaps it (TensorBoard drops such ops). Where that would
-// happen, dur gets more decimals: a value within half a nanosecond of the exact one (it still
-// reads as the same integer ns) whose sum with ts is the double nearest the exact end. Every
-// slice's float64 end is then a monotonic function of its exact end, so nesting holds.
 void ChromeTraceWriter::append_float64_safe_duration(uint64_t start_ns, uint64_t end_ns) {
   exporters::append_float64_safe_duration(line_, signed_difference_ns(start_ns, base_time_ns_),
                                           signed_difference_ns(end_ns, base_time_ns_));
@@ -434,6 +427,13 @@ std::string format_relative_us(int64_t offset_ns) {
   return text;
 }
 
+// The duration, as a reader that takes JSON numbers as float64 (TensorBoard's op tree, HTA)
+// adds it to ts: at ts ~ 1e12 us a double resolves ~1 ns, so ts + dur written exactly can
+// land a double above the exact end, and a child ending with its parent, or a slice ending
+// where its sibling starts, then overlaps it (TensorBoard drops such ops). Where that would
+// happen, dur gets more decimals: a value within half a nanosecond of the exact one (it still
+// reads as the same integer ns) whose sum with ts is the double nearest the exact end. Every
+// slice's float64 end is then a monotonic function of its exact end, so nesting holds.
 void append_float64_safe_duration(std::string& out, int64_t start_offset_ns, int64_t end_offset_ns) {
   const int64_t duration_ns = std::max<int64_t>(end_offset_ns - start_offset_ns, 0);
   if (start_offset_ns < 0) {  // ts was clamped to 0: Kineto keeps dur as it is

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <set>
 #include <string>
-#include <tuple>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 
 #include "exporters/output_file.h"

@@ -1,8 +1,8 @@
 // Remembers the text a writer formats from an op's values where that text depends only on their
 // shapes, types and constants (Chrome's "Input Dims"/"Input type"/"Input Strides"/"Concrete
 // Inputs", the ET's "shapes"/"types"/"strides"), not on which tensors they are. A training loop
-// calls the same ops with the same shapes step after step, and formatting those lists was most
-// of what a range cost to write (docs/BENCHMARKS.md, pipeline throughput).
+// calls the same ops with the same shapes step after step, and formatting those lists was a
+// large part of what a range cost to write (docs/BENCHMARKS.md, pipeline throughput).
 #pragma once
 
 #include <cstddef>
@@ -21,8 +21,9 @@ bool same_shapes_and_constants(const std::vector<model::Value>& a, const std::ve
 
 class ValueTextCache {
  public:
-  // Distinct value lists remembered; past it the cache starts over. A few KB each at most.
-  static constexpr size_t kMaxEntries = 4096;
+  // Distinct value lists remembered; past it the cache starts over. At most 16 values (and their
+  // text) each, a few KB.
+  static constexpr size_t kMaxEntries = 1024;
   // Lookups per window. A window in which fewer than half hit (shapes that keep changing, as in
   // inference on ever new sequence lengths) turns the cache off for the next kIdleWindows
   // windows: a miss costs more than formatting directly.
