@@ -1,6 +1,7 @@
 // tprof command line.
 #include <CLI/CLI.hpp>
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <cstdio>
@@ -161,6 +162,12 @@ int print_environment() {
 // `tprof record -- CMD`: starts it with GPU timing enabled, attaches once it has loaded torch, and
 // ends with its exit status (tprof's, if tprof failed).
 int record_command(const std::vector<std::string>& command, tprof::AttachOptions options) {
+  // A Ctrl-C while waiting for torch reaches the command (it is in our process group) and must
+  // not kill tprof and leave it unwatched; once attached, the recording reads these signals.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  for (const int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, signal);
+  sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
   std::vector<std::string> environment;
   if (const auto library = tprof::injection_library_path()) {
     environment = tprof::injection_environment(*library);

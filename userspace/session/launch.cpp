@@ -60,6 +60,9 @@ pid_t launch(const std::vector<std::string>& command, const std::vector<std::str
   if (child < 0) throw Error(errno_message("cannot start " + command.front(), errno));
   if (child == 0) {
     close(pipe_fds[0]);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);  // tprof blocks its stop signals; the command must not
     for (const std::string& variable : environment) putenv(const_cast<char*>(variable.c_str()));
     std::vector<char*> argv;
     for (const std::string& argument : command) argv.push_back(const_cast<char*>(argument.c_str()));

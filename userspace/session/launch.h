@@ -16,8 +16,8 @@ std::optional<std::string> injection_library_path();
 // The variables a deployment sets so that its processes load the injection library at cuInit.
 std::vector<std::string> injection_environment(const std::string& library_path);
 
-// Starts `command` (searched in PATH) with `environment` added to ours. Throws tprof::Error if it
-// cannot be started.
+// Starts `command` (searched in PATH) with `environment` added to ours and no signal blocked.
+// Throws tprof::Error if it cannot be started.
 pid_t launch(const std::vector<std::string>& command, const std::vector<std::string>& environment);
 
 // Waits until `pid` maps libtorch_cpu (true), or exits (false: its exit status is then left to
