@@ -1,16 +1,18 @@
 // The GPU path end to end, at the CUPTI boundary, with no GPU (and, last, CUDA API calls seen
-// through uprobes where the library is absent): a torch process loads
-// libtprof_cupti.so as CUDA would, tprof attaches (its USDT probe wakes the library), and inside
-// record_function("launch_site") the process makes real cudaLaunchKernel calls into the
-// toolkit's libcudart (they fail without a driver) while CUPTI's own activity records (runtime
-// calls, a kernel and a copy per launch) go through the library's buffer-completed callback.
-// They must come out of tprof's trace on the right rows, linked to the range that launched them.
+// through uprobes where the library is absent): a torch process loads libtprof_cupti.so as CUDA
+// would, tprof attaches (its USDT probe wakes the library), and from inside aten::mul (a tensor
+// subclass's __torch_dispatch__, under record_function("launch_site")) the process makes real
+// cudaLaunchKernel calls into the toolkit's libcudart (they fail without a driver) while CUPTI's
+// own activity records (runtime calls, a kernel and a copy per launch) go through the library's
+// buffer-completed callback. They must come out of tprof's trace on the right rows, linked to
+// the op that launched them.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,7 +34,7 @@ json read_json(const fs::path& path) {
   return json::parse(in);
 }
 
-TEST(GpuBoundary, KernelsAndCopiesComeOutOnTheirRowsLinkedToTheRangeThatLaunchedThem) {
+TEST(GpuBoundary, KernelsAndCopiesComeOutOnTheirRowsLinkedToTheOpThatLaunchedThem) {
   if (!testing::has_tracing_capabilities())
     GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; the GPU path is NOT tested ***";
   ScratchDirectory scratch;
@@ -59,29 +61,32 @@ TEST(GpuBoundary, KernelsAndCopiesComeOutOnTheirRowsLinkedToTheRangeThatLaunched
   EXPECT_TRUE(violations.empty()) << violations.size() << " violations, first: " << violations.front();
   EXPECT_NE(trace.at("tprof").at("gpu").get<std::string>().find("libtprof_cupti.so"), std::string::npos);
 
-  std::map<uint64_t, json> annotations;  // launch_site ranges by External id
-  std::map<uint64_t, json> calls;        // cuda_runtime events by correlation
+  std::map<uint64_t, json> launching_ops;  // the aten::mul ops directly under launch_site, by External id
+  std::map<uint64_t, json> calls;          // cuda_runtime events by correlation
   std::vector<json> gpu_events;
   std::map<std::string, int> flows;
   for (const json& event : trace.at("traceEvents")) {
     const std::string category = event.value("cat", "");
-    if (category == "user_annotation" && event.at("name") == "launch_site")
-      annotations[event.at("args").at("External id")] = event;
+    if (category == "cpu_op" && event.at("name") == "aten::mul") launching_ops[event.at("args").at("External id")] = event;
     if (category == "cuda_runtime") calls[event.at("args").at("correlation")] = event;
     if (category == "kernel" || category == "gpu_memcpy") gpu_events.push_back(event);
     if (category == "ac2g") ++flows[event.at("ph").get<std::string>()];
   }
-  ASSERT_EQ(annotations.size(), static_cast<size_t>(kLaunches));
   ASSERT_EQ(calls.size(), static_cast<size_t>(2 * kLaunches));
+  std::set<uint64_t> launching_op_ids;
   for (const auto& [correlation, call] : calls) {
     const std::string name = call.at("name");
     EXPECT_TRUE(name == "cudaLaunchKernel" || name == "cudaMemcpyAsync") << name;
     ASSERT_TRUE(call.at("args").contains("External id")) << call.dump();
-    const auto annotation = annotations.find(call.at("args").at("External id"));
-    ASSERT_NE(annotation, annotations.end()) << "the call's External id is its launch_site's: " << call.dump();
-    EXPECT_EQ(call.at("tid"), annotation->second.at("tid"));
-    EXPECT_GE(call.at("ts").get<double>(), annotation->second.at("ts").get<double>());
+    const auto op = launching_ops.find(call.at("args").at("External id"));
+    ASSERT_NE(op, launching_ops.end()) << "the call's External id is its aten::mul's: " << call.dump();
+    EXPECT_EQ(call.at("tid"), op->second.at("tid"));
+    EXPECT_GE(call.at("ts").get<double>(), op->second.at("ts").get<double>());
+    EXPECT_LE(call.at("ts").get<double>() + call.at("dur").get<double>(),
+              op->second.at("ts").get<double>() + op->second.at("dur").get<double>());
+    launching_op_ids.insert(op->first);
   }
+  EXPECT_EQ(launching_op_ids.size(), static_cast<size_t>(kLaunches)) << "one aten::mul per launch and copy";
   ASSERT_EQ(gpu_events.size(), static_cast<size_t>(2 * kLaunches));
   for (const json& event : gpu_events) {
     EXPECT_EQ(event.at("pid"), 0) << "device 0";

@@ -1,7 +1,8 @@
 """Host for the GPU boundary e2e test: a torch process that loads libtprof_cupti.so as CUDA would
-(then InitializeInjection) and, inside record_function("launch_site"), makes kernel launches and
-copies through tests/cupti/cupti_feeder.cpp: real cudaLaunchKernel calls into libcudart (they fail
-without a driver) and CUPTI activity buffers handed to the library's buffer-completed callback.
+(then InitializeInjection) and makes kernel launches and copies from inside an ATen op, as a CUDA
+op's kernel would: a tensor subclass's aten.mul, inside record_function("launch_site"), calls
+tests/cupti/cupti_feeder.cpp, which makes a real cudaLaunchKernel call into libcudart (it fails
+without a driver) and hands CUPTI activity buffers to the library's buffer-completed callback.
 
 Prints READY <pid>, waits for a line on stdin, runs --launches iterations, prints DONE and the
 cudaLaunchKernel results, then waits for stdin to close. --report FILE gets how often the library
@@ -22,6 +23,27 @@ class Counters(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint64) for name in (
         "watcher_wakeups", "activations", "buffers", "records", "batches", "skipped_records",
         "dropped_by_cupti")] + [("cupti_loaded", ctypes.c_int32), ("last_error", ctypes.c_int32)]
+
+
+class LaunchingTensor(torch.Tensor):
+    """Its aten.mul launches a kernel and a copy from inside at::_ops::mul::call."""
+
+    launch = None  # set to (correlation) -> cudaLaunchKernel's result
+    results = set()
+
+    @staticmethod
+    def __new__(cls, elem):
+        wrapper = torch.Tensor._make_wrapper_subclass(cls, elem.size(), strides=elem.stride(), dtype=elem.dtype,
+                                                      device=elem.device)
+        wrapper.elem = elem
+        return wrapper
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.mul.Tensor:
+            cls.results.add(cls.launch())
+        unwrapped = [arg.elem if isinstance(arg, LaunchingTensor) else arg for arg in args]
+        return func(*unwrapped, **(kwargs or {}))
 
 
 def activations(injection):
@@ -47,22 +69,22 @@ def main():
     if feeder.tprof_feeder_setup(args.library.encode(), args.cudart.encode()) != 0:
         sys.exit("feeder setup failed")
 
-    x = torch.ones(8)
+    correlations = iter(range(1000, 1000 + 2 * args.launches, 2))
+    LaunchingTensor.launch = lambda: feeder.tprof_feeder_launch(ctypes.c_uint32(next(correlations)))
+    launching = LaunchingTensor(torch.ones(8))
     time.sleep(0.5)  # the library's watcher looks twice: nothing is attached yet
     before = activations(injection)
     print(f"READY {os.getpid()}", flush=True)
     sys.stdin.readline()
-    results = set()
-    for i in range(args.launches):
+    for _ in range(args.launches):
         with torch.autograd.profiler.record_function("launch_site"):
-            x = x + 1
-            results.add(feeder.tprof_feeder_launch(ctypes.c_uint32(1000 + 2 * i)))
+            launching * launching
     time.sleep(0.5)  # the watcher has seen tprof's probe by now, and tried to enable CUPTI
     attached = activations(injection)
     if args.report:
         with open(args.report, "w") as report:
             report.write(f"before={before} attached={attached}\n")
-    print(f"DONE launches={args.launches} cudaLaunchKernel={sorted(results)}", flush=True)
+    print(f"DONE launches={args.launches} cudaLaunchKernel={sorted(LaunchingTensor.results)}", flush=True)
     sys.stdin.read()
 
 
