@@ -81,8 +81,12 @@ class RecordDecoderTest : public ::testing::Test {
                           },
                           .node_operator = [](uint64_t vptr, model::RangeKind kind) {
                             return static_cast<uint32_t>(vptr + (kind == model::RangeKind::kBackwardNode ? 1 : 0));
+                          },
+                          .on_device_activity = [this](const device_activity& activity) {
+                            device_activities_.push_back(activity);
                           }}};
 
+  std::vector<device_activity> device_activities_;
   std::vector<uint32_t> new_threads_;
   std::vector<uint64_t> stack_ids_;
   std::vector<std::string> annotation_names_;
@@ -152,6 +156,26 @@ TEST_F(RecordDecoderTest, StackSamplesGoToTheCloserWithTheirStack) {
   EXPECT_EQ(looked_up_stacks_, std::vector<uint64_t>{5});
   ASSERT_EQ(sink_.threads.size(), 1u);
   EXPECT_EQ(sink_.threads[0].tid, 9u);
+}
+
+TEST_F(RecordDecoderTest, GpuActivityGoesToItsCallbackNotToTheCloser) {
+  device_activity kernel{};
+  kernel.kind = DEVICE_ACTIVITY_KERNEL;
+  kernel.correlation = 101;
+  kernel.stream = 7;
+  decoder_.decode(bytes_of(head(OP_RECORD_DEVICE_ACTIVITY, 9, 10, 0), kernel));
+  ASSERT_EQ(device_activities_.size(), 1u);
+  EXPECT_EQ(device_activities_[0].correlation, 101u);
+  EXPECT_EQ(device_activities_[0].stream, 7u);
+  closer_.finish(100);
+  EXPECT_TRUE(sink_.ops.empty());
+  EXPECT_TRUE(sink_.threads.empty()) << "the CUPTI thread that sent it is no thread of the trace";
+  // Cut short: counted malformed, nothing handed on.
+  std::vector<std::byte> short_record = bytes_of(head(OP_RECORD_DEVICE_ACTIVITY, 9, 20, 0), kernel);
+  short_record.resize(short_record.size() - 1);
+  decoder_.decode(short_record);
+  EXPECT_EQ(device_activities_.size(), 1u);
+  EXPECT_EQ(decoder_.malformed_records(), 1u);
 }
 
 TEST_F(RecordDecoderTest, RefusesShortRecordsOtherAbiVersionsAndUnknownKinds) {

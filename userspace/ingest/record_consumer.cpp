@@ -162,7 +162,6 @@ void RecordDecoder::consume(const op_record& head, const unsigned char* payload,
     case OP_RECORD_DEVICE_ACTIVITY: {
       const auto activity = payload_as<device_activity>(payload, payload_size);
       if (!activity) break;
-      ++device_activities_;
       if (callbacks_.on_device_activity) callbacks_.on_device_activity(*activity);
       return;
     }

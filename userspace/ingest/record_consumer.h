@@ -56,7 +56,6 @@ class RecordDecoder {
   // The timestamp of the last record decoded; 0 before the first.
   uint64_t last_timestamp_ns() const { return last_timestamp_ns_; }
   uint64_t python_samples() const { return python_samples_; }
-  uint64_t device_activities() const { return device_activities_; }
   uint64_t malformed_records() const { return malformed_; }
 
  private:
@@ -77,7 +76,6 @@ class RecordDecoder {
   uint64_t records_ = 0;
   uint64_t last_timestamp_ns_ = 0;
   uint64_t python_samples_ = 0;
-  uint64_t device_activities_ = 0;
   uint64_t malformed_ = 0;
 };
 
