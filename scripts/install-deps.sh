@@ -51,7 +51,7 @@ need_install=0
 libbpf_version=$(dpkg-query -W -f='${Version}' libbpf-dev 2>/dev/null || true)
 if ! dpkg --compare-versions "${libbpf_version:-0}" ge 1:1.3; then need_install=1; fi
 base_packages=(build-essential cmake pkg-config clang llvm libelf-dev zlib1g-dev
-               libgtest-dev libcli11-dev nlohmann-json3-dev libcap-dev libcapstone-dev libboost-dev systemtap-sdt-dev
+               libgtest-dev libcli11-dev nlohmann-json3-dev libcap-dev libcapstone-dev libboost-dev systemtap-sdt-dev patchelf
                python3-torch debootstrap time)
 for p in "${base_packages[@]}" bpftool; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_install=1
