@@ -118,6 +118,25 @@ int op_enter(struct pt_regs *ctx)
 	return 0;
 }
 
+/*
+ * A CUDA API entry point (userspace/loader/cuda_api_probes.h), closed at its `ret` like an op:
+ * its event shows neither arguments nor a Python stack, so none are read on the target's
+ * launch path, and no autograd node is made inside it.
+ */
+SEC("uprobe.multi")
+int api_call_enter(struct pt_regs *ctx)
+{
+	if (!recording)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	struct thread_ids ids = current_thread_ids();
+	__u32 op_id = (__u32)bpf_get_attach_cookie(ctx);
+	struct open_range_stack *open = prepare_range_entry(PT_REGS_SP(ctx), ids, now);
+	emit(ids, op_id, OP_RECORD_ENTER, 0, now, SEQUENCE_COUNTER_UNKNOWN);
+	push_range(open, PT_REGS_SP(ctx), op_id, OPEN_RANGE_OP);
+	return 0;
+}
+
 /* The `ret` of op `op_id`'s call: rax holds what it returns (the sret pointer for objects). */
 static __always_inline void emit_op_return(struct pt_regs *ctx, struct thread_ids ids, __u32 op_id, __u64 now)
 {

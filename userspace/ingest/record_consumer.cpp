@@ -96,7 +96,21 @@ std::vector<model::Value> RecordDecoder::decode_arguments(uint32_t op_id, bool r
   return callbacks_.decode_arguments(op_id, returns, arguments_);
 }
 
+void RecordDecoder::consume_device_activity(const unsigned char* payload, size_t payload_size) {
+  const auto activity = payload_as<device_activity>(payload, payload_size);
+  if (!activity) {
+    ++malformed_;
+    return;
+  }
+  if (callbacks_.on_device_activity) callbacks_.on_device_activity(*activity);
+}
+
 void RecordDecoder::consume(const op_record& head, const unsigned char* payload, size_t payload_size) {
+  // GPU activity comes from the CUPTI library's thread, which is no thread of the trace.
+  if (head.kind == OP_RECORD_DEVICE_ACTIVITY) {
+    consume_device_activity(payload, payload_size);
+    return;
+  }
   if (seen_threads_.insert(head.tid).second) callbacks_.on_new_thread(head.tid);
   if (head.python_stack_id != 0) callbacks_.on_stack_id(head.python_stack_id);
   OpEvent event;
@@ -157,12 +171,6 @@ void RecordDecoder::consume(const op_record& head, const unsigned char* payload,
       }
       (is_node ? open_nodes_ : open_evaluations_)[head.tid].push_back(event.op_id);
       spans_.add(head.tid, std::move(event));
-      return;
-    }
-    case OP_RECORD_DEVICE_ACTIVITY: {
-      const auto activity = payload_as<device_activity>(payload, payload_size);
-      if (!activity) break;
-      if (callbacks_.on_device_activity) callbacks_.on_device_activity(*activity);
       return;
     }
     case OP_RECORD_EVALUATE_EXIT:

@@ -60,6 +60,7 @@ class RecordDecoder {
 
  private:
   void consume(const op_record& head, const unsigned char* payload, size_t payload_size);
+  void consume_device_activity(const unsigned char* payload, size_t payload_size);
   // The op arguments in a payload of `size` bytes; none (and counted malformed) if it is cut short.
   std::vector<model::Value> decode_arguments(uint32_t op_id, bool returns, const unsigned char* payload,
                                              size_t size);

@@ -1,7 +1,8 @@
 // CUDA API calls seen without CUPTI: uprobes on libcudart's and libcuda's launch, copy and sync
 // entry points, for a target that did not load libtprof_cupti.so. Each probed function becomes
 // an operator of the op tracer's table (RangeKind kCudaRuntime or kCudaDriver), entered through
-// the op entry program and closed at its `ret` instructions like an op: it then nests inside the
+// its own entry program (no arguments, no Python stack) and closed at its `ret` instructions
+// like an op: it then nests inside the
 // op that called it, and the trace shows it as a cuda_runtime/cuda_driver event with that op's
 // External id. No uretprobe, as for ops (exit_probes.h).
 #pragma once

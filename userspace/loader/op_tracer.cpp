@@ -89,7 +89,7 @@ void OpTracer::attach_autograd(const UprobeSites& evaluate_function, const Uprob
 }
 
 void OpTracer::attach_api_calls(const UprobeSites& entries) {
-  api_call_links_.push_back(attach_uprobe_multi(skeleton_->progs.op_enter, target_pid_, entries));
+  api_call_links_.push_back(attach_uprobe_multi(skeleton_->progs.api_call_enter, target_pid_, entries));
 }
 
 void OpTracer::attach_device_activity(const std::string& library_path) {

@@ -84,8 +84,8 @@ class OpTracer {
   void attach_annotations(const UprobeSites& name_kernels, const UprobeSites& constructor, const UprobeSites& end);
   // Backward nodes: Engine::evaluate_function and every Node subclass's apply().
   void attach_autograd(const UprobeSites& evaluate_function, const UprobeSites& node_apply);
-  // CUDA API entry points (cuda_api_probes.h), entered like ops: cookies are their operator
-  // indices. Attach their `ret` sites with attach_exits first.
+  // CUDA API entry points (cuda_api_probes.h), ranges like ops without arguments or Python
+  // stacks: cookies are their operator indices. Attach their `ret` sites with attach_exits first.
   void attach_api_calls(const UprobeSites& entries);
   // GPU activity: the USDT probe tprof:device_activity of the CUPTI injection library at
   // `library_path` (as tprof sees the file, through /proc/PID/root). Attaching raises the probe's

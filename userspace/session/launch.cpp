@@ -1,6 +1,7 @@
 #include "userspace/session/launch.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,32 +10,24 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <string_view>
-#include <thread>
 
 #include "userspace/cli/error.h"
+#include "userspace/session/target_process.h"
 
 namespace tprof {
 namespace {
 
 namespace fs = std::filesystem;
 
-constexpr auto kTorchPollPeriod = std::chrono::milliseconds(5);
+constexpr int kTorchPollPeriodMs = 5;
 // libtorch_cpu is mapped before the loader has finished with it; torch's Python extension,
 // loaded after it, says it is done. A C++ program has none: it gets this long.
 constexpr auto kLoaderGrace = std::chrono::seconds(1);
 
-bool maps(pid_t pid, std::string_view library) {
-  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
-  for (std::string line; std::getline(maps, line);)
-    if (line.find(library) != std::string::npos) return true;
-  return false;
-}
-
-bool exited(pid_t pid) {
-  siginfo_t info{};
-  return waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+// Waits up to kTorchPollPeriodMs for the process to exit; whether it did.
+bool exits_within_poll(const TargetProcess& target) {
+  pollfd exit_notifier{.fd = target.exit_notifier().get(), .events = POLLIN, .revents = 0};
+  return ::poll(&exit_notifier, 1, kTorchPollPeriodMs) > 0;
 }
 
 }  // namespace
@@ -83,16 +76,15 @@ pid_t launch(const std::vector<std::string>& command, const std::vector<std::str
   return child;
 }
 
-// The exited child stays a zombie until wait_for_command reaps it (WNOWAIT).
+// The exited child stays a zombie (its pidfd readable) until wait_for_command reaps it.
 bool wait_for_torch(pid_t pid) {
-  while (!maps(pid, "/libtorch_cpu.so")) {
-    if (exited(pid)) return false;
-    std::this_thread::sleep_for(kTorchPollPeriod);
+  const TargetProcess target(pid);
+  while (!target.find_mapped_library("libtorch_cpu.so")) {
+    if (exits_within_poll(target)) return false;
   }
   const auto deadline = std::chrono::steady_clock::now() + kLoaderGrace;
-  while (!maps(pid, "/libtorch_python.so") && std::chrono::steady_clock::now() < deadline) {
-    if (exited(pid)) return false;
-    std::this_thread::sleep_for(kTorchPollPeriod);
+  while (!target.find_mapped_library("libtorch_python.so") && std::chrono::steady_clock::now() < deadline) {
+    if (exits_within_poll(target)) return false;
   }
   return true;
 }
