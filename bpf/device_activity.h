@@ -17,7 +17,7 @@
 
 /* Raised whenever a record's layout or meaning changes; BPF copies only batches of its own
  * version, and counts the rest as lost. */
-#define DEVICE_ACTIVITY_ABI_VERSION 1
+#define DEVICE_ACTIVITY_ABI_VERSION 2
 
 /* Records per batch (per USDT probe firing). */
 #define DEVICE_ACTIVITY_BATCH_MAX 256
@@ -29,6 +29,10 @@ enum device_activity_kind {
 	DEVICE_ACTIVITY_RUNTIME = 4, /* a CUDA runtime API call on a CPU thread */
 	DEVICE_ACTIVITY_DRIVER = 5,  /* a CUDA driver API call on a CPU thread */
 	DEVICE_ACTIVITY_SYNC = 6,    /* a synchronization: the CPU or a stream waited */
+	DEVICE_ACTIVITY_DEVICE = 7,  /* a GPU's properties: a struct device_properties, sent at
+				      * every attach before any other record */
+	DEVICE_ACTIVITY_DROPPED = 8, /* CUPTI dropped records for want of buffer space; `bytes`
+				      * holds how many */
 };
 
 /* Times are CLOCK_MONOTONIC ns (the library hands CUPTI that clock), as bpf_ktime_get_ns. */
@@ -52,13 +56,39 @@ struct device_activity {
 	__u32 registers_per_thread;
 	__u32 shared_memory;  /* static + dynamic, bytes per block */
 	__u32 thread;         /* runtime/driver: the calling thread's id (gettid); 0 when unknown */
-	__u32 reserved;
+	__u32 active_blocks_per_sm; /* kernel: how many of its blocks fit on one SM at once, by the
+				     * CUDA occupancy calculator; 0 when unknown */
+};
+
+/* The properties of one GPU (kind DEVICE_ACTIVITY_DEVICE), as the driver reports them: what
+ * Kineto writes as `deviceProperties` and needs for a kernel's occupancy. */
+struct device_properties {
+	__u8 kind;            /* DEVICE_ACTIVITY_DEVICE */
+	__u8 compute_major;
+	__u8 compute_minor;
+	__u8 reserved0;
+	__u32 device;         /* CUDA device index */
+	__u64 name;           /* the address of its name in the target, in the library's own
+			       * storage, which lives as long as the process */
+	__u64 total_global_memory;
+	__u32 max_threads_per_block;
+	__u32 max_threads_per_multiprocessor;
+	__u32 registers_per_block;
+	__u32 registers_per_multiprocessor;
+	__u32 warp_size;
+	__u32 shared_memory_per_block;
+	__u32 shared_memory_per_multiprocessor;
+	__u32 shared_memory_per_block_optin;
+	__u32 multiprocessors;
+	__u32 reserved[9];
 };
 
 #ifdef __cplusplus
 static_assert(sizeof(struct device_activity) == 96, "device_activity is 96 bytes");
+static_assert(sizeof(struct device_properties) == sizeof(struct device_activity), "one record size");
 #else
 _Static_assert(sizeof(struct device_activity) == 96, "device_activity is 96 bytes");
+_Static_assert(sizeof(struct device_properties) == sizeof(struct device_activity), "one record size");
 #endif
 
 #endif /* TPROF_BPF_DEVICE_ACTIVITY_H */

@@ -27,7 +27,7 @@ void from_gpu_activity(const Record& record, device_activity& out) {
   out.end_ns = record.end;
 }
 
-void from_kernel(const KernelRecord& kernel, device_activity& out) {
+void from_kernel(const KernelRecord& kernel, const Devices& devices, device_activity& out) {
   out.kind = DEVICE_ACTIVITY_KERNEL;
   from_gpu_activity(kernel, out);
   out.name = reinterpret_cast<uintptr_t>(kernel.name);
@@ -39,6 +39,12 @@ void from_kernel(const KernelRecord& kernel, device_activity& out) {
   out.block[2] = static_cast<uint32_t>(kernel.blockZ);
   out.registers_per_thread = kernel.registersPerThread;
   out.shared_memory = static_cast<uint32_t>(kernel.staticSharedMemory) + kernel.dynamicSharedMemory;
+  out.active_blocks_per_sm = devices.active_blocks_per_sm(
+      {.device = kernel.deviceId,
+       .registers_per_thread = kernel.registersPerThread,
+       .static_shared_memory = static_cast<uint32_t>(kernel.staticSharedMemory),
+       .dynamic_shared_memory = static_cast<uint32_t>(kernel.dynamicSharedMemory),
+       .threads_per_block = out.block[0] * out.block[1] * out.block[2]});
 }
 
 void from_memcpy(const MemcpyRecord& copy, device_activity& out) {
@@ -88,11 +94,12 @@ uint32_t CorrelationThreads::thread_of(uint32_t correlation) const {
   return entry >> 32 == correlation ? static_cast<uint32_t>(entry) : 0;
 }
 
-bool convert_activity(const CUpti_Activity& record, const CorrelationThreads& threads, device_activity& out) {
+bool convert_activity(const CUpti_Activity& record, const CorrelationThreads& threads, const Devices& devices,
+                      device_activity& out) {
   std::memset(&out, 0, sizeof(out));
   switch (record.kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: from_kernel(as<KernelRecord>(record), out); return true;
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: from_kernel(as<KernelRecord>(record), devices, out); return true;
     case CUPTI_ACTIVITY_KIND_MEMCPY: from_memcpy(as<MemcpyRecord>(record), out); return true;
     case CUPTI_ACTIVITY_KIND_MEMSET: from_memset(as<MemsetRecord>(record), out); return true;
     case CUPTI_ACTIVITY_KIND_RUNTIME:

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "device_activity.h"
+#include "device_properties.h"
 
 namespace tprof::cupti {
 
@@ -32,7 +33,8 @@ class CorrelationThreads {
 
 // Fills `out` for a kernel, memcpy, memset, runtime or driver call, or synchronization record;
 // false for every other kind (tprof does not export them). Times are taken as they are: the
-// library has CUPTI stamp them with CLOCK_MONOTONIC.
-bool convert_activity(const CUpti_Activity& record, const CorrelationThreads& threads, device_activity& out);
+// library has CUPTI stamp them with CLOCK_MONOTONIC. A kernel's occupancy comes from `devices`.
+bool convert_activity(const CUpti_Activity& record, const CorrelationThreads& threads, const Devices& devices,
+                      device_activity& out);
 
 }  // namespace tprof::cupti

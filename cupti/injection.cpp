@@ -5,9 +5,9 @@
 // starts one thread that wakes every kPollPeriod to read a USDT semaphore. It enables no CUPTI
 // activity and subscribes to nothing. tprof attaching a BPF program to the
 // `tprof:device_activity` probe raises that semaphore (the kernel's uprobe reference counter);
-// the thread then enables kernel, memcpy, memset, runtime and driver API and synchronization
-// activity, stamped with CLOCK_MONOTONIC (BPF's clock), and asks CUPTI for completed buffers at
-// every wake-up. Each completed buffer goes to tprof through the probe, in batches of fixed
+// the thread then sends the GPUs' properties (read once through the process's CUDA driver),
+// enables kernel, memcpy, memset, runtime and driver API and synchronization activity, stamped
+// with CLOCK_MONOTONIC (BPF's clock), and asks CUPTI for completed buffers at every wake-up. Each completed buffer goes to tprof through the probe, in batches of fixed
 // records (bpf/device_activity.h), which tprof's BPF program copies into its ring buffer: no
 // file or socket, so it works across containers. When the semaphore falls back to 0 (tprof
 // detached or died), the thread flushes and disables everything again.
@@ -25,12 +25,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 #include "activity_conversion.h"
+#include "device_properties.h"
 #include "tprof_cupti.h"
 
 // The USDT semaphore of tprof:device_activity: the kernel adds one for every uprobe attached to
@@ -79,6 +81,8 @@ struct Counters {
 };
 
 CuptiFunctions cupti;
+DriverFunctions driver;
+Devices devices;
 std::atomic<bool> cupti_loaded{false};
 std::atomic<bool> initialized{false};
 Counters counters;
@@ -86,6 +90,7 @@ CorrelationThreads correlation_threads;
 // Only the watcher thread changes these.
 bool active = false;
 bool refused = false;  // CUPTI refused this attach: wait for the next one rather than retry
+bool driver_resolved = false;
 CUpti_SubscriberHandle subscriber = nullptr;
 
 bool ok(CUptiResult result) {
@@ -154,7 +159,8 @@ void CUPTIAPI on_api_call(void*, CUpti_CallbackDomain, CUpti_CallbackId, const v
   if (call->callbackSite == CUPTI_API_ENTER) correlation_threads.remember(call->correlationId, current_thread_id());
 }
 
-void fire_batch(const device_activity* batch, uint32_t count) {
+// `batch` holds `count` records of the device_activity size (device_activity or device_properties).
+void fire_batch(const void* batch, uint32_t count) {
   counters.batches.fetch_add(1, std::memory_order_relaxed);
   counters.records.fetch_add(count, std::memory_order_relaxed);
   STAP_PROBE3(tprof, device_activity, batch, count, DEVICE_ACTIVITY_ABI_VERSION);
@@ -165,7 +171,7 @@ void deliver(uint8_t* buffer, size_t valid_size) {
   uint32_t count = 0;
   CUpti_Activity* record = nullptr;
   while (cupti.next_record(buffer, valid_size, &record) == CUPTI_SUCCESS) {
-    if (!convert_activity(*record, correlation_threads, batch[count])) {
+    if (!convert_activity(*record, correlation_threads, devices, batch[count])) {
       counters.skipped_records.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
@@ -181,9 +187,33 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buff
   counters.buffers.fetch_add(1, std::memory_order_relaxed);
   if (cupti_loaded.load(std::memory_order_acquire) && valid_size > 0) deliver(buffer, valid_size);
   size_t dropped = 0;
-  if (cupti.dropped_records != nullptr && cupti.dropped_records(context, stream, &dropped) == CUPTI_SUCCESS)
+  if (cupti.dropped_records != nullptr && cupti.dropped_records(context, stream, &dropped) == CUPTI_SUCCESS &&
+      dropped > 0) {
     counters.dropped_by_cupti.fetch_add(dropped, std::memory_order_relaxed);
+    device_activity loss{};
+    loss.kind = DEVICE_ACTIVITY_DROPPED;
+    loss.bytes = dropped;
+    fire_batch(&loss, 1);
+  }
   std::free(buffer);
+}
+
+// The driver the process loaded (libcudart loads it privately, so by name), else whatever the
+// process's global scope offers.
+void resolve_driver() {
+  driver_resolved = true;
+  void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!driver.resolve(library != nullptr ? library : RTLD_DEFAULT)) driver = {};
+}
+
+// Read once, sent at every attach: a new tprof session knows nothing of the last one.
+void send_device_properties() {
+  if (!driver_resolved) resolve_driver();
+  if (!devices.read(driver)) return;
+  const std::span<const device_properties> records = devices.records();
+  for (size_t first = 0; first < records.size(); first += DEVICE_ACTIVITY_BATCH_MAX)
+    fire_batch(records.data() + first,
+               static_cast<uint32_t>(std::min<size_t>(records.size() - first, DEVICE_ACTIVITY_BATCH_MAX)));
 }
 
 void deactivate() {
@@ -206,6 +236,7 @@ void refuse() {
 void activate() {
   counters.activations.fetch_add(1, std::memory_order_relaxed);
   active = true;
+  send_device_properties();
   if (!ok(cupti.register_timestamp(monotonic_ns)) || !ok(cupti.register_callbacks(buffer_requested, buffer_completed))) {
     refuse();
     return;

@@ -69,6 +69,48 @@ int64_t signed_difference_ns(uint64_t time_ns, uint64_t origin_ns) {
   return static_cast<int64_t>(time_ns - origin_ns);
 }
 
+// A float as fmt's "{}" writes it, as Kineto does: the shortest text that reads back the same.
+void append_shortest_float(std::string& out, float value) {
+  char text[32];
+  const auto [end, error] = std::to_chars(text, text + sizeof(text), value);
+  out.append(text, error == std::errc() ? end : text);
+}
+
+// Kineto's deviceProperties (DeviceProperties.cpp): one object per GPU, the array index being
+// the device index (TensorBoard's plugin looks devices up by it), on one line.
+void append_device_properties(std::string& out, std::vector<model::DeviceProperties> devices) {
+  std::sort(devices.begin(), devices.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  out += '[';
+  for (const model::DeviceProperties& device : devices) {
+    if (&device != devices.data()) out += ", ";
+    out += "{\"id\": ";
+    append_json_integer(out, device.id);
+    out += ", \"name\": ";
+    append_json_string(out, device.name);
+    const std::pair<const char*, uint64_t> fields[] = {
+        {"totalGlobalMem", device.total_global_memory},
+        {"computeMajor", device.compute_major},
+        {"computeMinor", device.compute_minor},
+        {"maxThreadsPerBlock", device.max_threads_per_block},
+        {"maxThreadsPerMultiprocessor", device.max_threads_per_multiprocessor},
+        {"regsPerBlock", device.registers_per_block},
+        {"warpSize", device.warp_size},
+        {"sharedMemPerBlock", device.shared_memory_per_block},
+        {"numSms", device.multiprocessors},
+        {"regsPerMultiprocessor", device.registers_per_multiprocessor},
+        {"sharedMemPerBlockOptin", device.shared_memory_per_block_optin},
+        {"sharedMemPerMultiprocessor", device.shared_memory_per_multiprocessor}};
+    for (const auto& [key, value] : fields) {
+      out += ", \"";
+      out += key;
+      out += "\": ";
+      append_json_integer(out, value);
+    }
+    out += '}';
+  }
+  out += ']';
+}
+
 }  // namespace
 
 ChromeTraceWriter::ChromeTraceWriter(OutputFile& out, std::string trace_name)
@@ -88,9 +130,10 @@ void ChromeTraceWriter::begin(const model::SessionInfo& session) {
 // distributedInfo may contain "rank": the HTA that Chakra pins takes the rank from the first
 // line containing that word, with the regex `"rank": \d+` (formats.md §2.2). The tprof block
 // (host name, library path: free text) therefore comes after it. Only what is known at the
-// start is here; the end-of-run facts follow traceEvents (see finish).
+// start is here; the end-of-run facts, and deviceProperties (the CUPTI library sends them once
+// tprof has attached), follow traceEvents (see finish).
 void ChromeTraceWriter::write_header() {
-  line_.assign("{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n");
+  line_.assign("{\n  \"schemaVersion\": 1,\n");
   line_ += "  \"distributedInfo\": {\"backend\": \"\", \"rank\": 0, \"world_size\": 1},\n";
   line_ += "  \"tprof\": {\"version\": ";
   append_json_string(line_, session_.tprof_version);
@@ -257,14 +300,22 @@ void ChromeTraceWriter::device_activity(const model::DeviceActivity& activity) {
   }
 }
 
-// Occupancy needs the device's SM count, which tprof does not know yet: "blocks per SM" says
-// so as Kineto does ("inf"), and the figures derived from it are left out.
+// Kineto's kernel args, in its order. Where the device's properties are unknown, "blocks per
+// SM" says so as Kineto does ("inf") and the figures derived from it are left out.
 void ChromeTraceWriter::append_kernel_args(const model::DeviceActivity& kernel) {
   line_ += ", \"registers per thread\": ";
   append_json_integer(line_, kernel.registers_per_thread);
   line_ += ", \"shared memory\": ";
   append_json_integer(line_, kernel.shared_memory);
-  line_ += ", \"blocks per SM\": \"inf\", \"grid\": [";
+  if (kernel.has_occupancy) {
+    line_ += ", \"blocks per SM\": ";
+    append_shortest_float(line_, kernel.blocks_per_sm);
+    line_ += ", \"warps per SM\": ";
+    append_shortest_float(line_, kernel.warps_per_sm);
+  } else {
+    line_ += ", \"blocks per SM\": \"inf\"";
+  }
+  line_ += ", \"grid\": [";
   for (size_t i = 0; i < 3; ++i) {
     if (i > 0) line_ += ", ";
     append_json_integer(line_, kernel.grid[i]);
@@ -275,7 +326,13 @@ void ChromeTraceWriter::append_kernel_args(const model::DeviceActivity& kernel) 
     append_json_integer(line_, kernel.block[i]);
   }
   line_ += ']';
+  if (kernel.achieved_occupancy_percent >= 0) {
+    line_ += ", \"est. achieved occupancy %\": ";
+    append_json_integer(line_, kernel.achieved_occupancy_percent);
+  }
 }
+
+void ChromeTraceWriter::device_properties(const model::DeviceProperties& device) { devices_.push_back(device); }
 
 // A runtime or driver call on its thread: External id only inside an op, never a stream (HTA
 // would take it for a GPU event).
@@ -412,7 +469,7 @@ void ChromeTraceWriter::write_flow_event(std::string_view phase, std::string_vie
 void ChromeTraceWriter::flush() { out_.flush(); }
 
 void ChromeTraceWriter::finish(const model::RunSummary& summary) {
-  out_.write(chrome_trace_tail(signed_difference_ns(summary.window_end_unix_ns, base_time_ns_), summary,
+  out_.write(chrome_trace_tail(signed_difference_ns(summary.window_end_unix_ns, base_time_ns_), summary, devices_,
                                trace_name_));
 }
 
@@ -471,11 +528,13 @@ std::string chrome_trace_name(const std::string& path) {
 // Kineto closes traceEvents with this global instant (output_json.cpp finalizeTrace); being
 // last, it carries no trailing comma. The end-of-run facts follow, under "tprof_summary".
 std::string chrome_trace_tail(int64_t window_end_relative_ns, const model::RunSummary& summary,
-                              const std::string& trace_name) {
+                              const std::vector<model::DeviceProperties>& devices, const std::string& trace_name) {
   std::string tail =
       "  {\"ph\": \"i\", \"s\": \"g\", \"name\": \"Record Window End\", \"pid\": \"\", \"tid\": \"\", \"ts\": ";
   append_relative_us(tail, window_end_relative_ns);
-  tail += "}\n  ],\n  \"tprof_summary\": {\"window_end_unix_ns\": ";
+  tail += "}\n  ],\n  \"deviceProperties\": ";
+  append_device_properties(tail, devices);
+  tail += ",\n  \"tprof_summary\": {\"window_end_unix_ns\": ";
   append_json_integer(tail, summary.window_end_unix_ns);
   if (summary.recovered) {
     // Only what the partial file itself shows is known; its counters were never written.
@@ -485,7 +544,8 @@ std::string chrome_trace_tail(int64_t window_end_relative_ns, const model::RunSu
         {"dropped_records", summary.dropped_records},       {"unmatched_returns", summary.unmatched_returns},
         {"late_records", summary.late_records},             {"python_samples", summary.python_samples},
         {"python_stacks_lost", summary.python_stacks_lost}, {"arguments_lost", summary.arguments_lost},
-        {"python_timeline_lost", summary.python_timeline_lost}};
+        {"python_timeline_lost", summary.python_timeline_lost},
+        {"device_records_dropped", summary.device_records_dropped}};
     for (const auto& [key, value] : counters) {
       tail += ", \"";
       tail += key;

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
+#include <vector>
 
 #include "exporters/output_file.h"
 #include "exporters/value_text_cache.h"
@@ -35,9 +36,10 @@ void append_float64_safe_duration(std::string& out, int64_t start_offset_ns, int
 std::string chrome_trace_name(const std::string& path);
 
 // Everything after the last event: the "Record Window End" instant, the end of traceEvents,
-// "tprof_summary" and "traceName". `tprof recover` ends a partial file with it too.
+// "deviceProperties" (by device index), "tprof_summary" and "traceName". `tprof recover` ends a
+// partial file with it too.
 std::string chrome_trace_tail(int64_t window_end_relative_ns, const model::RunSummary& summary,
-                              const std::string& trace_name);
+                              const std::vector<model::DeviceProperties>& devices, const std::string& trace_name);
 
 // `trace_name` goes into the top-level "traceName" (the output file's base name).
 // baseTimeNanoseconds derives from the window start. Does not commit `out`.
@@ -51,6 +53,7 @@ class ChromeTraceWriter final : public model::TraceSink {
   void python_span(uint32_t tid, const model::PythonSpan& span) override;
   void flow(const model::ForwardBackwardFlow& flow) override;
   void device_activity(const model::DeviceActivity& activity) override;
+  void device_properties(const model::DeviceProperties& device) override;
   void flush() override;
   void finish(const model::RunSummary& summary) override;
 
@@ -83,6 +86,7 @@ class ChromeTraceWriter final : public model::TraceSink {
   ValueTextCache input_args_;  // the record_shapes args of ops' inputs
   std::set<uint32_t> gpu_devices_;                         // announced GPU processes
   std::set<std::tuple<uint32_t, uint32_t, bool>> gpu_rows_;  // announced (device, row, is stream)
+  std::vector<model::DeviceProperties> devices_;           // written at finish: they come after begin
 };
 
 // The whole trace, replayed through a ChromeTraceWriter. Does not commit `out`.

@@ -299,7 +299,9 @@ RecoveredFile recover_partial_file(const std::string& partial_path, mode_t mode)
     model::RunSummary summary;
     summary.window_end_unix_ns = recovery.base_time_ns + recovery.last_end_relative_ns;
     summary.recovered = true;
-    output.write(chrome_trace_tail(static_cast<int64_t>(recovery.last_end_relative_ns), summary, chrome_trace_name(final_path)));
+    // The GPUs' properties were to be written at the end, which the partial file never reached.
+    output.write(chrome_trace_tail(static_cast<int64_t>(recovery.last_end_relative_ns), summary, /*devices=*/{},
+                                   chrome_trace_name(final_path)));
   }
   output.commit();
   if (::unlink(partial_path.c_str()) != 0) fail(partial_path, std::string("recovered, but not removed: ") + std::strerror(errno));

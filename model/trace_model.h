@@ -153,12 +153,37 @@ struct DeviceActivity {
   uint32_t block[3] = {0, 0, 0};
   uint32_t registers_per_thread = 0;
   uint32_t shared_memory = 0;
+  // Kernels on a device whose properties are known: Kineto's occupancy estimates
+  // (DeviceProperties.cpp): grid blocks per SM, their warps per SM, and the share of the SM's
+  // threads the resident blocks fill, in whole percent (-1: the occupancy limit is unknown).
+  bool has_occupancy = false;
+  float blocks_per_sm = 0;
+  float warps_per_sm = 0;
+  int achieved_occupancy_percent = -1;
   // The record id of the range it belongs to: an API call's innermost enclosing op or
   // annotation; a GPU activity's, that of the call that launched it. 0: none known.
   uint64_t external_id = 0;
   // GPU activities: where the call that launched it ran, for the ac2g flow arrow.
   uint32_t launch_tid = 0;       // 0: its launch is not known
   uint64_t launch_start_ns = 0;
+};
+
+// One GPU, as its CUDA driver describes it: Kineto's deviceProperties entry.
+struct DeviceProperties {
+  uint32_t id = 0;  // CUDA device index
+  std::string name;
+  uint64_t total_global_memory = 0;
+  uint32_t compute_major = 0;
+  uint32_t compute_minor = 0;
+  uint32_t max_threads_per_block = 0;
+  uint32_t max_threads_per_multiprocessor = 0;
+  uint32_t registers_per_block = 0;
+  uint32_t registers_per_multiprocessor = 0;
+  uint32_t warp_size = 0;
+  uint32_t shared_memory_per_block = 0;
+  uint32_t shared_memory_per_multiprocessor = 0;
+  uint32_t shared_memory_per_block_optin = 0;
+  uint32_t multiprocessors = 0;
 };
 
 // A forward op and the backward node that differentiates it: Kineto's fwdbwd flow.
@@ -204,6 +229,7 @@ struct RunSummary {
   uint64_t arguments_lost = 0;    // op records that went without their arguments
   uint64_t python_timeline_lost = 0;  // stack observations left out of python_function spans
                                       // because a thread's backlog reached its bound
+  uint64_t device_records_dropped = 0;  // GPU activity records CUPTI dropped for want of buffer space
   bool recovered = false;         // rebuilt by `tprof recover` from a partial file
 };
 

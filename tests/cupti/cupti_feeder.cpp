@@ -3,6 +3,9 @@
 // API-entry callback as CUPTI would, makes a real cudaLaunchKernel call into the toolkit's
 // libcudart (which fails without a driver), then hands the library a completed activity buffer
 // built from CUPTI's own record structs: the two runtime calls, the kernel and the copy.
+// It also stands in for the CUDA driver's device queries (tests/cupti/fake_driver.h, one H100):
+// loaded into the process's global scope, it is the driver the library finds and asks for the
+// GPUs' properties when tprof attaches.
 #include <cuda_runtime_api.h>
 #include <cupti.h>
 #include <dlfcn.h>
@@ -11,6 +14,7 @@
 #include <cstdint>
 
 #include "tests/cupti/cupti_records.h"
+#include "tests/cupti/fake_driver.h"
 
 namespace {
 
@@ -51,6 +55,24 @@ void add_api_record(tprof::testing::ActivityBuffer& buffer, CUpti_CallbackId cbi
 }  // namespace
 
 extern "C" {
+
+namespace fake = tprof::testing::fake_driver;
+
+__attribute__((visibility("default"))) CUresult cuDeviceGetCount(int* count) { return fake::device_count(count); }
+__attribute__((visibility("default"))) CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  return fake::device(device, ordinal);
+}
+__attribute__((visibility("default"))) CUresult cuDeviceGetName(char* name, int length, CUdevice device) {
+  return fake::name(name, length, device);
+}
+// cuda.h names this cuDeviceTotalMem_v2, the symbol the driver exports.
+__attribute__((visibility("default"))) CUresult cuDeviceTotalMem(size_t* bytes, CUdevice device) {
+  return fake::total_memory(bytes, device);
+}
+__attribute__((visibility("default"))) CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute,
+                                                                     CUdevice device) {
+  return fake::attribute(value, attribute, device);
+}
 
 // Resolves the injection library (already loaded by the host) and libcudart. 0 on success.
 int tprof_feeder_setup(const char* injection_library, const char* cudart_library) {

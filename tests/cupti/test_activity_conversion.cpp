@@ -9,18 +9,29 @@
 #include <vector>
 
 #include "tests/cupti/cupti_records.h"
+#include "tests/cupti/fake_driver.h"
 
 namespace tprof::cupti {
 namespace {
 
 using testing::ActivityBuffer;
 
-std::vector<device_activity> convert_all(ActivityBuffer& buffer, const CorrelationThreads& threads, int* skipped) {
+DriverFunctions fake_driver() {
+  namespace fake = testing::fake_driver;
+  return {.device_count = fake::device_count,
+          .device = fake::device,
+          .name = fake::name,
+          .total_memory = fake::total_memory,
+          .attribute = fake::attribute};
+}
+
+std::vector<device_activity> convert_all(ActivityBuffer& buffer, const CorrelationThreads& threads, int* skipped,
+                                         const Devices& devices = Devices()) {
   std::vector<device_activity> converted;
   CUpti_Activity* record = nullptr;
   while (cuptiActivityGetNextRecord(buffer.data(), buffer.size(), &record) == CUPTI_SUCCESS) {
     device_activity out;
-    if (convert_activity(*record, threads, out)) {
+    if (convert_activity(*record, threads, devices, out)) {
       converted.push_back(out);
     } else {
       ++*skipped;
@@ -68,6 +79,7 @@ TEST(ActivityConversion, KernelCarriesItsLaunchGeometryAndName) {
   EXPECT_EQ(out.block[0], 256u);
   EXPECT_EQ(out.registers_per_thread, 64u);
   EXPECT_EQ(out.shared_memory, 4096u);
+  EXPECT_EQ(out.active_blocks_per_sm, 0u) << "no properties of device 1: occupancy unknown";
 }
 
 TEST(ActivityConversion, CopiesSetsCallsAndSyncs) {
@@ -121,6 +133,81 @@ TEST(ActivityConversion, CopiesSetsCallsAndSyncs) {
   EXPECT_EQ(records[4].kind, DEVICE_ACTIVITY_SYNC);
   EXPECT_EQ(records[4].copy_kind, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE);
   EXPECT_EQ(records[4].stream, CUPTI_SYNCHRONIZATION_INVALID_VALUE);
+}
+
+TEST(Devices, PropertiesAreReadOnceThroughTheDriver) {
+  Devices devices;
+  EXPECT_TRUE(devices.records().empty());
+  ASSERT_TRUE(devices.read(fake_driver()));
+  ASSERT_EQ(devices.records().size(), 1u);
+  const device_properties& gpu = devices.records()[0];
+  EXPECT_EQ(gpu.kind, DEVICE_ACTIVITY_DEVICE);
+  EXPECT_EQ(gpu.device, 0u);
+  EXPECT_STREQ(reinterpret_cast<const char*>(gpu.name), "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(gpu.total_global_memory, 85'045'608'448u);
+  EXPECT_EQ(gpu.compute_major, 9u);
+  EXPECT_EQ(gpu.compute_minor, 0u);
+  EXPECT_EQ(gpu.max_threads_per_block, 1024u);
+  EXPECT_EQ(gpu.max_threads_per_multiprocessor, 2048u);
+  EXPECT_EQ(gpu.registers_per_block, 65536u);
+  EXPECT_EQ(gpu.registers_per_multiprocessor, 65536u);
+  EXPECT_EQ(gpu.warp_size, 32u);
+  EXPECT_EQ(gpu.shared_memory_per_block, 49152u);
+  EXPECT_EQ(gpu.shared_memory_per_multiprocessor, 233472u);
+  EXPECT_EQ(gpu.shared_memory_per_block_optin, 232448u);
+  EXPECT_EQ(gpu.multiprocessors, 132u);
+
+  // Later attaches resend what was read: the driver is not asked again.
+  DriverFunctions failing = fake_driver();
+  failing.device_count = [](int*) { return CUDA_ERROR_NOT_INITIALIZED; };
+  EXPECT_TRUE(devices.read(failing));
+  EXPECT_EQ(devices.records().size(), 1u);
+}
+
+TEST(Devices, WithoutAnInitializedDriverNothingIsKnown) {
+  DriverFunctions failing = fake_driver();
+  failing.device_count = [](int*) { return CUDA_ERROR_NOT_INITIALIZED; };
+  Devices devices;
+  EXPECT_FALSE(devices.read(failing));
+  EXPECT_FALSE(devices.read(DriverFunctions{}));
+  EXPECT_TRUE(devices.records().empty());
+  EXPECT_EQ(devices.active_blocks_per_sm({.device = 0, .registers_per_thread = 32, .threads_per_block = 256}), 0u);
+}
+
+// The resident-block limits of an H100 (65,536 registers and 2,048 threads per SM), worked out
+// by hand: whichever of registers, threads and shared memory runs out first.
+TEST(Devices, OccupancyIsTheTightestOfTheSmLimits) {
+  Devices devices;
+  ASSERT_TRUE(devices.read(fake_driver()));
+  // 64 registers x 256 threads = 16,384 registers a block: 4 blocks.
+  EXPECT_EQ(devices.active_blocks_per_sm({.device = 0, .registers_per_thread = 64, .static_shared_memory = 1024,
+                                          .dynamic_shared_memory = 3072, .threads_per_block = 256}),
+            4u);
+  // 1,024 threads a block: 2 blocks by threads (and by registers, 32 x 1,024).
+  EXPECT_EQ(devices.active_blocks_per_sm({.device = 0, .registers_per_thread = 32, .threads_per_block = 1024}), 2u);
+  // 47 KiB of shared memory, plus the driver's 1 KiB, in 228 KiB an SM: 4 blocks.
+  EXPECT_EQ(devices.active_blocks_per_sm(
+                {.device = 0, .registers_per_thread = 16, .dynamic_shared_memory = 47 * 1024, .threads_per_block = 128}),
+            4u);
+  EXPECT_EQ(devices.active_blocks_per_sm({.device = 1, .registers_per_thread = 32, .threads_per_block = 256}), 0u)
+      << "an unknown device";
+}
+
+TEST(ActivityConversion, AKernelOnAKnownDeviceCarriesItsOccupancyLimit) {
+  Devices devices;
+  ASSERT_TRUE(devices.read(fake_driver()));
+  ActivityBuffer buffer;
+  auto& kernel = buffer.add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  kernel.deviceId = 0;
+  kernel.blockX = 128;
+  kernel.blockY = 2;
+  kernel.blockZ = 1;
+  kernel.registersPerThread = 64;
+  CorrelationThreads threads;
+  int skipped = 0;
+  const auto records = convert_all(buffer, threads, &skipped, devices);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].active_blocks_per_sm, 4u);
 }
 
 TEST(CorrelationThreads, ALaterCallInTheSameSlotHidesTheOlderOne) {

@@ -52,7 +52,7 @@ TEST(GpuBoundary, KernelsAndCopiesComeOutOnTheirRowsLinkedToTheOpThatLaunchedThe
   std::getline(report, activations);
   EXPECT_EQ(activations, "before=0 attached=1");
   EXPECT_NE(console.find("GPU: 20 kernels, 20 copies and memsets, 0 syncs, 40 CUDA API calls (40 inside an op); "
-                         "40 GPU activities linked to their launch"),
+                         "40 GPU activities linked to their launch; properties of 1 GPU"),
             std::string::npos)
       << console;
 
@@ -98,11 +98,20 @@ TEST(GpuBoundary, KernelsAndCopiesComeOutOnTheirRowsLinkedToTheOpThatLaunchedThe
       EXPECT_EQ(event.at("name"), "tprof_scale(float*, int)");
       EXPECT_EQ(call->second.at("name"), "cudaLaunchKernel");
       EXPECT_EQ(event.at("args").at("grid"), json::parse("[4, 1, 1]"));
+      // 4 blocks of 256 threads on 132 SMs, each SM able to hold 8 (32 registers a thread).
+      EXPECT_FLOAT_EQ(event.at("args").at("blocks per SM").get<float>(), 4.0f / 132);
+      EXPECT_FLOAT_EQ(event.at("args").at("warps per SM").get<float>(), 32.0f / 132);
+      EXPECT_EQ(event.at("args").at("est. achieved occupancy %"), 0);
     } else {
       EXPECT_EQ(event.at("name"), "Memcpy DtoH (Device -> Pageable)");
       EXPECT_EQ(call->second.at("name"), "cudaMemcpyAsync");
     }
   }
+  // The GPU as the process's driver describes it, sent by the library when tprof attached.
+  ASSERT_EQ(trace.at("deviceProperties").size(), 1u) << trace.at("deviceProperties").dump();
+  EXPECT_EQ(trace.at("deviceProperties")[0].at("name"), "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(trace.at("deviceProperties")[0].at("numSms"), 132);
+  EXPECT_EQ(trace.at("deviceProperties")[0].at("totalGlobalMem"), 85045608448);
   EXPECT_EQ(flows["s"], 2 * kLaunches);
   EXPECT_EQ(flows["f"], 2 * kLaunches);
 }

@@ -5,7 +5,8 @@
 # 2. `tprof record` starts the same loop and records the same steps;
 # 3. the loop is started with CUDA_INJECTION64_PATH (tprof env) and `tprof attach` records it.
 # Each trace must hold kernels with ac2g arrows from cuda_runtime launches inside ops, and as
-# many kernels as torch's profiler saw, within 2%. Exits 77 (skipped) without a GPU, torch.cuda
+# many kernels as torch's profiler saw, within 2%; its deviceProperties must equal Kineto's, and
+# its kernels' occupancy estimates Kineto's for the same kernel and launch shape (98% of them). Exits 77 (skipped) without a GPU, torch.cuda
 # or BPF, saying why.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,10 +36,11 @@ echo "torch.profiler: $reference kernels"
 
 # Checks one trace against the reference; prints its figures.
 check_trace() {
-  "$python" - "$1" "$reference" <<'PY'
+  "$python" - "$1" "$reference" "$out/reference.pt.trace.json" <<'PY'
 import json, sys
 trace = json.load(open(sys.argv[1]))
 reference = int(sys.argv[2])
+kineto = json.load(open(sys.argv[3]))
 events = trace["traceEvents"]
 ops = {e["args"]["External id"]: e for e in events if e.get("cat") in ("cpu_op", "user_annotation")}
 kernels = [e for e in events if e.get("cat") == "kernel"]
@@ -54,6 +56,22 @@ if len(linked) < 0.98 * len(kernels):
     sys.exit("fewer than 98% of kernels linked to their op")
 if abs(len(kernels) - reference) > 0.02 * reference:
     sys.exit(f"{len(kernels)} kernels against torch's {reference}: more than 2% apart")
+theirs = kineto.get("deviceProperties", [])
+ours = trace.get("deviceProperties", [])
+print(f"deviceProperties: tprof {ours}, Kineto {theirs}")
+if not ours or any(ours[0].get(key) != value for key, value in theirs[0].items() if key in ours[0]):
+    sys.exit("deviceProperties differ from Kineto's")
+OCCUPANCY = ("blocks per SM", "warps per SM", "est. achieved occupancy %")
+def shape(kernel):
+    return kernel["name"], tuple(kernel["args"]["grid"]), tuple(kernel["args"]["block"])
+expected = {shape(k): [k["args"].get(key) for key in OCCUPANCY]
+            for k in kineto["traceEvents"] if k.get("cat") == "kernel"}
+compared = [k for k in kernels if shape(k) in expected]
+same = [k for k in compared if all(abs(float(k["args"].get(key, -1)) - float(want)) <= 1e-4 * max(1.0, abs(float(want)))
+                                   for key, want in zip(OCCUPANCY, expected[shape(k)]) if want is not None)]
+print(f"occupancy: {len(same)} of {len(compared)} kernels with a Kineto twin agree")
+if not compared or len(same) < 0.98 * len(compared):
+    sys.exit("kernel occupancy differs from Kineto's")
 PY
 }
 

@@ -34,6 +34,7 @@ class RecordingSink final : public model::TraceSink {
   void python_span(uint32_t tid, const model::PythonSpan& span) override { python_spans.push_back({tid, span}); }
   void flow(const model::ForwardBackwardFlow& flow) override { flows.push_back(flow); }
   void device_activity(const model::DeviceActivity& activity) override { device_activities.push_back(activity); }
+  void device_properties(const model::DeviceProperties& device) override { devices.push_back(device); }
   void flush() override { ++flushes; }
   void finish(const model::RunSummary& run) override {
     summary = run;
@@ -55,6 +56,7 @@ class RecordingSink final : public model::TraceSink {
   std::vector<PythonSpan> python_spans;
   std::vector<model::ForwardBackwardFlow> flows;
   std::vector<model::DeviceActivity> device_activities;
+  std::vector<model::DeviceProperties> devices;
   int begins = 0;
   int flushes = 0;
   int finishes = 0;

@@ -21,10 +21,11 @@ constexpr std::array<unsigned char, 2> kGzipMagic = {0x1f, 0x8b};
 // Kineto's ChromeTraceBaseTime quantum ("3 months"), formats.md §2.3.
 constexpr std::uint64_t kBaseTimeQuantumNs = 7'889'238ULL * 1'000'000'000ULL;
 
-// Kineto's top-level key order (formats.md §2.2); other keys may sit in between.
-constexpr std::array<std::string_view, 6> kTopLevelKeyOrder = {
-    "schemaVersion",   "deviceProperties",    "distributedInfo",
-    "displayTimeUnit", "baseTimeNanoseconds", "traceEvents"};
+// Kineto's top-level key order (formats.md §2.2); other keys may sit in between. tprof writes
+// deviceProperties after traceEvents (the GPUs are known only after the header), which no
+// consumer minds: they read it as a key of the whole object.
+constexpr std::array<std::string_view, 5> kTopLevelKeyOrder = {
+    "schemaVersion", "distributedInfo", "displayTimeUnit", "baseTimeNanoseconds", "traceEvents"};
 
 // Categories recorded on CPU threads: HTA takes "stream" + "correlation" for a GPU event, so
 // none of them may carry a "stream" arg (formats.md §2.5.1).

@@ -182,8 +182,8 @@ TEST_F(ChromeTraceWriterTest, OutputIsValidJson) {
 TEST_F(ChromeTraceWriterTest, TopLevelKeysFollowKinetoOrder) {
   const std::string text = write_trace(make_sample_trace());
   const std::vector<std::string> expected_order = {
-      "schemaVersion", "deviceProperties",    "distributedInfo", "tprof",     "record_shapes",
-      "displayTimeUnit", "baseTimeNanoseconds", "traceEvents",   "tprof_summary", "traceName"};
+      "schemaVersion", "distributedInfo", "tprof",            "record_shapes",  "displayTimeUnit",
+      "baseTimeNanoseconds", "traceEvents", "deviceProperties", "tprof_summary", "traceName"};
 
   // In the raw text: each key opens its own line, in this order.
   size_t previous = 0;
@@ -353,9 +353,10 @@ TEST_F(ChromeTraceWriterTest, EndsWithRecordWindowEnd) {
       "  {\"ph\": \"i\", \"s\": \"g\", \"name\": \"Record Window End\", \"pid\": \"\", "
       "\"tid\": \"\", \"ts\": 1010000.250}\n"
       "  ],\n"
+      "  \"deviceProperties\": [],\n"
       "  \"tprof_summary\": {\"window_end_unix_ns\": 1751410837010000250, \"dropped_records\": 7, "
       "\"unmatched_returns\": 3, \"late_records\": 0, \"python_samples\": 0, \"python_stacks_lost\": 0, "
-      "\"arguments_lost\": 0, \"python_timeline_lost\": 0},\n"
+      "\"arguments_lost\": 0, \"python_timeline_lost\": 0, \"device_records_dropped\": 0},\n"
       "  \"traceName\": \"host_4242.1.pt.trace.json\"\n"
       "}\n"))
       << text;
@@ -543,6 +544,8 @@ TEST_F(ChromeTraceWriterTest, WritesGpuActivityOnDeviceRowsLinkedToItsLaunch) {
   EXPECT_EQ(gpu_kernel.at("args").at("correlation"), 101);
   EXPECT_EQ(gpu_kernel.at("args").at("grid"), ordered_json::parse("[4, 1, 1]"));
   EXPECT_EQ(gpu_kernel.at("args").at("shared memory"), 4096);
+  EXPECT_EQ(gpu_kernel.at("args").at("blocks per SM"), "inf") << "the device's SM count is not known";
+  EXPECT_FALSE(gpu_kernel.at("args").contains("est. achieved occupancy %"));
 
   const ordered_json& gpu_copy = by_category.at("gpu_memcpy");
   EXPECT_EQ(gpu_copy.at("args").at("bytes"), 4000);
@@ -567,6 +570,72 @@ TEST_F(ChromeTraceWriterTest, WritesGpuActivityOnDeviceRowsLinkedToItsLaunch) {
   EXPECT_TRUE(gpu_rows.contains("process_labels={\"labels\":\"GPU 0\"}"));
   EXPECT_TRUE(gpu_rows.contains("process_sort_index={\"sort_index\":5000000}"));
   EXPECT_TRUE(gpu_rows.contains("thread_name={\"name\":\"stream 7 \"}"));
+}
+
+}  // namespace
+}  // namespace tprof::exporters
+
+namespace tprof::exporters {
+namespace {
+
+// A GPU's properties come after begin (the CUPTI library sends them once tprof attached), so
+// they follow traceEvents, one object per device in device order (TensorBoard's plugin indexes
+// the array by device id), and its kernels carry Kineto's occupancy args in Kineto's order.
+TEST_F(ChromeTraceWriterTest, WritesDevicePropertiesAndKernelOccupancy) {
+  const fs::path path = directory_ / "gpu.pt.trace.json";
+  OutputFile out(path.string());
+  ChromeTraceWriter writer(out, "gpu.pt.trace.json");
+  writer.begin({.pid = kPid, .process_name = "python3", .window_start_unix_ns = kWindowStartNs});
+  const model::DeviceProperties h100{.id = 0, .name = "NVIDIA H100 80GB HBM3", .total_global_memory = 85'045'608'448,
+                                     .compute_major = 9, .compute_minor = 0, .max_threads_per_block = 1024,
+                                     .max_threads_per_multiprocessor = 2048, .registers_per_block = 65536,
+                                     .registers_per_multiprocessor = 65536, .warp_size = 32,
+                                     .shared_memory_per_block = 49152, .shared_memory_per_multiprocessor = 233472,
+                                     .shared_memory_per_block_optin = 232448, .multiprocessors = 132};
+  model::DeviceProperties second = h100;
+  second.id = 1;
+  writer.device_properties(second);  // in arrival order, device 1 first
+  writer.device_properties(h100);
+  model::DeviceActivity kernel{.kind = model::DeviceActivityKind::kKernel, .start_ns = at(4'000), .end_ns = at(7'000),
+                               .name = "void gemm<float>(Params)", .device = 0, .context = 1, .stream = 7,
+                               .correlation = 101, .grid = {4, 1, 1}, .block = {256, 1, 1},
+                               .registers_per_thread = 64, .shared_memory = 4096, .has_occupancy = true,
+                               .blocks_per_sm = 4.0f / 132, .warps_per_sm = 4.0f / 132 * 8,
+                               .achieved_occupancy_percent = 0};
+  writer.device_activity(kernel);
+  writer.thread({kPid, "python3", 1});
+  const model::Operator step{"ProfilerStep#0", "", model::RangeKind::kUserAnnotation};
+  const model::OpSpan step_span{.start_ns = at(500), .end_ns = at(9'500), .record_id = 1};
+  writer.op({kPid, step_span, step, nullptr});
+  writer.finish({.window_end_unix_ns = kWindowEndNs});
+  out.commit();
+  const std::string text = read_file(path);
+  const std::vector<std::string> violations = test::validate_trace_text(text);
+  EXPECT_TRUE(violations.empty()) << violations.size() << " violations, first: " << violations.front();
+
+  const ordered_json document = ordered_json::parse(text);
+  const ordered_json expected_device = ordered_json::parse(R"({"id": 0, "name": "NVIDIA H100 80GB HBM3",
+      "totalGlobalMem": 85045608448, "computeMajor": 9, "computeMinor": 0, "maxThreadsPerBlock": 1024,
+      "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536, "warpSize": 32, "sharedMemPerBlock": 49152,
+      "numSms": 132, "regsPerMultiprocessor": 65536, "sharedMemPerBlockOptin": 232448,
+      "sharedMemPerMultiprocessor": 233472})");
+  ASSERT_EQ(document.at("deviceProperties").size(), 2u);
+  EXPECT_EQ(document.at("deviceProperties")[0], expected_device);
+  EXPECT_EQ(document.at("deviceProperties")[1].at("id"), 1);
+
+  ordered_json args;
+  for (const ordered_json& event : document.at("traceEvents"))
+    if (event.value("cat", "") == "kernel") args = event.at("args");
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : args.items()) keys.push_back(key);
+  const std::vector<std::string> kineto_order = {
+      "queued",        "device",        "context", "stream", "correlation", "registers per thread",
+      "shared memory", "blocks per SM", "warps per SM", "grid", "block", "est. achieved occupancy %"};
+  EXPECT_EQ(keys, kineto_order);
+  EXPECT_FLOAT_EQ(args.at("blocks per SM").get<float>(), 4.0f / 132);
+  EXPECT_FLOAT_EQ(args.at("warps per SM").get<float>(), 32.0f / 132);
+  EXPECT_EQ(args.at("est. achieved occupancy %"), 0);
+  EXPECT_NE(text.find("\"blocks per SM\": 0.030303031,"), std::string::npos) << "a float's shortest text, as fmt writes it";
 }
 
 }  // namespace

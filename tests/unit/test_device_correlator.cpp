@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 
 #include "tests/support/recording_sink.h"
@@ -55,11 +56,80 @@ struct Fixture {
   uint64_t open_range_id = 0;  // what the closer says is open
   DeviceCorrelator correlator{kSameClock,
                               {.open_range = [this](uint32_t, uint64_t) { return open_range_id; },
-                               .kernel_name = [](uint64_t address) {
-                                 return address == 0x1000 ? std::string("_Z4gemmv") : std::string();
+                               .target_string = [](uint64_t address) {
+                                 if (address == 0x1000) return std::string("_Z4gemmv");
+                                 return address == 0x2000 ? std::string("NVIDIA H100 80GB HBM3") : std::string();
                                }},
                               sink};
 };
+
+// An H100's properties as the library sends them (device_properties in a device_activity record).
+device_activity h100(uint32_t device) {
+  device_properties gpu{};
+  gpu.kind = DEVICE_ACTIVITY_DEVICE;
+  gpu.device = device;
+  gpu.name = 0x2000;
+  gpu.total_global_memory = 85'045'608'448;
+  gpu.compute_major = 9;
+  gpu.max_threads_per_block = 1024;
+  gpu.max_threads_per_multiprocessor = 2048;
+  gpu.warp_size = 32;
+  gpu.multiprocessors = 132;
+  device_activity record;
+  std::memcpy(&record, &gpu, sizeof(record));
+  return record;
+}
+
+TEST(DeviceCorrelator, AGpusPropertiesGoOnOnceAndGiveItsKernelsKinetosOccupancy) {
+  Fixture f;
+  f.correlator.add(kernel(100, 100, 200));  // before the properties: nothing to estimate with
+  f.correlator.add(h100(0));
+  f.correlator.add(h100(0));  // a later attach resends them
+  device_activity wide = kernel(101, 300, 400);
+  wide.grid[0] = 264;  // two blocks per SM
+  wide.grid[1] = wide.grid[2] = 1;
+  wide.block[0] = 256;
+  wide.block[1] = wide.block[2] = 1;
+  wide.active_blocks_per_sm = 4;
+  f.correlator.add(wide);
+  device_activity limited = wide;
+  limited.correlation = 102;
+  limited.active_blocks_per_sm = 1;  // the occupancy calculator lets one reside
+  f.correlator.add(limited);
+  device_activity unknown_limit = wide;
+  unknown_limit.correlation = 103;
+  unknown_limit.active_blocks_per_sm = 0;
+  f.correlator.add(unknown_limit);
+  f.correlator.finish();
+
+  ASSERT_EQ(f.sink.devices.size(), 1u);
+  EXPECT_EQ(f.sink.devices[0].name, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(f.sink.devices[0].multiprocessors, 132u);
+  EXPECT_EQ(f.sink.devices[0].total_global_memory, 85'045'608'448u);
+  EXPECT_EQ(f.correlator.counts().devices, 1u);
+  ASSERT_EQ(f.sink.device_activities.size(), 4u);
+  EXPECT_FALSE(f.sink.device_activities[0].has_occupancy);
+  const model::DeviceActivity& two_per_sm = f.sink.device_activities[1];
+  EXPECT_TRUE(two_per_sm.has_occupancy);
+  EXPECT_FLOAT_EQ(two_per_sm.blocks_per_sm, 2.0f);
+  EXPECT_FLOAT_EQ(two_per_sm.warps_per_sm, 16.0f);
+  EXPECT_EQ(two_per_sm.achieved_occupancy_percent, 25) << "2 blocks x 256 threads of 2,048";
+  EXPECT_EQ(f.sink.device_activities[2].achieved_occupancy_percent, 13) << "1 x 256 of 2,048, rounded";
+  EXPECT_TRUE(f.sink.device_activities[3].has_occupancy);
+  EXPECT_EQ(f.sink.device_activities[3].achieved_occupancy_percent, -1);
+}
+
+TEST(DeviceCorrelator, CountsWhatCuptiDropped) {
+  Fixture f;
+  device_activity dropped{};
+  dropped.kind = DEVICE_ACTIVITY_DROPPED;
+  dropped.bytes = 17;
+  f.correlator.add(dropped);
+  f.correlator.add(dropped);
+  f.correlator.finish();
+  EXPECT_EQ(f.correlator.counts().dropped_by_cupti, 34u);
+  EXPECT_TRUE(f.sink.device_activities.empty());
+}
 
 TEST(DeviceCorrelator, AnApiCallBelongsToTheInnermostClosedRangeAroundIt) {
   Fixture f;

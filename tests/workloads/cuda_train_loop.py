@@ -54,6 +54,8 @@ def main():
                       and not event.name.startswith("Memcpy") and not event.name.startswith("Memset"))
         with open(args.reference_out, "w") as out:
             json.dump({"kernels": kernels, "steps": args.steps}, out)
+        # Kineto's own trace: its deviceProperties and kernel occupancy args, to compare with.
+        profiler.export_chrome_trace(os.path.splitext(args.reference_out)[0] + ".pt.trace.json")
         return
 
     print(f"READY {os.getpid()}", flush=True)

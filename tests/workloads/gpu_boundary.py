@@ -3,6 +3,7 @@
 op's kernel would: a tensor subclass's aten.mul, inside record_function("launch_site"), calls
 tests/cupti/cupti_feeder.cpp, which makes a real cudaLaunchKernel call into libcudart (it fails
 without a driver) and hands CUPTI activity buffers to the library's buffer-completed callback.
+The feeder also answers the library's device queries as a driver with one H100 would.
 
 Prints READY <pid>, waits for a line on stdin, runs --launches iterations, prints DONE and the
 cudaLaunchKernel results, then waits for stdin to close. --report FILE gets how often the library
@@ -65,7 +66,8 @@ def main():
     injection = ctypes.CDLL(args.library)
     if injection.InitializeInjection() != 1:
         sys.exit("InitializeInjection failed")
-    feeder = ctypes.CDLL(args.feeder)
+    # Global, so that the library finds the feeder's stand-in driver when tprof attaches.
+    feeder = ctypes.CDLL(args.feeder, mode=ctypes.RTLD_GLOBAL)
     if feeder.tprof_feeder_setup(args.library.encode(), args.cudart.encode()) != 0:
         sys.exit("feeder setup failed")
 
@@ -76,6 +78,11 @@ def main():
     before = activations(injection)
     print(f"READY {os.getpid()}", flush=True)
     sys.stdin.readline()
+    # CUPTI records nothing before the library has seen tprof and enabled it (sending the GPUs'
+    # properties first); the feeder's records stand for what would come after that.
+    deadline = time.monotonic() + 10
+    while activations(injection) == before and time.monotonic() < deadline:
+        time.sleep(0.05)
     for _ in range(args.launches):
         with torch.autograd.profiler.record_function("launch_site"):
             launching * launching

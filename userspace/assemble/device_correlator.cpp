@@ -1,6 +1,7 @@
 #include "userspace/assemble/device_correlator.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "symbolizer/cuda/cuda_names.h"
 
@@ -8,6 +9,7 @@ namespace tprof {
 namespace {
 
 constexpr uint32_t kNoStream = UINT32_MAX;  // CUPTI's "not applicable" for a sync's stream
+constexpr float kWarpSize = 32;  // Kineto's warps per SM divide by this, whatever the device says
 
 bool is_api_call(const model::DeviceActivity& activity) {
   return activity.kind == model::DeviceActivityKind::kRuntime || activity.kind == model::DeviceActivityKind::kDriver;
@@ -35,12 +37,13 @@ model::DeviceActivity DeviceCorrelator::to_model(const device_activity& record) 
     case DEVICE_ACTIVITY_KERNEL: {
       activity.kind = model::DeviceActivityKind::kKernel;
       auto [name, is_new] = kernel_names_.try_emplace(record.name);
-      if (is_new) name->second = symbolizer::demangled_kernel_name(callbacks_.kernel_name(record.name));
+      if (is_new) name->second = symbolizer::demangled_kernel_name(callbacks_.target_string(record.name));
       activity.name = name->second;
       std::copy(std::begin(record.grid), std::end(record.grid), activity.grid);
       std::copy(std::begin(record.block), std::end(record.block), activity.block);
       activity.registers_per_thread = record.registers_per_thread;
       activity.shared_memory = record.shared_memory;
+      estimate_occupancy(record, activity);
       break;
     }
     case DEVICE_ACTIVITY_MEMCPY:
@@ -71,7 +74,58 @@ model::DeviceActivity DeviceCorrelator::to_model(const device_activity& record) 
   return activity;
 }
 
+// Kineto's estimates (DeviceProperties.cpp, CuptiActivity.cpp): the grid spread over every SM,
+// and of that, what the occupancy limit lets reside at once, as a share of the SM's threads.
+void DeviceCorrelator::estimate_occupancy(const device_activity& kernel, model::DeviceActivity& activity) const {
+  const auto device = devices_.find(kernel.device);
+  if (device == devices_.end() || device->second.multiprocessors == 0) return;
+  const model::DeviceProperties& gpu = device->second;
+  const float blocks = static_cast<float>(kernel.grid[0]) * static_cast<float>(kernel.grid[1]) *
+                       static_cast<float>(kernel.grid[2]);
+  const float threads_per_block = static_cast<float>(kernel.block[0]) * static_cast<float>(kernel.block[1]) *
+                                  static_cast<float>(kernel.block[2]);
+  activity.has_occupancy = true;
+  activity.blocks_per_sm = blocks / static_cast<float>(gpu.multiprocessors);
+  activity.warps_per_sm = activity.blocks_per_sm * threads_per_block / kWarpSize;
+  if (kernel.active_blocks_per_sm == 0 || gpu.max_threads_per_multiprocessor == 0) return;
+  const float resident_blocks = std::min(activity.blocks_per_sm, static_cast<float>(kernel.active_blocks_per_sm));
+  const float occupancy = resident_blocks * threads_per_block / static_cast<float>(gpu.max_threads_per_multiprocessor);
+  activity.achieved_occupancy_percent = static_cast<int>(0.5f + occupancy * 100.0f);
+}
+
+void DeviceCorrelator::add_device(const device_properties& record) {
+  model::DeviceProperties device{
+      .id = record.device,
+      .name = callbacks_.target_string(record.name),
+      .total_global_memory = record.total_global_memory,
+      .compute_major = record.compute_major,
+      .compute_minor = record.compute_minor,
+      .max_threads_per_block = record.max_threads_per_block,
+      .max_threads_per_multiprocessor = record.max_threads_per_multiprocessor,
+      .registers_per_block = record.registers_per_block,
+      .registers_per_multiprocessor = record.registers_per_multiprocessor,
+      .warp_size = record.warp_size,
+      .shared_memory_per_block = record.shared_memory_per_block,
+      .shared_memory_per_multiprocessor = record.shared_memory_per_multiprocessor,
+      .shared_memory_per_block_optin = record.shared_memory_per_block_optin,
+      .multiprocessors = record.multiprocessors};
+  // The library resends its GPUs at every attach; a session reports each once.
+  if (!devices_.try_emplace(device.id, device).second) return;
+  ++counts_.devices;
+  sink_.device_properties(device);
+}
+
 void DeviceCorrelator::add(const device_activity& record) {
+  if (record.kind == DEVICE_ACTIVITY_DEVICE) {
+    device_properties properties;
+    std::memcpy(&properties, &record, sizeof(properties));
+    add_device(properties);
+    return;
+  }
+  if (record.kind == DEVICE_ACTIVITY_DROPPED) {
+    counts_.dropped_by_cupti += record.bytes;
+    return;
+  }
   waiting_.push_back(to_model(record));
   if (waiting_.size() <= kMaxWaiting) return;
   model::DeviceActivity oldest = std::move(waiting_.front());

@@ -8,7 +8,8 @@
 // in the last kHistoryNs, and holds each record until the watermark has passed its end: by
 // then every op that encloses it has closed, or is still open in the closer (asked through
 // `open_range`). A GPU activity waits for its API call at most kLaunchWaitNs; past that, or at
-// finish, it goes out unlinked. Memory is bounded by the history and by kMaxWaiting.
+// finish, it goes out unlinked. Memory is bounded by the history and by kMaxWaiting. A GPU's
+// properties go straight on, and give its kernels Kineto's occupancy estimates.
 #pragma once
 
 #include <cstdint>
@@ -44,13 +45,16 @@ class DeviceCorrelator {
     uint64_t api_calls_in_ops = 0;    // with an enclosing op or annotation
     uint64_t api_calls_without_thread = 0;  // CUPTI's record named no thread tprof could map
     uint64_t linked = 0;              // GPU activities linked to their API call
+    uint64_t devices = 0;             // GPUs whose properties the library sent
+    uint64_t dropped_by_cupti = 0;    // records CUPTI dropped for want of buffer space
   };
 
   struct Callbacks {
     // The record id of the innermost range still open on `tid` that began at or before `unix_ns`; 0: none.
     std::function<uint64_t(uint32_t tid, uint64_t unix_ns)> open_range;
-    // A kernel's name read from the target by the address CUPTI gave it; "" if unreadable.
-    std::function<std::string(uint64_t address)> kernel_name;
+    // A string read from the target at an address the library sent (a kernel's or GPU's name);
+    // "" if unreadable.
+    std::function<std::string(uint64_t address)> target_string;
   };
 
   DeviceCorrelator(MonotonicToUnix clock, Callbacks callbacks, model::TraceSink& sink);
@@ -75,7 +79,9 @@ class DeviceCorrelator {
     uint64_t end_ns;  // forgotten kHistoryNs after it
   };
 
+  void add_device(const device_properties& record);
   model::DeviceActivity to_model(const device_activity& record);
+  void estimate_occupancy(const device_activity& kernel, model::DeviceActivity& activity) const;
   void hand_on_api_call(model::DeviceActivity& call);
   void hand_on_gpu_activity(model::DeviceActivity& activity);
   uint64_t enclosing_range(uint32_t tid, uint64_t start_ns, uint64_t end_ns) const;
@@ -92,6 +98,7 @@ class DeviceCorrelator {
   std::deque<model::DeviceActivity> waiting_;           // in arrival order
   std::unordered_map<uint32_t, ApiCall> api_calls_;     // by correlation id
   std::unordered_map<uint64_t, std::string> kernel_names_;  // by name address
+  std::unordered_map<uint32_t, model::DeviceProperties> devices_;  // by device index
   Counts counts_;
 };
 

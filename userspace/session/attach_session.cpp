@@ -270,7 +270,11 @@ void report_device_activity(Console& console, const DeviceCorrelator::Counts& co
   console.line("GPU: " + group_thousands(counts.kernels) + " kernels, " + group_thousands(counts.copies) +
                " copies and memsets, " + group_thousands(counts.syncs) + " syncs, " + group_thousands(counts.api_calls) +
                " CUDA API calls (" + group_thousands(counts.api_calls_in_ops) + " inside an op); " +
-               group_thousands(counts.linked) + " GPU activities linked to their launch");
+               group_thousands(counts.linked) + " GPU activities linked to their launch; properties of " +
+               group_thousands(counts.devices) + (counts.devices == 1 ? " GPU" : " GPUs"));
+  if (counts.dropped_by_cupti > 0)
+    console.line("warning: CUPTI dropped " + group_thousands(counts.dropped_by_cupti) +
+                 " GPU activity records for want of buffer space; the GPU rows miss them");
   if (counts.api_calls_without_thread > 0)
     console.line("warning: " + group_thousands(counts.api_calls_without_thread) +
                  " CUDA API calls named no thread (another CUPTI client held the callback API) and were left out");
@@ -447,6 +451,7 @@ class RecordingPipeline {
     summary.python_stacks_lost = losses.stack_unreadable + losses.stack_not_stored + (stacks_ ? stacks_->lost() : 0);
     summary.arguments_lost = losses.arguments_unreadable;
     summary.python_timeline_lost = closer_.counts().python_timeline_lost;
+    if (device_correlator_) summary.device_records_dropped = device_correlator_->counts().dropped_by_cupti;
     sinks_.sink().finish(summary);
     sinks_.commit();
     return summary;
@@ -473,7 +478,7 @@ class RecordingPipeline {
         clock,
         DeviceCorrelator::Callbacks{
             .open_range = [this](uint32_t tid, uint64_t unix_ns) { return closer_.innermost_open_range(tid, unix_ns); },
-            .kernel_name =
+            .target_string =
                 [memory = symbolizer::ProcessMemory(target_.pid())](uint64_t address) {
                   return memory.read_string(address, kMaxKernelNameBytes).value_or("");
                 }},
