@@ -19,6 +19,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 
 #include "annotation_probes.bpf.h"
 #include "argument_reader.bpf.h"

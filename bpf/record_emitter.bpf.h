@@ -11,9 +11,10 @@
 #include "op_record.h"
 #include "python_walker.bpf.h"
 
-/* tprof's PID namespace (st_dev, st_ino of /proc/self/ns/pid): ids in records are the ones
- * tprof sees in /proc, which for a sidecar are the target container's. */
-const volatile __u64 pid_namespace_device = 0;
+/* tprof's PID namespace: its depth below the initial one and its inode (/proc/self/ns/pid).
+ * Ids in records are the ones tprof sees in its /proc: the host's for a node agent, the pod's
+ * for a sidecar sharing the target's namespace, whatever namespace the target itself is in. */
+const volatile __u32 pid_namespace_level = 0;
 const volatile __u64 pid_namespace_inode = 0;
 /*
  * Set by userspace once every probe is attached and cleared before any is removed: links go
@@ -60,12 +61,34 @@ static __always_inline struct record_with_arguments *record_buffer(void)
 				    BPF_LOCAL_STORAGE_GET_F_CREATE);
 }
 
+/* The number `pid` has in tprof's PID namespace; 0 where it has none there (a task of an
+ * unrelated namespace). A pid holds one number per level, from the initial namespace down to
+ * the one it was made in. */
+static __always_inline __u32 number_in_tprof_namespace(struct pid *pid)
+{
+	if (!pid || pid->level < pid_namespace_level)
+		return 0;
+	struct upid number = {};
+	if (bpf_probe_read_kernel(&number, sizeof(number), &pid->numbers[pid_namespace_level]))
+		return 0;
+	if (BPF_CORE_READ(number.ns, ns.inum) != pid_namespace_inode)
+		return 0;
+	return (__u32)number.nr;
+}
+
+/* The current thread's ids as tprof sees them. bpf_get_ns_current_pid_tgid would not do: it
+ * answers only for tasks of tprof's own namespace, and a node agent's targets sit in child
+ * namespaces (containers). */
 static __always_inline struct thread_ids current_thread_ids(void)
 {
-	struct bpf_pidns_info ids = {};
-	if (bpf_get_ns_current_pid_tgid(pid_namespace_device, pid_namespace_inode, &ids, sizeof(ids)))
-		return (struct thread_ids){};
-	return (struct thread_ids){.tgid = ids.tgid, .tid = ids.pid};
+	if (pid_namespace_level == 0) {
+		/* tprof is in the initial namespace, whose numbers the kernel keeps at hand. */
+		__u64 ids = bpf_get_current_pid_tgid();
+		return (struct thread_ids){.tgid = ids >> 32, .tid = (__u32)ids};
+	}
+	struct task_struct *task = bpf_get_current_task_btf();
+	return (struct thread_ids){.tgid = number_in_tprof_namespace(task->group_leader->thread_pid),
+				   .tid = number_in_tprof_namespace(task->thread_pid)};
 }
 
 static __always_inline void fill_head(struct op_record *head, struct thread_ids ids, __u32 op_id, __u8 kind,

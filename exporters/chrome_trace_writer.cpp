@@ -137,6 +137,11 @@ void ChromeTraceWriter::write_header() {
   line_ += "  \"distributedInfo\": {\"backend\": \"\", \"rank\": 0, \"world_size\": 1},\n";
   line_ += "  \"tprof\": {\"version\": ";
   append_json_string(line_, session_.tprof_version);
+  // The trace's pid is the one tprof saw; a process in a container knows itself by another.
+  line_ += ", \"pid\": ";
+  append_json_integer(line_, session_.pid);
+  line_ += ", \"namespace_pid\": ";
+  append_json_integer(line_, session_.namespace_pid != 0 ? session_.namespace_pid : session_.pid);
   line_ += ", \"hostname\": ";
   append_json_string(line_, session_.hostname);
   line_ += ", \"attach_time_unix_ns\": ";

@@ -206,7 +206,8 @@ struct ThreadTrack {
 
 // What is known when recording starts.
 struct SessionInfo {
-  uint32_t pid = 0;
+  uint32_t pid = 0;               // as tprof sees it (the host's, for a node agent)
+  uint32_t namespace_pid = 0;     // as the process sees itself, in its container; 0: same as pid
   std::string process_name;       // /proc/PID/comm
   std::string hostname;
   std::string tprof_version;

@@ -72,11 +72,14 @@ class ParkedWorkload {
       fail_harness(environment.description + " workload never printed READY; stdout:\n" +
                    process_.stdout_lines().transcript());
     }
-    // The interpreter's own pid: what tprof must attach to even behind a wrapper (chroot).
-    python_pid_ = static_cast<pid_t>(std::stol(ready->substr(ready->find(' ') + 1)));
+    // The interpreter's own pid: what tprof must attach to even behind a wrapper (chroot), or
+    // in a PID namespace of its own (then it reports another).
+    reported_pid_ = static_cast<pid_t>(std::stol(ready->substr(ready->find(' ') + 1)));
+    python_pid_ = host_pid_of(process_.pid(), reported_pid_);
   }
 
   pid_t python_pid() const { return python_pid_; }
+  pid_t reported_pid() const { return reported_pid_; }  // as the interpreter knows itself
   ChildProcess& process() { return process_; }
 
   void run_steps() { process_.write_stdin("go\n"); }
@@ -100,6 +103,7 @@ class ParkedWorkload {
  private:
   ChildProcess process_;
   pid_t python_pid_ = -1;
+  pid_t reported_pid_ = -1;
 };
 
 // One tprof invocation with its stderr captured.
@@ -469,29 +473,41 @@ std::string describe_top_differences(const NameCounts& recorded, const NameCount
   return text.str();
 }
 
+// What a recording gave, for checks beyond the comparison with torch's profiler.
+struct RecordedRun {
+  TraceJson trace;
+  pid_t reported_pid = -1;  // the pid the workload printed, in its own PID namespace
+};
+
 // The core scenario: attach, run N steps, stop, then hold the trace against torch's profiler.
-void expect_trace_matches_torch_profiler(const WorkloadEnvironment& environment) {
+RecordedRun expect_trace_matches_torch_profiler(const WorkloadEnvironment& environment) {
   ScratchDirectory output;
   const fs::path trace_path = output.path() / "recall.pt.trace.json";
+  RecordedRun run;
   {
     ParkedWorkload workload(environment, kMeasuredSteps);
+    run.reported_pid = workload.reported_pid();
     TprofRun tprof({"attach", std::to_string(workload.python_pid()), "--output", trace_path});
     tprof.wait_until_attached();
     workload.run_steps();
     workload.wait_until_done();
     const auto status = tprof.interrupt_and_wait();
     std::cout << "tprof stderr:\n" << tprof.stderr_transcript();
-    ASSERT_TRUE(status.succeeded()) << "tprof " << status.describe();
+    EXPECT_TRUE(status.succeeded()) << "tprof " << status.describe();
+    if (!status.succeeded()) return run;
     workload.finish();
   }
-  ASSERT_NO_FATAL_FAILURE(expect_valid_trace(trace_path));
-  const auto trace = load_trace(trace_path);
+  expect_valid_trace(trace_path);
+  if (::testing::Test::HasFatalFailure()) return run;
+  run.trace = load_trace(trace_path);
+  const TraceJson& trace = run.trace;
   if (!::testing::Test::HasFailure()) expect_tprof_trace_conventions(trace);
 
   const auto recorded = aten_op_counts(trace);
   const Reference reference = run_reference(environment, kMeasuredSteps);
   const auto expected = reference.counts();
-  ASSERT_GT(total(expected), 0U) << "torch's profiler recorded no aten:: ops";
+  EXPECT_GT(total(expected), 0U) << "torch's profiler recorded no aten:: ops";
+  if (total(expected) == 0) return run;
   const auto comparison = compare_op_streams(recorded, expected);
   std::cout << std::fixed << std::setprecision(4) << environment.description << ": recall "
             << comparison.recall() << " (" << comparison.matched << "/" << comparison.expected
@@ -509,6 +525,7 @@ void expect_trace_matches_torch_profiler(const WorkloadEnvironment& environment)
               << " records no reference stacks; checked only that ops carry stacks through training_step\n";
     expect_ops_carry_step_stacks(trace);
   }
+  return run;
 }
 
 class AttachTest : public ::testing::Test {
@@ -534,6 +551,24 @@ TEST_F(AttachTest, RecordsTheOpsTorchProfilerSeesOnTorch26InChroot) {
                     "torch 2.6 root; the container / torch 2.x path is NOT tested\n**********";
   }
   expect_trace_matches_torch_profiler(trixie->environment());
+}
+
+// A node agent: tprof on the host, the target in a container's PID and mount namespaces (and
+// root). Ops, Python stacks and stack samples all come through, with the target's own pid
+// beside the host's.
+TEST_F(AttachTest, RecordsATargetInItsOwnPidAndMountNamespacesFromTheHost) {
+  const auto trixie = TrixieWorkload::make();
+  if (!trixie) {
+    GTEST_SKIP() << "\n**********\n*** SKIPPED: scripts/make-trixie-root.sh could not provide the "
+                    "torch 2.6 root; the container path is NOT tested\n**********";
+  }
+  const RecordedRun run = expect_trace_matches_torch_profiler(in_new_pid_namespace(trixie->environment()));
+  if (::testing::Test::HasFatalFailure() || run.trace.is_null()) return;
+  const TraceJson& tprof = run.trace.at("tprof");
+  EXPECT_NE(tprof.at("pid"), run.reported_pid) << "the host's pid, not the container's";
+  EXPECT_EQ(tprof.at("namespace_pid"), run.reported_pid);
+  EXPECT_GT(run.trace.at("tprof_summary").at("python_samples").get<uint64_t>(), 0u)
+      << "the stack sampler sees threads of a child PID namespace";
 }
 
 TEST_F(AttachTest, StopsAfterDurationAndWritesDefaultName) {

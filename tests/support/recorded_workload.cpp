@@ -1,7 +1,11 @@
 #include "tests/support/recorded_workload.h"
 
-#include <csignal>
 #include <chrono>
+#include <csignal>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <sstream>
 
 #include "tests/support/test_environment.h"
 
@@ -30,6 +34,44 @@ std::vector<std::string> workload_command(const WorkloadEnvironment& environment
   command.push_back(environment.script.string());
   command.insert(command.end(), arguments.begin(), arguments.end());
   return command;
+}
+
+WorkloadEnvironment in_new_pid_namespace(WorkloadEnvironment environment) {
+  // --kill-child: the namespace's processes go when unshare does.
+  const std::vector<std::string> unshare = {"unshare", "--pid", "--fork", "--mount", "--mount-proc", "--kill-child"};
+  environment.interpreter.insert(environment.interpreter.begin(), unshare.begin(), unshare.end());
+  environment.description += " in new PID and mount namespaces";
+  return environment;
+}
+
+pid_t host_pid_of(pid_t launched_pid, pid_t reported_pid) {
+  // Parent links of every process, then the launched process's descendants, breadth first.
+  std::map<pid_t, std::vector<pid_t>> children;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream status(entry.path() / "status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.starts_with("PPid:")) children[std::stoi(line.substr(5))].push_back(std::stoi(name));
+    }
+  }
+  std::deque<pid_t> pending = {launched_pid};
+  while (!pending.empty()) {
+    const pid_t pid = pending.front();
+    pending.pop_front();
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (!line.starts_with("NSpid:")) continue;
+      std::istringstream ids(line.substr(6));
+      pid_t innermost = 0;
+      for (pid_t id = 0; ids >> id;) innermost = id;
+      if (innermost == reported_pid) return pid;
+    }
+    for (const pid_t child : children[pid]) pending.push_back(child);
+  }
+  return reported_pid;
 }
 
 WorkloadEnvironment host_workload(const fs::path& scratch, const fs::path& script) {
@@ -69,8 +111,10 @@ std::string record_workload_with_tprof(const WorkloadEnvironment& environment,
   ChildProcess workload({.argv = workload_command(environment, arguments), .pipe_stdin = true, .pipe_stdout = true});
   const auto ready = workload.stdout_lines().read_line_containing("READY", kStartTimeout);
   if (!ready) fail_harness("workload never printed READY:\n" + workload.stdout_lines().transcript());
-  // The interpreter's own pid: what tprof must attach to even behind chroot.
-  const std::string python_pid = ready->substr(ready->find(' ') + 1);
+  // The interpreter's own pid: what tprof must attach to even behind chroot or in its own PID
+  // namespace.
+  const std::string python_pid = std::to_string(
+      host_pid_of(workload.pid(), static_cast<pid_t>(std::stol(ready->substr(ready->find(' ') + 1)))));
 
   std::vector<std::string> tprof_argv = {testing::tprof_binary(), "attach", python_pid, "--output", trace_path};
   tprof_argv.insert(tprof_argv.end(), tprof_arguments.begin(), tprof_arguments.end());

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <sys/types.h>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,16 @@ class TrixieWorkload {
   ScratchDirectory in_root_;
   WorkloadEnvironment environment_;
 };
+
+// `environment` run in new PID and mount namespaces, with a /proc of its own (`unshare --pid
+// --fork --mount --mount-proc`): what a container runtime does underneath. The workload then
+// reports a pid of that namespace; host_pid_of finds the one tprof attaches to from outside.
+WorkloadEnvironment in_new_pid_namespace(WorkloadEnvironment environment);
+
+// The pid, as this process's /proc numbers it, of the process that knows itself as
+// `reported_pid` and is `launched_pid` or one of its descendants (a wrapper such as unshare
+// forks the workload). `reported_pid` itself when none is found.
+pid_t host_pid_of(pid_t launched_pid, pid_t reported_pid);
 
 // Runs the workload parked at READY with `workload_arguments`, attaches
 // `tprof attach PID --output TRACE tprof_arguments...`, releases the steps, stops tprof with

@@ -28,12 +28,12 @@ OpTracer::OpTracer(const OpTracerOptions& options) : target_pid_(options.target_
   if (bpf_map__set_max_entries(skeleton_->maps.op_records, static_cast<__u32>(ring_bytes)) != 0)
     throw Error("cannot size the ring buffer to " + std::to_string(ring_bytes) + " bytes");
 
-  // Record ids as tprof's own /proc shows them, so that a sidecar in the target's PID
-  // namespace reads the right thread names.
+  // Record ids as tprof's own /proc shows them: a node agent reads a container's threads by
+  // their host ids, a sidecar in the target's PID namespace by the pod's.
   struct stat pid_namespace{};
   if (::stat("/proc/self/ns/pid", &pid_namespace) != 0)
     throw Error(errno_message("cannot stat /proc/self/ns/pid", errno));
-  skeleton_->rodata->pid_namespace_device = pid_namespace.st_dev;
+  skeleton_->rodata->pid_namespace_level = options.pid_namespace_level;
   skeleton_->rodata->pid_namespace_inode = pid_namespace.st_ino;
   skeleton_->rodata->target_tgid = static_cast<__u32>(options.target_pid);
   if (options.python) skeleton_->rodata->python_config = *options.python;

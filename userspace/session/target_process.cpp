@@ -23,12 +23,27 @@ std::string read_first_line(const std::string& path) {
 
 }  // namespace
 
+std::vector<pid_t> namespace_pids(const std::string& proc_pid_dir) {
+  std::ifstream status(proc_pid_dir + "/status");
+  std::string line;
+  std::vector<pid_t> pids;
+  while (std::getline(status, line)) {
+    if (!line.starts_with("NSpid:")) continue;
+    std::istringstream fields(line.substr(6));
+    for (pid_t pid = 0; fields >> pid;) pids.push_back(pid);
+    break;
+  }
+  return pids;
+}
+
 TargetProcess::TargetProcess(pid_t pid) : pid_(pid) {
   const std::string proc_dir = "/proc/" + std::to_string(pid);
   struct stat st{};
   if (pid <= 0 || ::stat(proc_dir.c_str(), &st) != 0) throw Error("no such process: " + std::to_string(pid));
   uid_ = st.st_uid;
   name_ = read_first_line(proc_dir + "/comm");
+  const std::vector<pid_t> pids = namespace_pids(proc_dir);
+  namespace_pid_ = pids.empty() ? pid : pids.back();
   int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   if (fd < 0) {
     if (errno == ESRCH) throw Error("no such process: " + std::to_string(pid));

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "userspace/loader/unique_fd.h"
 
@@ -21,6 +22,10 @@ struct MappedLibrary {
   uint64_t load_address = 0;
 };
 
+// A process's ids from its PID namespace down ("NSpid" of /proc/PID/status): first as the
+// namespace of that /proc sees it, last as the process sees itself. Empty if unreadable.
+std::vector<pid_t> namespace_pids(const std::string& proc_pid_dir);
+
 class TargetProcess {
  public:
   // Throws tprof::Error("no such process: PID") if it does not exist.
@@ -29,6 +34,9 @@ class TargetProcess {
   pid_t pid() const { return pid_; }
   uid_t uid() const { return uid_; }
   const std::string& name() const { return name_; }  // /proc/PID/comm
+  // Its pid in its own PID namespace (a container's), as torch's profiler would write it;
+  // pid() where it shares ours.
+  pid_t namespace_pid() const { return namespace_pid_; }
 
   // The first mapping whose file name starts with `file_name_prefix` ("libtorch_cpu.so").
   std::optional<MappedLibrary> find_mapped_library(const std::string& file_name_prefix) const;
@@ -43,6 +51,7 @@ class TargetProcess {
   pid_t pid_;
   uid_t uid_ = 0;
   std::string name_;
+  pid_t namespace_pid_ = 0;
   UniqueFd pidfd_;
 };
 
