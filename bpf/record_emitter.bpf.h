@@ -11,11 +11,16 @@
 #include "op_record.h"
 #include "python_walker.bpf.h"
 
-/* tprof's PID namespace: its depth below the initial one and its inode (/proc/self/ns/pid).
+/* tprof's PID namespace (the inode of /proc/self/ns/pid), and whether it is the initial one.
  * Ids in records are the ones tprof sees in its /proc: the host's for a node agent, the pod's
  * for a sidecar sharing the target's namespace, whatever namespace the target itself is in. */
-const volatile __u32 pid_namespace_level = 0;
 const volatile __u64 pid_namespace_inode = 0;
+const volatile bool pid_namespace_is_initial = true;
+/* The namespace's depth below the initial one, plus one; 0 until a probe has found it. No
+ * file tells a process its own depth (its NSpid starts at its /proc's namespace). */
+__u32 pid_namespace_level_plus_one = 0;
+
+#define MAX_PID_NAMESPACE_DEPTH 32 /* the kernel's MAX_PID_NS_LEVEL */
 /*
  * Set by userspace once every probe is attached and cleared before any is removed: links go
  * one at a time (a uprobe's removal waits for readers, ~0.1 s each), and a probe that outlived
@@ -61,15 +66,39 @@ static __always_inline struct record_with_arguments *record_buffer(void)
 				    BPF_LOCAL_STORAGE_GET_F_CREATE);
 }
 
+/* A pid holds one number per level, from the initial namespace down to the one it was made in:
+ * the number at `level` and the inode of that level's namespace. */
+static __always_inline bool read_pid_number(struct pid *pid, __u32 level, struct upid *number)
+{
+	return level <= pid->level && !bpf_probe_read_kernel(number, sizeof(*number), &pid->numbers[level]);
+}
+
+/* The level of tprof's namespace, found once among the levels of a pid inside it. */
+static __always_inline int tprof_namespace_level(struct pid *pid)
+{
+	if (pid_namespace_level_plus_one)
+		return pid_namespace_level_plus_one - 1;
+	for (__u32 level = 0; level < MAX_PID_NAMESPACE_DEPTH; level++) {
+		struct upid number = {};
+		if (!read_pid_number(pid, level, &number))
+			return -1;
+		if (BPF_CORE_READ(number.ns, ns.inum) == pid_namespace_inode) {
+			pid_namespace_level_plus_one = level + 1;
+			return level;
+		}
+	}
+	return -1;
+}
+
 /* The number `pid` has in tprof's PID namespace; 0 where it has none there (a task of an
- * unrelated namespace). A pid holds one number per level, from the initial namespace down to
- * the one it was made in. */
+ * unrelated namespace). */
 static __always_inline __u32 number_in_tprof_namespace(struct pid *pid)
 {
-	if (!pid || pid->level < pid_namespace_level)
+	if (!pid)
 		return 0;
+	int level = tprof_namespace_level(pid);
 	struct upid number = {};
-	if (bpf_probe_read_kernel(&number, sizeof(number), &pid->numbers[pid_namespace_level]))
+	if (level < 0 || !read_pid_number(pid, level, &number))
 		return 0;
 	if (BPF_CORE_READ(number.ns, ns.inum) != pid_namespace_inode)
 		return 0;
@@ -81,8 +110,8 @@ static __always_inline __u32 number_in_tprof_namespace(struct pid *pid)
  * namespaces (containers). */
 static __always_inline struct thread_ids current_thread_ids(void)
 {
-	if (pid_namespace_level == 0) {
-		/* tprof is in the initial namespace, whose numbers the kernel keeps at hand. */
+	if (pid_namespace_is_initial) {
+		/* The initial namespace's numbers the kernel keeps at hand. */
 		__u64 ids = bpf_get_current_pid_tgid();
 		return (struct thread_ids){.tgid = ids >> 32, .tid = (__u32)ids};
 	}

@@ -571,6 +571,42 @@ TEST_F(AttachTest, RecordsATargetInItsOwnPidAndMountNamespacesFromTheHost) {
       << "the stack sampler sees threads of a child PID namespace";
 }
 
+// A sidecar: tprof and the target share a new PID namespace, with different roots (the target
+// chrooted into the trixie root). tprof attaches by the pid that namespace gives the target,
+// and records its ops, stacks and samples.
+TEST_F(AttachTest, RecordsATargetInTheSamePidNamespaceWithAnotherRoot) {
+  const auto trixie = TrixieWorkload::make();
+  if (!trixie) {
+    GTEST_SKIP() << "\n**********\n*** SKIPPED: scripts/make-trixie-root.sh could not provide the "
+                    "torch 2.6 root; the sidecar path is NOT tested\n**********";
+  }
+  const WorkloadEnvironment& environment = trixie->environment();
+  const std::string root = environment.interpreter.at(1);  // chroot ROOT env ... python3
+  const fs::path trace_path = environment.scratch_for_us / "sidecar.pt.trace.json";
+  const auto result = run_command(
+      {"unshare", "--pid", "--fork", "--mount", "--mount-proc", "--kill-child", "bash",
+       (fs::path(testing::source_dir()) / "tests/e2e/scripts/sidecar_attach.sh").string(), kTprofBinary, root,
+       environment.scratch_for_target.string(), std::to_string(kMeasuredSteps), trace_path.string()},
+      std::chrono::minutes(10));
+  ASSERT_TRUE(result.status && result.status->succeeded()) << "the sidecar script failed (its stderr is above)";
+  ASSERT_FALSE(result.stdout_lines.empty());
+  const std::string last = result.stdout_lines.back();
+  ASSERT_TRUE(last.starts_with("pid ")) << last;
+  const int64_t pid_in_namespace = std::stoll(last.substr(4));
+
+  ASSERT_NO_FATAL_FAILURE(expect_valid_trace(trace_path));
+  const auto trace = load_trace(trace_path);
+  EXPECT_EQ(trace.at("tprof").at("pid"), pid_in_namespace) << "the pid tprof itself sees";
+  EXPECT_EQ(trace.at("tprof").at("namespace_pid"), pid_in_namespace);
+  EXPECT_GT(trace.at("tprof_summary").at("python_samples").get<uint64_t>(), 0u);
+  const auto comparison = compare_op_streams(aten_op_counts(trace), run_reference(environment, kMeasuredSteps).counts());
+  std::cout << "sidecar: recall " << comparison.recall() << " (" << comparison.matched << "/" << comparison.expected
+            << "), precision " << comparison.precision() << '\n';
+  EXPECT_GE(comparison.recall(), kMinimumRecall);
+  EXPECT_GE(comparison.precision(), kMinimumPrecision);
+  expect_ops_carry_step_stacks(trace);
+}
+
 TEST_F(AttachTest, StopsAfterDurationAndWritesDefaultName) {
   constexpr int kDurationSeconds = 3;
   ParkedWorkload workload(host_workload(scratch_.path()), kMeasuredSteps);

@@ -17,6 +17,12 @@
 #include "userspace/cli/error.h"
 
 namespace tprof {
+namespace {
+
+// The initial PID namespace's fixed inode (the kernel's PROC_PID_INIT_INO).
+constexpr ino_t kInitialPidNamespaceInode = 0xEFFFFFFC;
+
+}  // namespace
 
 void OpTracer::SkeletonDeleter::operator()(op_tracer* skeleton) const { op_tracer__destroy(skeleton); }
 
@@ -33,8 +39,8 @@ OpTracer::OpTracer(const OpTracerOptions& options) : target_pid_(options.target_
   struct stat pid_namespace{};
   if (::stat("/proc/self/ns/pid", &pid_namespace) != 0)
     throw Error(errno_message("cannot stat /proc/self/ns/pid", errno));
-  skeleton_->rodata->pid_namespace_level = options.pid_namespace_level;
   skeleton_->rodata->pid_namespace_inode = pid_namespace.st_ino;
+  skeleton_->rodata->pid_namespace_is_initial = pid_namespace.st_ino == kInitialPidNamespaceInode;
   skeleton_->rodata->target_tgid = static_cast<__u32>(options.target_pid);
   if (options.python) skeleton_->rodata->python_config = *options.python;
   if (options.tensors) skeleton_->rodata->tensor_config = *options.tensors;

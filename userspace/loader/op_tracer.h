@@ -23,9 +23,6 @@ namespace tprof {
 struct OpTracerOptions {
   size_t ring_buffer_bytes = 64u << 20;  // rounded up to a power of two
   pid_t target_pid = 0;                  // in tprof's PID namespace
-  // tprof's PID namespace: how deep below the initial one (the NSpid entries of
-  // /proc/self/status, less one). Records carry ids as that namespace numbers them.
-  uint32_t pid_namespace_level = 0;
   // Where the target's interpreter keeps its frames; none: no Python stacks.
   std::optional<python_walker_config> python;
   // The calibrated TensorImpl layout; none: ops are recorded without arguments (no shapes).

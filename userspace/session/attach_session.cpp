@@ -185,8 +185,6 @@ OpTracerOptions tracer_options_for(const AttachOptions& options, const TargetPro
   OpTracerOptions tracer_options;
   tracer_options.ring_buffer_bytes = options.ring_buffer_bytes;
   tracer_options.target_pid = target.pid();
-  const std::vector<pid_t> own_pids = namespace_pids("/proc/self");
-  tracer_options.pid_namespace_level = own_pids.empty() ? 0 : static_cast<uint32_t>(own_pids.size() - 1);
   if (ranges) {
     tracer_options.node_sequence_nr_offset = ranges->node_sequence_nr_offset();
     tracer_options.node_thread_id_offset = ranges->node_thread_id_offset();
