@@ -12,6 +12,7 @@
 
 #include "exporters/partial_recovery.h"
 #include "userspace/session/attach_session.h"
+#include "userspace/session/doctor.h"
 #include "userspace/session/launch.h"
 #include "userspace/cli/error.h"
 
@@ -159,6 +160,38 @@ int print_environment() {
   return 0;
 }
 
+constexpr const char* kDoctorFooter =
+    "\nChecks, without attaching anything: the kernel (6.6+ for uprobe_multi links, BTF, BPF\n"
+    "loading), tprof's privileges, and for a PID its Python (3.9-3.14), its torch and whether\n"
+    "its TensorImpl layout calibrates (shapes), whether libtprof_cupti.so is loaded (GPU timing),\n"
+    "and its namespaces. Each problem comes with a fix. Exits 1 when `tprof attach PID` would\n"
+    "fail, 0 otherwise (warnings only say what would be missing).\n"
+    "\nExample:\n"
+    "  sudo tprof doctor $(pgrep -f train.py)";
+
+// `tprof doctor [PID]`: the checklist, then a verdict; 1 when attach would fail.
+int print_doctor_report(std::optional<pid_t> pid) {
+  const tprof::DoctorReport report = tprof::run_doctor(pid);
+  const auto print = [](const std::vector<tprof::DoctorCheck>& checks) {
+    for (const tprof::DoctorCheck& check : checks) {
+      const char* mark = check.outcome == tprof::DoctorCheck::Outcome::kOk        ? "ok  "
+                         : check.outcome == tprof::DoctorCheck::Outcome::kWarning ? "warn"
+                                                                                 : "FAIL";
+      std::printf("  %s  %-11s %s\n", mark, check.subject.c_str(), check.finding.c_str());
+      if (!check.fix.empty()) std::printf("        %-11s fix: %s\n", "", check.fix.c_str());
+    }
+  };
+  std::printf("this machine:\n");
+  print(report.system);
+  if (pid) {
+    std::printf("process %d:\n", static_cast<int>(*pid));
+    print(report.process);
+  }
+  const std::string what = pid ? "tprof attach " + std::to_string(*pid) : std::string("tprof attach");
+  std::printf("%s would %s\n", what.c_str(), report.attach_would_fail() ? "fail: see FAIL above" : "work");
+  return report.attach_would_fail() ? 1 : 0;
+}
+
 // `tprof record -- CMD`: starts it with GPU timing enabled, attaches once it has loaded torch, and
 // ends with its exit status (tprof's, if tprof failed).
 int record_command(const std::vector<std::string>& command, tprof::AttachOptions options) {
@@ -217,6 +250,11 @@ int main(int argc, char** argv) {
   app.add_subcommand("env", "Print the environment a process needs for tprof to see its GPU activity")
       ->footer(kEnvFooter);
 
+  pid_t doctor_pid = 0;
+  CLI::App* doctor = app.add_subcommand("doctor", "Check whether tprof can attach here, and to a process");
+  doctor->footer(kDoctorFooter);
+  doctor->add_option("pid", doctor_pid, "Process to check (optional)")->check(CLI::Range(1, 1 << 22));
+
   std::vector<std::string> partial_paths;
   std::string recover_mode = "0600";
   CLI::App* recover =
@@ -238,6 +276,8 @@ int main(int argc, char** argv) {
   }
   if (recover->parsed()) return recover_files(partial_paths, *parse_file_mode(recover_mode));
   if (app.got_subcommand("env")) return print_environment();
+  if (doctor->parsed())
+    return print_doctor_report(doctor->count("pid") > 0 ? std::optional<pid_t>(doctor_pid) : std::nullopt);
   apply_recording_flags(record->parsed() ? *record : *attach, flags, options);
 
   try {

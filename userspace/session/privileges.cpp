@@ -21,16 +21,21 @@ bool has_effective(cap_t caps, cap_value_t capability) {
 
 }  // namespace
 
-void require_tracing_privileges(uid_t target_uid) {
+std::string missing_tracing_privilege(uid_t target_uid) {
   std::unique_ptr<_cap_struct, CapDeleter> caps(cap_get_proc());
-  if (!caps) throw Error(errno_message("cannot read this process's capabilities", errno));
+  if (!caps) return errno_message("cannot read this process's capabilities", errno);
   const bool sys_admin = has_effective(caps.get(), CAP_SYS_ADMIN);
   if (!sys_admin && !has_effective(caps.get(), CAP_BPF))
-    throw Error("missing capability CAP_BPF (or CAP_SYS_ADMIN) to load BPF programs; run as root (sudo tprof ...)");
+    return "missing capability CAP_BPF (or CAP_SYS_ADMIN) to load BPF programs; run as root (sudo tprof ...)";
   if (!sys_admin && !has_effective(caps.get(), CAP_PERFMON))
-    throw Error("missing capability CAP_PERFMON (or CAP_SYS_ADMIN) to attach uprobes; run as root (sudo tprof ...)");
+    return "missing capability CAP_PERFMON (or CAP_SYS_ADMIN) to attach uprobes; run as root (sudo tprof ...)";
   if (target_uid != ::geteuid() && !has_effective(caps.get(), CAP_SYS_PTRACE))
-    throw Error("missing capability CAP_SYS_PTRACE to read a process of another user; run as root (sudo tprof ...)");
+    return "missing capability CAP_SYS_PTRACE to read a process of another user; run as root (sudo tprof ...)";
+  return "";
+}
+
+void require_tracing_privileges(uid_t target_uid) {
+  if (const std::string missing = missing_tracing_privilege(target_uid); !missing.empty()) throw Error(missing);
 }
 
 }  // namespace tprof
