@@ -118,7 +118,8 @@ ChromeTraceWriter::ChromeTraceWriter(OutputFile& out, std::string trace_name)
 
 void ChromeTraceWriter::begin(const model::SessionInfo& session) {
   session_ = session;
-  base_time_ns_ = chrome_trace_base_time_ns(session.window_start_unix_ns);
+  base_time_ns_ = chrome_trace_base_time_ns(session.base_time_unix_ns != 0 ? session.base_time_unix_ns
+                                                                           : session.window_start_unix_ns);
   write_header();
   write_metadata_event("process_name", session_.pid, 0, "name", [&] { append_json_string(line_, session_.process_name); });
   write_metadata_event("process_labels", session_.pid, 0, "labels", [&] { line_ += "\"CPU\""; });
@@ -134,7 +135,11 @@ void ChromeTraceWriter::begin(const model::SessionInfo& session) {
 // tprof has attached), follow traceEvents (see finish).
 void ChromeTraceWriter::write_header() {
   line_.assign("{\n  \"schemaVersion\": 1,\n");
-  line_ += "  \"distributedInfo\": {\"backend\": \"\", \"rank\": 0, \"world_size\": 1},\n";
+  line_ += "  \"distributedInfo\": {\"backend\": \"\", \"rank\": ";
+  append_json_integer(line_, std::max<int64_t>(session_.rank, 0));
+  line_ += ", \"world_size\": ";
+  append_json_integer(line_, session_.world_size);
+  line_ += "},\n";
   line_ += "  \"tprof\": {\"version\": ";
   append_json_string(line_, session_.tprof_version);
   // The trace's pid is the one tprof saw; a process in a container knows itself by another.

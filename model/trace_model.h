@@ -213,6 +213,13 @@ struct SessionInfo {
   std::string tprof_version;
   uint64_t attach_unix_ns = 0;    // when every probe was live
   uint64_t window_start_unix_ns = 0;
+  // What Kineto's baseTimeNanoseconds rounds down: the first target's window start, so that
+  // the traces of several processes recorded together share it. 0: this window's start.
+  uint64_t base_time_unix_ns = 0;
+  // The process's place in a distributed job (RANK and WORLD_SIZE in its environment); -1 and
+  // 1 when it has none.
+  int64_t rank = -1;
+  int64_t world_size = 1;
   std::string torch_library;      // path of libtorch_cpu as seen in the target ("" if none)
   std::string python_version;     // "3.11.2"; "" when Python stacks were not recorded
   std::string tensor_layout;      // how TensorImpl was calibrated; "" when shapes were not recorded

@@ -607,6 +607,108 @@ TEST_F(AttachTest, RecordsATargetInTheSamePidNamespaceWithAnotherRoot) {
   expect_ops_carry_step_stacks(trace);
 }
 
+// Every file tprof wrote into `directory`, by name.
+std::vector<fs::path> trace_files_in(const fs::path& directory) {
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(directory))
+    if (entry.path().string().ends_with(".pt.trace.json")) files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// All the ranks of a job at once: --match finds three processes by their command line, and each
+// gets its own trace, named after its rank, holding its own ops only, with its rank in
+// distributedInfo and one base time for all.
+TEST_F(AttachTest, MatchRecordsEachProcessOfAJobIntoItsOwnTrace) {
+  constexpr int kRanks = 3;
+  ScratchDirectory job;  // its path makes the command lines of this job's processes unique
+  const fs::path script = job.path() / "rank_train_loop.py";
+  fs::copy_file(workload_script("train_loop.py"), script);
+  const WorkloadEnvironment job_environment = host_workload(job.path(), script);
+  std::vector<std::unique_ptr<ParkedWorkload>> ranks;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    WorkloadEnvironment environment = job_environment;
+    environment.interpreter = {"env", "RANK=" + std::to_string(rank), "WORLD_SIZE=" + std::to_string(kRanks),
+                               "/usr/bin/python3"};
+    ranks.push_back(std::make_unique<ParkedWorkload>(environment, kMeasuredSteps));
+  }
+  ScratchDirectory output;
+  TprofRun tprof({"attach", "--match", script.string(), "--output-dir", output.path().string(), "--no-et"});
+  for (int rank = 0; rank < kRanks; ++rank) tprof.wait_until_attached();
+  for (const auto& rank : ranks) rank->run_steps();
+  for (const auto& rank : ranks) rank->wait_until_done();
+  const ExitStatus status = tprof.interrupt_and_wait();
+  std::cout << "tprof stderr:\n" << tprof.stderr_transcript();
+  ASSERT_TRUE(status.succeeded()) << status.describe();
+  for (const auto& rank : ranks) rank->finish();
+
+  const std::vector<fs::path> files = trace_files_in(output.path());
+  ASSERT_EQ(files.size(), static_cast<size_t>(kRanks));
+  const NameCounts expected = run_reference(job_environment, kMeasuredSteps).counts();
+  std::set<uint64_t> base_times;
+  for (int rank = 0; rank < kRanks; ++rank) {
+    const pid_t pid = ranks[rank]->python_pid();
+    const auto file = std::find_if(files.begin(), files.end(), [&](const fs::path& path) {
+      return path.filename().string().find("_" + std::to_string(pid) + "_rank" + std::to_string(rank) + ".") !=
+             std::string::npos;
+    });
+    ASSERT_NE(file, files.end()) << "no trace named for pid " << pid << " and rank " << rank;
+    expect_valid_trace(*file);
+    const auto trace = load_trace(*file);
+    EXPECT_EQ(trace.at("distributedInfo").at("rank"), rank);
+    EXPECT_EQ(trace.at("distributedInfo").at("world_size"), kRanks);
+    base_times.insert(trace.at("baseTimeNanoseconds").get<uint64_t>());
+    for (const auto& event : trace.at("traceEvents")) {
+      if (event.value("cat", "") == "cpu_op") ASSERT_EQ(event.at("pid"), pid) << "another process's op";
+    }
+    const auto comparison = compare_op_streams(aten_op_counts(trace), expected);
+    std::cout << "rank " << rank << ": recall " << comparison.recall() << ", precision " << comparison.precision() << '\n';
+    EXPECT_GE(comparison.recall(), kMinimumRecall) << "rank " << rank;
+    EXPECT_GE(comparison.precision(), kMinimumPrecision) << "rank " << rank;
+  }
+  EXPECT_EQ(base_times.size(), 1u) << "one baseTimeNanoseconds for the job";
+}
+
+// --children: a child the target starts after the attach, which loads torch and runs ops, is
+// attached as it appears and gets its own trace.
+TEST_F(AttachTest, ChildrenFollowsAProcessTheTargetStartsAfterTheAttach) {
+  ScratchDirectory scratch;
+  const fs::path go_file = scratch.path() / "child-may-run";
+  ChildProcess parent({.argv = {"/usr/bin/python3", workload_script("spawns_child.py").string(), "--go-file",
+                                go_file.string(), "--ops", "300"},
+                       .pipe_stdin = true,
+                       .pipe_stdout = true});
+  const auto ready = parent.stdout_lines().read_line_containing("READY", kWorkloadStartTimeout);
+  ASSERT_TRUE(ready) << parent.stdout_lines().transcript();
+  const std::string parent_pid = ready->substr(ready->find(' ') + 1);
+  ScratchDirectory output;
+  TprofRun tprof({"attach", parent_pid, "--children", "--output-dir", output.path().string(), "--no-et"});
+  tprof.wait_until_attached();
+  parent.write_stdin("spawn\n");
+  const auto child_line = parent.stdout_lines().read_line_containing("CHILD", kWorkloadStartTimeout);
+  ASSERT_TRUE(child_line) << parent.stdout_lines().transcript();
+  const std::string child_pid = child_line->substr(child_line->find(' ') + 1);
+  tprof.wait_until_attached();  // the child's own attach
+  { std::ofstream(go_file) << "go\n"; }
+  ASSERT_TRUE(parent.stdout_lines().read_line_containing("DONE", kStepsTimeout)) << parent.stdout_lines().transcript();
+  const ExitStatus status = tprof.interrupt_and_wait();
+  std::cout << "tprof stderr:\n" << tprof.stderr_transcript();
+  ASSERT_TRUE(status.succeeded()) << status.describe();
+  parent.close_stdin();
+  parent.wait_for_exit(kStepsTimeout);
+  EXPECT_NE(tprof.stderr_transcript().find("child " + child_pid + " (python3) of a target: attaching"), std::string::npos);
+
+  const std::vector<fs::path> files = trace_files_in(output.path());
+  ASSERT_EQ(files.size(), 2u) << "the parent's trace and the child's";
+  const auto child_file = std::find_if(files.begin(), files.end(), [&](const fs::path& path) {
+    return path.filename().string().find("_" + child_pid + ".") != std::string::npos;
+  });
+  ASSERT_NE(child_file, files.end());
+  expect_valid_trace(*child_file);
+  const NameCounts child_ops = aten_op_counts(load_trace(*child_file));
+  EXPECT_EQ(child_ops.contains("aten::mm") ? child_ops.at("aten::mm") : 0, 300u) << "every op the child ran after the go";
+}
+
 TEST_F(AttachTest, StopsAfterDurationAndWritesDefaultName) {
   constexpr int kDurationSeconds = 3;
   ParkedWorkload workload(host_workload(scratch_.path()), kMeasuredSteps);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <utility>
 
 namespace tprof {
 
@@ -16,12 +17,17 @@ std::string group_thousands(uint64_t value) {
   return grouped;
 }
 
-Console::Console(bool quiet) : quiet_(quiet), interactive_(!quiet && ::isatty(STDERR_FILENO)) {}
+Console::Console(bool quiet, std::string label)
+    : quiet_(quiet), label_(std::move(label)), interactive_(!quiet && ::isatty(STDERR_FILENO)) {}
 
 void Console::line(const std::string& message) {
   if (quiet_) return;
   clear_status();
-  std::fprintf(stderr, "tprof: %s\n", message.c_str());
+  if (label_.empty()) {
+    std::fprintf(stderr, "tprof: %s\n", message.c_str());
+  } else {
+    std::fprintf(stderr, "tprof: %s: %s\n", label_.c_str(), message.c_str());
+  }
 }
 
 void Console::status(double elapsed_s, uint64_t records, uint64_t dropped) {
@@ -41,7 +47,8 @@ void Console::clear_status() {
 void Console::operator_table(const std::vector<OperatorTotals>& rows) {
   if (quiet_ || rows.empty()) return;
   clear_status();
-  std::fprintf(stderr, "%-40s %10s %12s %12s\n", "top ops by self time", "calls", "self ms", "total ms");
+  const std::string title = label_.empty() ? "top ops by self time" : "top ops by self time, " + label_;
+  std::fprintf(stderr, "%-40s %10s %12s %12s\n", title.c_str(), "calls", "self ms", "total ms");
   for (const OperatorTotals& row : rows)
     std::fprintf(stderr, "%-40s %10s %12.3f %12.3f\n", row.name.c_str(), group_thousands(row.calls).c_str(),
                  static_cast<double>(row.self_ns) / 1e6, static_cast<double>(row.total_ns) / 1e6);

@@ -12,9 +12,10 @@ namespace tprof {
 
 class Console {
  public:
-  explicit Console(bool quiet);
+  // `label` (one target's, "pid 1234", among several) prefixes every line.
+  explicit Console(bool quiet, std::string label = "");
 
-  // "tprof: <message>" on its own line (suppressed by --quiet).
+  // "tprof: [<label>: ]<message>" on its own line (suppressed by --quiet).
   void line(const std::string& message);
   // Rewrites the status line in place; a no-op unless stderr is a TTY.
   void status(double elapsed_s, uint64_t records, uint64_t dropped);
@@ -23,8 +24,10 @@ class Console {
 
  private:
   bool quiet_;
+  std::string label_;
   bool interactive_;
-  bool status_shown_ = false;
+  // One terminal: a line from any console clears the status line any of them drew.
+  static inline bool status_shown_ = false;
 };
 
 // 1234567 -> "1,234,567"

@@ -30,6 +30,11 @@ constexpr const char* kAttachFooter =
     "  sudo tprof attach 12345 --duration 20            # 20 s, default file name\n"
     "  sudo tprof attach 12345 -o step.pt.trace.json.gz # until Ctrl-C, gzip output\n"
     "                                                   # (and step.et.json.gz)\n"
+    "  sudo tprof attach --match train.py --output-dir traces/  # every rank of a job\n"
+    "  sudo tprof attach 12345 --children -d 30         # and the workers it starts\n"
+    "\nWith several targets each gets its own files, named after its host, pid and rank (RANK in\n"
+    "its environment), with one baseTimeNanoseconds and distributedInfo filled in, so that HTA\n"
+    "analyses the ranks together. Recording stops when all of them have exited.\n"
     "\nRecording stops at --duration, on Ctrl-C/SIGTERM, or when the target exits; whatever\n"
     "was recorded is then written. Events the ring buffer could not hold are counted and\n"
     "reported (raise --buffer-mb if any are dropped).\n"
@@ -214,7 +219,7 @@ int record_command(const std::vector<std::string>& command, tprof::AttachOptions
                  command.front().c_str(), status);
     return status == 0 ? 1 : status;
   }
-  options.pid = child;
+  options.pids = {child};
   const int attach_status = tprof::run_attach(options);
   const int command_status = tprof::wait_for_command(child);
   return attach_status != 0 ? attach_status : command_status;
@@ -235,9 +240,18 @@ int main(int argc, char** argv) {
   RecordingFlags flags;
   CLI::App* attach = app.add_subcommand("attach", "Record the ATen ops and Python stacks of a running process");
   attach->footer(kAttachFooter);
-  attach->add_option("pid", options.pid, "Process id of the Python (PyTorch) process")
-      ->required()
+  attach->add_option("pid", options.pids, "Process ids of the Python (PyTorch) processes: one trace each")
       ->check(CLI::Range(1, 1 << 22));  // the kernel's largest pid_max
+  attach->add_option("--match", options.match,
+                     "Also every process whose command line matches this regular expression (all the ranks "
+                     "of a job: --match 'train.py')");
+  attach->add_flag("--children", options.follow_children,
+                   "Also the targets' child processes, as they start and load torch (torchrun's workers, "
+                   "DataLoader workers)");
+  attach->add_option("--output-dir", options.output_directory,
+                     "Where each target's files go, named <host>_<pid>[_rank<R>].<unix_ns>.pt.trace.json "
+                     "(default: the current directory)")
+      ->check(CLI::ExistingDirectory);
   add_recording_options(*attach, options, flags);
 
   std::vector<std::string> command;
@@ -279,6 +293,10 @@ int main(int argc, char** argv) {
   if (doctor->parsed())
     return print_doctor_report(doctor->count("pid") > 0 ? std::optional<pid_t>(doctor_pid) : std::nullopt);
   apply_recording_flags(record->parsed() ? *record : *attach, flags, options);
+  if (attach->parsed() && options.pids.empty() && options.match.empty()) {
+    std::fprintf(stderr, "tprof: error: attach needs a pid or --match REGEX (see tprof attach --help)\n");
+    return 2;
+  }
 
   try {
     return record->parsed() ? record_command(command, options) : tprof::run_attach(options);

@@ -1,588 +1,167 @@
 #include "userspace/session/attach_session.h"
 
-#include <unistd.h>
-
-#include <cerrno>
 #include <exception>
-#include <functional>
-#include <optional>
-#include <string_view>
-#include <unordered_map>
+#include <map>
+#include <memory>
+#include <set>
 
-#include "exporters/chrome_trace_writer.h"
-#include "exporters/execution_trace_writer.h"
-#include "exporters/output_file.h"
-#include "model/trace_model.h"
-#include "model/trace_sink.h"
-#include "symbolizer/aten/op_catalog.h"
-#include "symbolizer/binary/process_memory.h"
-#include "symbolizer/python/python_runtime.h"
-#include "userspace/ingest/argument_decoder.h"
 #include "userspace/cli/console.h"
 #include "userspace/cli/error.h"
-#include "userspace/loader/cuda_api_probes.h"
-#include "userspace/loader/exit_probes.h"
-#include "userspace/cli/op_summary.h"
-#include "userspace/loader/op_tracer.h"
-#include "userspace/session/privileges.h"
-#include "userspace/loader/probe_plan.h"
-#include "userspace/ingest/record_consumer.h"
-#include "symbolizer/python/python_frame_resolver.h"
-#include "userspace/assemble/python_stack_store.h"
-#include "userspace/loader/python_walker_config.h"
-#include "userspace/assemble/range_operators.h"
-#include "userspace/loader/range_probes.h"
 #include "userspace/session/recording_loop.h"
-#include "userspace/assemble/device_correlator.h"
-#include "userspace/assemble/span_closer.h"
 #include "userspace/session/stop_signals.h"
-#include "userspace/session/target_process.h"
-#include "userspace/loader/unique_fd.h"
-#include "userspace/assemble/wall_clock.h"
-
-#ifndef TPROF_VERSION
-#error "TPROF_VERSION must be defined by the build"
-#endif
+#include "userspace/session/target_discovery.h"
+#include "userspace/session/target_recording.h"
 
 namespace tprof {
 namespace {
 
-constexpr const char* kTorchLibraryPrefix = "libtorch_cpu.so";
-constexpr const char* kTensorLibraryPrefix = "libc10.so";
-constexpr const char* kCuptiLibraryPrefix = "libtprof_cupti.so";
+// How often --children looks for new processes, and how long a child may take to load torch
+// before it is given up on (a launcher's helper, a worker that never imports torch).
+constexpr uint64_t kChildScanPeriodNs = 500'000'000;
+constexpr uint64_t kChildTorchWaitNs = 60'000'000'000;
 
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0) return "localhost";
-  return name;
-}
-
-std::string default_output_path(pid_t pid, uint64_t unix_ns) {
-  // torch.profiler.tensorboard_trace_handler's "<worker>.<span>.pt.trace.json".
-  return host_name() + "_" + std::to_string(pid) + "." + std::to_string(unix_ns) + ".pt.trace.json";
-}
-
-// The trace's path with ".pt.trace.json" (or a plain ".json") replaced by ".et.json", gzip
-// kept, as PARAM and Chakra inflate by the ".gz". The name keeps the TensorBoard plugin, which
-// loads every *.pt.trace.json, from taking the ET for a trace; HTA reads every .json in its
-// directory whatever the name (formats.md §1.6), which --help points out.
-std::string default_execution_trace_path(const std::string& trace_path) {
-  std::string stem = trace_path;
-  const bool compressed = stem.ends_with(".gz");
-  if (compressed) stem.resize(stem.size() - 3);
-  for (const std::string_view suffix : {".pt.trace.json", ".json"}) {
-    if (stem.ends_with(suffix)) {
-      stem.resize(stem.size() - suffix.size());
-      break;
-    }
-  }
-  return stem + (compressed ? ".et.json.gz" : ".et.json");
-}
-
-// The libtorch ops to probe, or none for a Python process without torch.
-struct OpProbes {
-  MappedLibrary library;
-  ProbePlan plan;
-  // With shapes: how to read each op's arguments (by op id), and the TensorImpl layout.
-  std::vector<symbolizer::OpArgumentPlan> argument_plans;
-  std::optional<symbolizer::TensorImplLayout> tensor_layout;
-};
-
-// The TensorImpl layout of the target's libc10, or none (said on the console) when shapes
-// cannot be read: better no shapes than wrong ones.
-std::optional<symbolizer::TensorImplLayout> calibrate_tensors(const TargetProcess& target, Console& console) {
-  const auto libc10 = target.find_mapped_library(kTensorLibraryPrefix);
-  std::string why_not = "no libc10 is mapped in the target";
-  std::optional<symbolizer::TensorImplLayout> layout;
-  try {
-    if (libc10) layout = symbolizer::calibrate_tensor_impl_layout(libc10->host_path, &why_not);
-  } catch (const std::exception& error) {
-    why_not = error.what();
-  }
-  if (!layout) console.line("warning: recording without shapes: " + why_not);
-  return layout;
-}
-
-std::optional<OpProbes> plan_torch_probes(const TargetProcess& target, bool record_shapes, Console& console) {
-  const auto torch_library = target.find_mapped_library(kTorchLibraryPrefix);
-  if (!torch_library) return std::nullopt;
-  const symbolizer::OpCatalog catalog = symbolizer::build_op_catalog(torch_library->host_path);
-  if (catalog.unresolved_count > 0)
-    console.line(std::to_string(catalog.unresolved_count) +
-                 " ops have no schema in the library; their names are derived from their symbols");
-  OpProbes probes{*torch_library, plan_op_probes(catalog, torch_library->host_path), {}, std::nullopt};
-  if (probes.plan.shared_address_skipped > 0)
-    console.line(std::to_string(probes.plan.shared_address_skipped) +
-                 " ops share their code with another op and are recorded under its name");
-  if (record_shapes) probes.tensor_layout = calibrate_tensors(target, console);
-  if (probes.tensor_layout) {
-    const auto optional_abi = symbolizer::optional_abi_of(catalog);
-    if (!optional_abi) {
-      console.line("warning: recording without shapes: the op symbols spell neither c10::optional nor std::optional");
-      probes.tensor_layout.reset();
-      return probes;
-    }
-    probes.argument_plans.reserve(probes.plan.catalog_entries.size());
-    for (const size_t entry_index : probes.plan.catalog_entries) {
-      const symbolizer::OpCatalogEntry& entry = catalog.entries[entry_index];
-      probes.argument_plans.push_back(
-          symbolizer::plan_op_arguments(entry.schema, entry.site.mangled_symbol.c_str(), *optional_abi));
-    }
-  }
-  return probes;
-}
-
-// Where the ranges of the ops and autograd functions end: their `ret`s and the catch. A function
-// without a `ret` (one that always throws) is closed by the catch.
-ExitProbes plan_range_exits(const OpProbes& ops, const RangeProbes& ranges, const TargetProcess& target,
-                            Console& console) {
-  std::vector<uint64_t> functions = ops.plan.addresses;
-  const std::vector<uint64_t> autograd = ranges.range_function_addresses();
-  functions.insert(functions.end(), autograd.begin(), autograd.end());
-  ExitProbes exits = plan_exit_probes(ops.library, ranges.library_index(), functions, target);
-  if (exits.catches.offsets.empty())
-    console.line("warning: the target maps no libstdc++ with __cxa_begin_catch: ops ended by a C++ exception "
-                 "are closed at their thread's next op, flagged 'tprof: return missing'");
-  return exits;
-}
-
-std::string describe_attachment(const TargetProcess& target, const std::optional<OpProbes>& ops,
-                                const std::optional<ExitProbes>& exits,
-                                const std::optional<symbolizer::PythonLayout>& python, uint32_t sample_hz,
-                                double attach_ms) {
-  char milliseconds[32];
-  std::snprintf(milliseconds, sizeof(milliseconds), "%.1f", attach_ms);
-  std::string text = "attached to " + std::to_string(target.pid()) + " (" + target.name() + "): ";
-  if (ops) text += std::to_string(ops->plan.sites.offsets.size()) + " op sites in " + ops->library.path_in_target;
-  if (exits) text += " (" + std::to_string(exits->returns.offsets.size()) + " return sites)";
-  if (ops && ops->tensor_layout) text += " with shapes";
-  if (ops && python) text += ", ";
-  if (python) text += "Python " + python->version.to_string() + " stacks (sampler " + std::to_string(sample_hz) + " Hz)";
-  return text + " in " + milliseconds + " ms";
-}
-
-// The files a session writes, created before anything is attached so that an unwritable
-// destination fails at once.
-struct OutputFiles {
-  OutputFiles(const AttachOptions& options, const TargetProcess& target)
-      : trace(options.output_path.empty() ? default_output_path(target.pid(), unix_now_ns()) : options.output_path,
-              options.output_mode) {
-    if (!options.execution_trace) return;
-    const std::string execution_trace_path = options.execution_trace_path.empty()
-                                                 ? default_execution_trace_path(trace.path())
-                                                 : options.execution_trace_path;
-    if (execution_trace_path == trace.path()) throw Error("--et names the trace file itself: " + trace.path());
-    execution_trace.emplace(execution_trace_path, options.output_mode);
-  }
-
-  exporters::OutputFile trace;
-  std::optional<exporters::OutputFile> execution_trace;
-};
-
-OpTracerOptions tracer_options_for(const AttachOptions& options, const TargetProcess& target,
-                                   const std::optional<OpProbes>& ops, const std::optional<RangeProbes>& ranges,
-                                   const std::optional<symbolizer::PythonLayout>& python) {
-  OpTracerOptions tracer_options;
-  tracer_options.ring_buffer_bytes = options.ring_buffer_bytes;
-  tracer_options.target_pid = target.pid();
-  if (ranges) {
-    tracer_options.node_sequence_nr_offset = ranges->node_sequence_nr_offset();
-    tracer_options.node_thread_id_offset = ranges->node_thread_id_offset();
-    if (const auto& counter = ranges->sequence_counter()) {
-      tracer_options.sequence_counter_module = counter->module;
-      tracer_options.sequence_counter_offset = counter->offset;
-    }
-  }
-  if (python) tracer_options.python = make_walker_config(*python);
-  if (ops) tracer_options.op_count = static_cast<uint32_t>(ops->plan.operators.size());
-  if (ops && ops->tensor_layout) tracer_options.tensors = ops->tensor_layout->to_bpf();
-  return tracer_options;
-}
-
-model::SessionInfo session_info(const TargetProcess& target, const std::optional<OpProbes>& ops,
-                                const std::optional<symbolizer::PythonLayout>& python) {
-  model::SessionInfo session;
-  session.pid = static_cast<uint32_t>(target.pid());
-  session.namespace_pid = static_cast<uint32_t>(target.namespace_pid());
-  session.process_name = target.name();
-  session.hostname = host_name();
-  session.tprof_version = TPROF_VERSION;
-  if (ops) session.torch_library = ops->library.path_in_target;
-  if (ops && ops->tensor_layout) session.tensor_layout = ops->tensor_layout->source;
-  if (python) session.python_version = python->version.to_string();
-  return session;
-}
-
-// The sinks a recording streams into: the trace, the ET if asked for, and the console table.
-class SessionSinks {
+// The targets of one `tprof attach`, each recorded on its own (its own BPF object, ring buffer
+// and files), drained together.
+class Recordings {
  public:
-  explicit SessionSinks(OutputFiles& outputs)
-      : outputs_(outputs), chrome_(outputs.trace, exporters::chrome_trace_name(outputs.trace.path())) {
-    std::vector<model::TraceSink*> sinks{&chrome_, &totals_};
-    if (outputs.execution_trace) {
-      execution_trace_.emplace(*outputs.execution_trace);
-      sinks.push_back(&*execution_trace_);
-    }
-    fan_out_.emplace(std::move(sinks));
-  }
-  model::TraceSink& sink() { return *fan_out_; }
-  const OperatorTotalsSink& totals() const { return totals_; }
+  Recordings(const AttachOptions& options, const MonotonicToUnix& clock, Console& console, bool labelled)
+      : options_(options), clock_(clock), console_(console), labelled_(labelled) {}
 
-  // At most once per kFlushPeriodNs: what was handed on so far reaches the partial files.
-  void flush_if_due(uint64_t now_ns) {
-    if (now_ns - last_flush_ns_ < kFlushPeriodNs) return;
-    fan_out_->flush();
-    last_flush_ns_ = now_ns;
+  // Plans, loads and starts one target. The first one started sets the base time all share.
+  void add(pid_t pid) {
+    auto& console = labelled_ ? *consoles_.emplace_back(std::make_unique<Console>(options_.quiet, "pid " + std::to_string(pid)))
+                              : console_;
+    auto recording = std::make_unique<TargetRecording>(options_, pid, clock_, console);
+    recording->start(base_time_unix_ns_);
+    if (base_time_unix_ns_ == 0) base_time_unix_ns_ = unix_now_ns();
+    traced_.insert(pid);
+    recordings_.push_back(std::move(recording));
   }
 
-  void commit() {
-    outputs_.trace.commit();
-    if (outputs_.execution_trace) outputs_.execution_trace->commit();
-  }
-
-  std::string written() const {
-    std::string paths = outputs_.trace.path();
-    if (outputs_.execution_trace) paths += " and " + outputs_.execution_trace->path();
-    return paths;
-  }
-
- private:
-  static constexpr uint64_t kFlushPeriodNs = 1'000'000'000;
-
-  OutputFiles& outputs_;
-  exporters::ChromeTraceWriter chrome_;
-  std::optional<exporters::ExecutionTraceWriter> execution_trace_;
-  OperatorTotalsSink totals_;
-  std::optional<model::FanOutSink> fan_out_;
-  uint64_t last_flush_ns_ = 0;
-};
-
-// How long after its timestamp a record may still reach the ring buffer: BPF stamps a record
-// before it reserves its slot, and a program can be preempted in between. Records older than
-// the drain time minus this are final.
-constexpr uint64_t kRecordSkewBoundNs = 50'000'000;
-// Records decoded before the closer takes them: what waits between the two stays near this.
-constexpr size_t kRecordsPerBatch = 50'000;
-constexpr uint64_t kDrainTimeLimitNs = 500'000'000;
-// Kernel names are C++ names, demangled: templates make them long.
-constexpr size_t kMaxKernelNameBytes = 4096;
-
-void report_device_activity(Console& console, const DeviceCorrelator::Counts& counts, const LossCounts& losses) {
-  console.line("GPU: " + group_thousands(counts.kernels) + " kernels, " + group_thousands(counts.copies) +
-               " copies and memsets, " + group_thousands(counts.syncs) + " syncs, " + group_thousands(counts.api_calls) +
-               " CUDA API calls (" + group_thousands(counts.api_calls_in_ops) + " inside an op); " +
-               group_thousands(counts.linked) + " GPU activities linked to their launch; properties of " +
-               group_thousands(counts.devices) + (counts.devices == 1 ? " GPU" : " GPUs"));
-  if (counts.dropped_by_cupti > 0)
-    console.line("warning: CUPTI dropped " + group_thousands(counts.dropped_by_cupti) +
-                 " GPU activity records for want of buffer space; the GPU rows miss them");
-  if (counts.api_calls_without_thread > 0)
-    console.line("warning: " + group_thousands(counts.api_calls_without_thread) +
-                 " CUDA API calls named no thread (another CUPTI client held the callback API) and were left out");
-  if (losses.device_activity_unreadable > 0)
-    console.line("warning: " + group_thousands(losses.device_activity_unreadable) +
-                 " GPU activity records could not be read from the target");
-}
-
-void report(Console& console, StopReason reason, const SessionSinks& sinks, const SpanCloser& closer,
-            const RecordDecoder& decoder, const model::RunSummary& summary, const LossCounts& losses, bool python) {
-  const SpanCloser::Counts& counts = closer.counts();
-  console.line(std::string("stopped: ") + describe(reason) + ". Wrote " + sinks.written());
-  console.line(group_thousands(counts.ops) + " ranges and " + group_thousands(counts.python_spans) +
-               " python_function spans on " + std::to_string(counts.threads) + " threads from " +
-               group_thousands(decoder.records()) + " events; " + group_thousands(summary.dropped_records) +
-               " events dropped; " + group_thousands(summary.unmatched_returns) +
-               " returns of calls that began before attach (ignored)");
-  if (python)
-    console.line(group_thousands(summary.python_samples) + " stack samples; " +
-                 group_thousands(summary.python_stacks_lost) + " Python stacks could not be read");
-  if (decoder.malformed_records() > 0)
-    console.line("warning: " + group_thousands(decoder.malformed_records()) +
-                 " records of an unknown shape were ignored (tprof and its BPF object disagree?)");
-  if (summary.late_records > 0)
-    console.line("warning: " + group_thousands(summary.late_records) +
-                 " records arrived later than the 50 ms skew bound and may nest wrongly");
-  if (summary.python_timeline_lost > 0)
-    console.line("warning: " + group_thousands(summary.python_timeline_lost) +
-                 " stack observations were left out of python_function spans (a thread's backlog reached its bound)");
-  if (losses.ranges_not_tracked > 0)
-    console.line("warning: " + group_thousands(losses.ranges_not_tracked) +
-                 " calls nested deeper than tprof tracks (64 open ops per thread) end with their caller, "
-                 "flagged 'tprof: return missing'");
-  if (summary.dropped_records > 0)
-    console.line("warning: the ring buffer overflowed and events were lost; retry with a larger --buffer-mb");
-  console.operator_table(sinks.totals().top_by_self_time(10));
-}
-
-// Everything found before attaching: what to probe in the target.
-struct AttachPlan {
-  std::optional<symbolizer::PythonLayout> python;
-  std::optional<OpProbes> ops;
-  std::optional<RangeProbes> range_probes;
-  std::optional<ExitProbes> exits;
-  std::optional<MappedLibrary> cupti_library;  // libtprof_cupti.so, where the target loaded it
-  CudaApiProbes cuda_api;                      // without it: CUDA API calls through uprobes
-  std::string gpu;                             // what the trace says of GPU timing
-};
-
-// GPU timing comes from libtprof_cupti.so, which CUDA loads only into a process started with
-// CUDA_INJECTION64_PATH naming it. Without it, the CUDA API calls are still seen through uprobes
-// on libcudart and libcuda, where the target maps them (said on the console).
-void plan_gpu_activity(AttachPlan& plan, const TargetProcess& target, Console& console) {
-  plan.cupti_library = target.find_mapped_library(kCuptiLibraryPrefix);
-  if (plan.cupti_library) {
-    plan.gpu = "CUPTI activity through " + plan.cupti_library->path_in_target;
-    return;
-  }
-  plan.gpu = "unavailable: the target has not loaded libtprof_cupti.so, which CUDA loads at cuInit in a "
-             "process started with CUDA_INJECTION64_PATH naming it (see tprof env, tprof record)";
-  if (plan.ops) plan.cuda_api = plan_cuda_api_probes(target, plan.ops->plan.operators);
-  if (plan.cuda_api.functions == 0) return;
-  plan.gpu += "; CUDA API calls are recorded from their uprobes";
-  console.line("GPU timing " + plan.gpu);
-}
-
-AttachPlan plan_attach(const AttachOptions& options, const TargetProcess& target, Console& console) {
-  AttachPlan plan;
-  std::string no_python_reason = "--no-python";
-  if (options.python_stacks) plan.python = symbolizer::discover_python(target.pid(), &no_python_reason);
-  plan.ops = plan_torch_probes(target, options.record_shapes, console);
-  if (!plan.ops && !plan.python)
-    throw Error("process " + std::to_string(target.pid()) + " (" + target.name() +
-                ") has not loaded libtorch_cpu and has no Python stacks to record (" + no_python_reason + ")");
-  if (!plan.ops) console.line("no libtorch_cpu in the target: recording Python stacks only");
-  if (!plan.python && options.python_stacks) console.line("no Python stacks: " + no_python_reason);
-  if (plan.python)
-    for (const std::string& warning : plan.python->warnings) console.line("warning: " + warning);
-  plan_gpu_activity(plan, target, console);
-  return plan;
-}
-
-// The probes beyond the ops' entries: annotations, autograd, and where every range ends.
-void plan_range_probes(AttachPlan& plan, const TargetProcess& target, Console& console) {
-  if (!plan.ops) return;
-  plan.range_probes.emplace(plan.ops->library, target.pid(), console);
-  plan.exits = plan_range_exits(*plan.ops, *plan.range_probes, target, console);
-  plan.range_probes->release_library_pages();
-}
-
-// Attaches every planned probe and starts recording. Exits before entries, like the partners
-// they are (nothing records before start_recording()).
-void attach_probes(OpTracer& tracer, AttachPlan& plan, uint32_t sample_hz, Console& console) {
-  if (plan.exits) tracer.attach_exits(plan.exits->returns, plan.exits->catches);
-  for (const UprobeSites& returns : plan.cuda_api.returns) tracer.attach_exits(returns, {});
-  if (plan.ops) tracer.attach_ops(plan.ops->plan.sites);
-  for (const UprobeSites& entries : plan.cuda_api.entries) tracer.attach_api_calls(entries);
-  if (plan.range_probes) plan.range_probes->attach(tracer);
-  tracer.start_recording();
-  if (plan.python) tracer.attach_python_sampler(sample_hz);
-  if (!plan.cupti_library) return;
-  // The library wakes within 200 ms of this and asks CUPTI for activity from then on.
-  try {
-    tracer.attach_device_activity(plan.cupti_library->host_path);
-  } catch (const Error& error) {
-    plan.gpu = std::string("unavailable: ") + error.what();
-    console.line("warning: GPU timing " + plan.gpu);
-    plan.cupti_library.reset();
-  }
-}
-
-// The userspace half of a recording: ring buffer -> decoder -> span closer -> sinks, with the
-// symbolizers the records need on the way (Python stacks, argument values, range names).
-class RecordingPipeline {
- public:
-  RecordingPipeline(AttachPlan& plan, const TargetProcess& target, OpTracer& tracer, OutputFiles& outputs,
-                    MonotonicToUnix clock)
-      : target_(target),
-        operators_(plan.ops ? std::move(plan.ops->plan.operators) : std::vector<model::Operator>{}),
-        range_operators_(operators_,
-                         [range_probes = plan.range_probes ? &*plan.range_probes : nullptr](uint64_t vptr) {
-                           return range_probes ? range_probes->node_name(vptr) : std::string();
-                         }),
-        sinks_(outputs),
-        closer_(operators_, stack_lookup(plan, tracer), clock, [this](uint32_t tid) { return thread_name(tid); },
-                sinks_.sink()),
-        decoder_(closer_, decoder_callbacks()),
-        consumer_(tracer.ring_buffer_fd(), decoder_) {
-    if (plan.ops && plan.ops->tensor_layout)
-      argument_decoder_.emplace(*plan.ops->tensor_layout, std::move(plan.ops->argument_plans));
-    if (plan.cupti_library) expect_device_activity(clock);
-  }
-
-  // Until step detection exists, one step covers the whole window: HTA and Chakra need a
-  // ProfilerStep annotation.
-  void begin(const model::SessionInfo& session, uint64_t window_start_ns) {
-    sinks_.sink().begin(session);
-    closer_.open_step(session.pid, range_operators_.annotation("ProfilerStep#0"), window_start_ns);
-  }
-
-  // Everything up to the watermark is final: it is closed, handed on and written, a batch at a
-  // time. A drain that falls behind returns after `time_limit_ns`, so that a stop signal is
-  // still seen; the rest waits in the ring buffer. `time_limit_ns` 0: until it is empty.
-  //
-  // While records are left in the ring buffer, the watermark stays a skew bound behind the last
-  // one decoded: the ring holds records in about the order they were stamped, so those left
-  // there are no older than that, and none of them arrives behind a passed watermark.
+  // Every target's ring buffer, then (with --children) any new child that has loaded torch.
   void drain(uint64_t time_limit_ns) {
-    const uint64_t drain_ns = monotonic_now_ns();
-    const uint64_t watermark_ns = drain_ns - std::min(drain_ns, kRecordSkewBoundNs);
-    for (bool more = true; more;) {
-      more = consumer_.drain(kRecordsPerBatch);
-      if (stacks_) stacks_->resolve_pending();
-      const uint64_t last_ns = decoder_.last_timestamp_ns();
-      const uint64_t batch_watermark_ns =
-          more ? std::min(watermark_ns, last_ns - std::min(last_ns, kRecordSkewBoundNs)) : watermark_ns;
-      closer_.advance(batch_watermark_ns);
-      if (device_correlator_) device_correlator_->advance(batch_watermark_ns);
-      if (time_limit_ns != 0 && monotonic_now_ns() - drain_ns > time_limit_ns) break;
+    for (const auto& recording : recordings_) recording->drain(time_limit_ns);
+    if (options_.follow_children) adopt_children();
+  }
+
+  bool all_exited() const {
+    for (const auto& recording : recordings_)
+      if (!recording->target().has_exited()) return false;
+    return true;
+  }
+
+  uint64_t records() const {
+    uint64_t total = 0;
+    for (const auto& recording : recordings_) total += recording->records();
+    return total;
+  }
+
+  uint64_t dropped() const {
+    uint64_t total = 0;
+    for (const auto& recording : recordings_) total += recording->dropped();
+    return total;
+  }
+
+  // Stops and writes out every target; returns the first fault ("" if none).
+  std::string stop(StopReason reason) {
+    std::string fault;
+    for (const auto& recording : recordings_) {
+      const StopReason own = reason == StopReason::kTargetExited || recording->target().has_exited()
+                                 ? StopReason::kTargetExited
+                                 : reason;
+      const std::string own_fault = recording->stop(own);
+      if (fault.empty()) fault = own_fault;
     }
-    sinks_.flush_if_due(drain_ns);
+    return fault;
   }
-
-  // Closes what is still open at `stop_ns`, ends and renames the files.
-  model::RunSummary finish(uint64_t stop_ns, const LossCounts& losses, const MonotonicToUnix& clock) {
-    closer_.finish(stop_ns);
-    if (device_correlator_) device_correlator_->finish();
-    model::RunSummary summary;
-    summary.window_end_unix_ns = clock.to_unix(stop_ns);
-    summary.dropped_records = losses.ring_buffer_full;
-    summary.unmatched_returns = closer_.counts().unmatched_returns;
-    summary.late_records = closer_.counts().late_records;
-    summary.python_samples = decoder_.python_samples();
-    summary.python_stacks_lost = losses.stack_unreadable + losses.stack_not_stored + (stacks_ ? stacks_->lost() : 0);
-    summary.arguments_lost = losses.arguments_unreadable;
-    summary.python_timeline_lost = closer_.counts().python_timeline_lost;
-    if (device_correlator_) summary.device_records_dropped = device_correlator_->counts().dropped_by_cupti;
-    sinks_.sink().finish(summary);
-    sinks_.commit();
-    return summary;
-  }
-
-  void report(Console& console, StopReason reason, const model::RunSummary& summary, const LossCounts& losses) const {
-    tprof::report(console, reason, sinks_, closer_, decoder_, summary, losses, stacks_.has_value());
-    if (device_correlator_) report_device_activity(console, device_correlator_->counts(), losses);
-  }
-
-  uint64_t records() const { return decoder_.records(); }
 
  private:
-  SpanCloser::StackLookup stack_lookup(const AttachPlan& plan, const OpTracer& tracer) {
-    if (!plan.python) return {};
-    frame_resolver_.emplace(*plan.python, target_.pid());
-    stacks_.emplace(tracer.python_stacks_fd(), [this](const python_stack& raw) { return frame_resolver_->resolve(raw); });
-    return [this](uint64_t stack_id) { return stacks_->find(stack_id); };
+  // A child is taken once it has loaded libtorch_cpu (a forked DataLoader worker has it at
+  // once; a launched rank after its `import torch`), and given up on after kChildTorchWaitNs.
+  void adopt_children() {
+    const uint64_t now_ns = monotonic_now_ns();
+    if (now_ns - last_child_scan_ns_ < kChildScanPeriodNs) return;
+    last_child_scan_ns_ = now_ns;
+    for (const pid_t child : descendants_of(traced_)) {
+      if (traced_.contains(child) || given_up_.contains(child)) continue;
+      const uint64_t first_seen_ns = first_seen_ns_.try_emplace(child, now_ns).first->second;
+      try {
+        const TargetProcess process(child);
+        if (!process.find_mapped_library("libtorch_cpu.so")) {
+          if (now_ns - first_seen_ns > kChildTorchWaitNs) give_up(child, "it loaded no torch in 60 s");
+          continue;
+        }
+        console_.line("child " + std::to_string(child) + " (" + process.name() + ") of a target: attaching");
+        add(child);
+      } catch (const std::exception& error) {
+        give_up(child, error.what());
+      }
+    }
   }
 
-  // GPU activity from the CUPTI library: linked to the ranges the closer hands on.
-  void expect_device_activity(const MonotonicToUnix& clock) {
-    device_correlator_.emplace(
-        clock,
-        DeviceCorrelator::Callbacks{
-            .open_range = [this](uint32_t tid, uint64_t unix_ns) { return closer_.innermost_open_range(tid, unix_ns); },
-            .target_string =
-                [memory = symbolizer::ProcessMemory(target_.pid())](uint64_t address) {
-                  return memory.read_string(address, kMaxKernelNameBytes).value_or("");
-                }},
-        sinks_.sink());
-    closer_.on_range_closed([this](uint32_t tid, const model::OpSpan& span) { device_correlator_->range_closed(tid, span); });
+  void give_up(pid_t child, const std::string& why) {
+    given_up_.insert(child);
+    console_.line("not recording child " + std::to_string(child) + ": " + why);
   }
 
-  // Read when the decoder first sees the thread, while it most likely still exists.
-  std::string thread_name(uint32_t tid) {
-    const auto name = thread_names_.find(tid);
-    return name != thread_names_.end() ? name->second : target_.thread_name(tid);
-  }
-
-  RecordDecoder::Callbacks decoder_callbacks() {
-    return {.on_new_thread = [this](uint32_t tid) { thread_names_.emplace(tid, target_.thread_name(tid)); },
-            .on_stack_id =
-                [this](uint64_t stack_id) {
-                  if (stacks_) stacks_->note(stack_id);
-                },
-            .decode_arguments = [this](uint32_t op_id, bool returns,
-                                       const op_arguments& arguments) -> std::vector<model::Value> {
-              if (!argument_decoder_) return {};
-              return argument_decoder_->decode(op_id, returns, arguments);
-            },
-            .annotation_operator = [this](std::string_view name) { return range_operators_.annotation(name); },
-            .node_operator = [this](uint64_t vptr, model::RangeKind kind) { return range_operators_.node(vptr, kind); },
-            .on_device_activity =
-                [this](const device_activity& activity) {
-                  if (device_correlator_) device_correlator_->add(activity);
-                }};
-  }
-
-  const TargetProcess& target_;
-  std::optional<PythonFrameResolver> frame_resolver_;
-  std::optional<PythonStackStore> stacks_;
-  std::unordered_map<uint32_t, std::string> thread_names_;
-  std::vector<model::Operator> operators_;
-  std::optional<ArgumentDecoder> argument_decoder_;
-  RangeOperators range_operators_;
-  SessionSinks sinks_;
-  SpanCloser closer_;
-  std::optional<DeviceCorrelator> device_correlator_;
-  RecordDecoder decoder_;
-  RecordConsumer consumer_;
+  const AttachOptions& options_;
+  MonotonicToUnix clock_;
+  Console& console_;
+  const bool labelled_;  // several targets: each one's console lines say whose they are
+  std::vector<std::unique_ptr<Console>> consoles_;
+  std::vector<std::unique_ptr<TargetRecording>> recordings_;
+  std::set<pid_t> traced_;
+  std::set<pid_t> given_up_;
+  std::map<pid_t, uint64_t> first_seen_ns_;
+  uint64_t last_child_scan_ns_ = 0;
+  uint64_t base_time_unix_ns_ = 0;
 };
+
+// The pids named and those --match finds, each once, in order.
+std::vector<pid_t> initial_targets(const AttachOptions& options) {
+  std::vector<pid_t> pids = options.pids;
+  if (!options.match.empty()) {
+    const std::vector<pid_t> matching = processes_matching(options.match);
+    if (matching.empty() && pids.empty()) throw Error("no process's command line matches --match " + options.match);
+    pids.insert(pids.end(), matching.begin(), matching.end());
+  }
+  std::set<pid_t> seen;
+  std::erase_if(pids, [&](pid_t pid) { return !seen.insert(pid).second; });
+  if (pids.empty()) throw Error("no target: give a pid, or --match REGEX");
+  return pids;
+}
 
 }  // namespace
 
 int run_attach(const AttachOptions& options) {
   Console console(options.quiet);
-  TargetProcess target(options.pid);
-  require_tracing_privileges(target.uid());
-  require_uprobe_multi_kernel();
-
-  AttachPlan plan = plan_attach(options, target, console);
-  OutputFiles outputs(options, target);  // fails now, not after recording
-  plan_range_probes(plan, target, console);
-  OpTracer tracer(tracer_options_for(options, target, plan.ops, plan.range_probes, plan.python));
-  if (plan.ops && plan.ops->tensor_layout)
-    for (uint32_t op_id = 0; op_id < plan.ops->argument_plans.size(); ++op_id)
-      tracer.set_op_plan(op_id, plan.ops->argument_plans[op_id].bpf);
+  const std::vector<pid_t> pids = initial_targets(options);
+  const bool several = pids.size() > 1 || options.follow_children;
+  if (several && (!options.output_path.empty() || !options.execution_trace_path.empty()))
+    throw Error("-o and --et name one target's files; with several targets use --output-dir");
   const UniqueFd stop_signals = block_stop_signals();
   const MonotonicToUnix clock = MonotonicToUnix::calibrate();
-  model::SessionInfo session = session_info(target, plan.ops, plan.python);
-  RecordingPipeline pipeline(plan, target, tracer, outputs, clock);
-
-  const uint64_t attach_start_ns = monotonic_now_ns();
-  attach_probes(tracer, plan, options.sample_hz, console);
-  const uint64_t attached_ns = monotonic_now_ns();
-  session.window_start_unix_ns = clock.to_unix(attach_start_ns);
-  session.attach_unix_ns = clock.to_unix(attached_ns);
-  session.gpu = plan.gpu;
-  console.line(describe_attachment(target, plan.ops, plan.exits, plan.python, options.sample_hz,
-                                   static_cast<double>(attached_ns - attach_start_ns) / 1e6));
-  pipeline.begin(session, attach_start_ns);
+  Recordings recordings(options, clock, console, several);
+  // Every target named or matched must be recordable: a job traced in part would mislead.
+  for (const pid_t pid : pids) recordings.add(pid);
 
   StopReason reason;
   std::string fault;
   try {
-    reason = run_recording_loop(target, stop_signals, options.duration_s,
-                                {.drain = [&] { pipeline.drain(kDrainTimeLimitNs); },
-                                 .show_status = [&](double elapsed_s) {
-                                   console.status(elapsed_s, pipeline.records(), tracer.losses().ring_buffer_full);
-                                 }});
+    reason = run_recording_loop(stop_signals, options.duration_s,
+                                {.drain = [&] { recordings.drain(kDrainTimeLimitNs); },
+                                 .show_status =
+                                     [&](double elapsed_s) {
+                                       console.status(elapsed_s, recordings.records(), recordings.dropped());
+                                     },
+                                 .all_targets_exited = [&] { return recordings.all_exited(); }});
   } catch (const std::exception& error) {
     reason = StopReason::kFault;
     fault = error.what();
   }
-  tracer.stop_recording();
-  // The window ends here: removing the probes takes a while (see OpTracer::detach) and records
-  // nothing more.
-  const uint64_t stop_ns = monotonic_now_ns();
-  tracer.detach();
-  try {
-    pipeline.drain(0);
-  } catch (const std::exception& error) {
-    if (fault.empty()) fault = error.what();
-    reason = StopReason::kFault;
-  }
   console.clear_status();
-  const LossCounts losses = tracer.losses();
-  const model::RunSummary summary = pipeline.finish(stop_ns, losses, clock);
-  pipeline.report(console, reason, summary, losses);
+  const std::string finishing_fault = recordings.stop(reason);
+  if (fault.empty()) fault = finishing_fault;
   if (!fault.empty()) throw Error("recording stopped early: " + fault + " (the trace up to that point was written)");
   return 0;
 }

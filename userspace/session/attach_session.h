@@ -1,6 +1,6 @@
-// `tprof attach`: from a pid to a written trace. Owns the order of the steps: every check
-// that can fail cheaply (process, privileges, kernel, library, output path) runs before any
-// probe is attached, and whatever was recorded is written out even if recording fails.
+// `tprof attach`: from pids to written traces, one per process: the targets named, matched or
+// born to them (--children), recorded at once until a stop signal, --duration, or the exit
+// of every target. Whatever was recorded is written out even if recording fails.
 #pragma once
 
 #include <sys/types.h>
@@ -8,13 +8,17 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tprof {
 
 struct AttachOptions {
-  pid_t pid = 0;
+  std::vector<pid_t> pids;           // the targets named on the command line
+  std::string match;                 // --match: also every process whose command line matches
+  bool follow_children = false;      // --children: also the targets' children, once they load torch
+  std::string output_directory;      // where default-named files go ("": the current directory)
   std::optional<double> duration_s;  // none: until Ctrl-C or target exit
-  std::string output_path;           // empty: <hostname>_<pid>.<unix_ns>.pt.trace.json
+  std::string output_path;           // one target only; empty: <host>_<pid>[_rank<R>].<unix_ns>.pt.trace.json
   bool execution_trace = true;        // --no-et turns the Execution Trace off
   std::string execution_trace_path;   // empty: beside the trace, <stem>.et.json[.gz]
   mode_t output_mode = 0600;          // --mode: permission bits of the files written

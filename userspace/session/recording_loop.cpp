@@ -47,21 +47,20 @@ const char* describe(StopReason reason) {
   return "";
 }
 
-StopReason run_recording_loop(const TargetProcess& target, const UniqueFd& stop_signals,
-                              std::optional<double> duration_s, const RecordingLoopHooks& hooks) {
+StopReason run_recording_loop(const UniqueFd& stop_signals, std::optional<double> duration_s,
+                              const RecordingLoopHooks& hooks) {
   const UniqueFd drain_timer = periodic_timer(kDrainPeriodMs);
   const UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
   if (!epoll) throw Error(errno_message("epoll_create1", errno));
   watch(epoll, stop_signals.get());
-  watch(epoll, target.exit_notifier().get());
   watch(epoll, drain_timer.get());
 
   const uint64_t start_ns = monotonic_now_ns();
   const uint64_t duration_ns = duration_s ? static_cast<uint64_t>(*duration_s * 1e9) : UINT64_MAX;
   uint64_t last_status_ns = 0;
   for (;;) {
-    epoll_event ready[3];
-    const int count = ::epoll_wait(epoll.get(), ready, 3, -1);
+    epoll_event ready[2];
+    const int count = ::epoll_wait(epoll.get(), ready, 2, -1);
     if (count < 0) {
       if (errno == EINTR) continue;
       throw Error(errno_message("epoll_wait", errno));
@@ -69,11 +68,13 @@ StopReason run_recording_loop(const TargetProcess& target, const UniqueFd& stop_
     for (int i = 0; i < count; ++i) {
       const int fd = ready[i].data.fd;
       if (fd == stop_signals.get()) return StopReason::kSignal;
-      if (fd == target.exit_notifier().get()) return StopReason::kTargetExited;
       uint64_t expirations = 0;
       (void)!::read(drain_timer.get(), &expirations, sizeof(expirations));
     }
     hooks.drain();
+    // Checked on the drain timer (every kDrainPeriodMs) rather than on pidfds: targets come
+    // and go (--children), and a target's last records are drained by then anyway.
+    if (hooks.all_targets_exited()) return StopReason::kTargetExited;
     const uint64_t now_ns = monotonic_now_ns();
     if (now_ns - start_ns >= duration_ns) return StopReason::kDuration;
     if (now_ns - last_status_ns >= kStatusPeriodNs) {

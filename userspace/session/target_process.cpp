@@ -1,5 +1,6 @@
 #include "userspace/session/target_process.h"
 
+#include <poll.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -85,6 +86,19 @@ std::optional<MappedLibrary> TargetProcess::find_mapped_library(const std::strin
     throw Error("cannot open " + path + " of process " + std::to_string(pid_) +
                 " (through /proc/PID/root or /proc/PID/map_files)");
   }
+  return std::nullopt;
+}
+
+bool TargetProcess::has_exited() const {
+  pollfd exit{.fd = pidfd_.get(), .events = POLLIN, .revents = 0};
+  return ::poll(&exit, 1, 0) > 0;
+}
+
+std::optional<std::string> TargetProcess::environment_variable(const std::string& name) const {
+  std::ifstream environ("/proc/" + std::to_string(pid_) + "/environ");
+  const std::string prefix = name + "=";
+  for (std::string entry; std::getline(environ, entry, '\0');)
+    if (entry.starts_with(prefix)) return entry.substr(prefix.size());
   return std::nullopt;
 }
 

@@ -46,6 +46,11 @@ class TargetProcess {
 
   // A pidfd that becomes readable when the process exits.
   const UniqueFd& exit_notifier() const { return pidfd_; }
+  bool has_exited() const;
+
+  // A variable of the environment the process started with (/proc/PID/environ); none if
+  // absent or unreadable.
+  std::optional<std::string> environment_variable(const std::string& name) const;
 
  private:
   pid_t pid_;

@@ -1,0 +1,52 @@
+// One target's recording, from its pid to its written files: every check that can fail cheaply
+// (process, privileges, kernel, libraries, output path) runs in the constructor, before any
+// probe is attached; start() attaches and begins the trace; stop() detaches and writes out
+// whatever was recorded, even after a fault.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "userspace/assemble/wall_clock.h"
+#include "userspace/cli/console.h"
+#include "userspace/session/attach_session.h"
+#include "userspace/session/recording_loop.h"
+#include "userspace/session/target_process.h"
+
+namespace tprof {
+
+// How long one drain may take before it returns (so that a stop signal is still seen).
+constexpr uint64_t kDrainTimeLimitNs = 500'000'000;
+
+class TargetRecording {
+ public:
+  // Plans the probes, opens the output files (options.output_path, or the default name) and
+  // loads the BPF object. Throws tprof::Error.
+  TargetRecording(const AttachOptions& options, pid_t pid, const MonotonicToUnix& clock, Console& console);
+  ~TargetRecording();
+  TargetRecording(const TargetRecording&) = delete;
+  TargetRecording& operator=(const TargetRecording&) = delete;
+
+  // Attaches every probe and begins the trace. Traces of one session share `base_time_unix_ns`
+  // (rounded down as Kineto's base time), so that HTA lines their ranks up; 0: this one's start.
+  void start(uint64_t base_time_unix_ns);
+  // Hands on what is final; returns after `time_limit_ns` (0: when the ring buffer is empty).
+  // Throws tprof::Error when reading fails.
+  void drain(uint64_t time_limit_ns);
+  // Stops recording, detaches, writes the files and reports on the console. Returns what went
+  // wrong while finishing ("" if nothing); the files are written either way.
+  std::string stop(StopReason reason);
+
+  const TargetProcess& target() const;
+  uint64_t records() const;
+  uint64_t dropped() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tprof
