@@ -145,6 +145,9 @@ class TprofRun {
   }
 
   const std::vector<std::string>& stderr_lines() { return process_.stderr_lines().lines_read(); }
+  bool read_line_containing(std::string_view needle, std::chrono::milliseconds timeout) {
+    return process_.stderr_lines().read_line_containing(needle, timeout).has_value();
+  }
   std::string stderr_transcript() { return process_.stderr_lines().transcript(); }
 
  private:
@@ -607,6 +610,12 @@ TEST_F(AttachTest, RecordsATargetInTheSamePidNamespaceWithAnotherRoot) {
   expect_ops_carry_step_stacks(trace);
 }
 
+bool tprof_line_arrives(TprofRun& tprof, std::string_view needle) {
+  for (const std::string& line : tprof.stderr_lines())
+    if (line.find(needle) != std::string::npos) return true;
+  return tprof.read_line_containing(needle, kAttachTimeout);
+}
+
 // Every file tprof wrote into `directory`, by name.
 std::vector<fs::path> trace_files_in(const fs::path& directory) {
   std::vector<fs::path> files;
@@ -708,6 +717,37 @@ TEST_F(AttachTest, ChildrenFollowsAProcessTheTargetStartsAfterTheAttach) {
   expect_valid_trace(*child_file);
   const NameCounts child_ops = aten_op_counts(load_trace(*child_file));
   EXPECT_EQ(child_ops.contains("aten::mm") ? child_ops.at("aten::mm") : 0, 300u) << "every op the child ran after the go";
+}
+
+// --start-at: attached at once, recording only from the agreed time, for --duration.
+TEST_F(AttachTest, StartAtOpensTheWindowAtTheAgreedTime) {
+  ParkedWorkload workload(host_workload(scratch_.path()), 600);
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  // A whole second 3 to 4 s away: tprof takes whole seconds, and needs ~1 s to attach.
+  const uint64_t start_at_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(now).count() + 4) *
+                               1'000'000'000;
+  const fs::path trace_path = scratch_.path() / "window.pt.trace.json";
+  TprofRun tprof({"attach", std::to_string(workload.python_pid()), "--start-at",
+                  std::to_string(start_at_ns / 1'000'000'000), "--duration", "1", "-o", trace_path, "--no-et"});
+  ASSERT_TRUE(tprof_line_arrives(tprof, "recording starts at --start-at")) << tprof.stderr_transcript();
+  workload.run_steps();  // ops run before the window too
+  const ExitStatus status = tprof.wait_for_exit(60s);
+  ASSERT_TRUE(status.succeeded()) << status.describe() << tprof.stderr_transcript();
+  EXPECT_NE(tprof.stderr_transcript().find("stopped: duration elapsed"), std::string::npos);
+  expect_valid_trace(trace_path);
+  const auto trace = load_trace(trace_path);
+  const uint64_t window_start_ns = trace.at("tprof").at("window_start_unix_ns").get<uint64_t>();
+  EXPECT_GE(window_start_ns, start_at_ns);
+  EXPECT_LT(window_start_ns - start_at_ns, 2'000'000'000u) << "opened at the agreed time, not at some later point";
+  const uint64_t base_ns = trace.at("baseTimeNanoseconds").get<uint64_t>();
+  size_t ops = 0;
+  for (const auto& event : trace.at("traceEvents")) {
+    if (event.value("cat", "") != "cpu_op") continue;
+    ++ops;
+    EXPECT_GE(base_ns + static_cast<uint64_t>(std::llround(event.at("ts").get<double>() * 1000.0)), start_at_ns)
+        << event.dump();
+  }
+  EXPECT_GT(ops, 0u);
 }
 
 TEST_F(AttachTest, StopsAfterDurationAndWritesDefaultName) {

@@ -248,6 +248,10 @@ int main(int argc, char** argv) {
   attach->add_flag("--children", options.follow_children,
                    "Also the targets' child processes, as they start and load torch (torchrun's workers, "
                    "DataLoader workers)");
+  attach->add_option("--start-at", options.start_at_unix_s,
+                     "Unix time (s) at which recording starts, attached beforehand, so that tprof on "
+                     "several nodes records the same window (with --duration): --start-at $(date -d '+1 min' +%s)")
+      ->check(CLI::PositiveNumber);
   attach->add_option("--output-dir", options.output_directory,
                      "Where each target's files go, named <host>_<pid>[_rank<R>].<unix_ns>.pt.trace.json "
                      "(default: the current directory)")

@@ -1,5 +1,8 @@
 #include "userspace/session/attach_session.h"
 
+#include <poll.h>
+
+#include <algorithm>
 #include <exception>
 #include <map>
 #include <memory>
@@ -29,13 +32,17 @@ class Recordings {
 
   // Plans, loads and starts one target. The first one started sets the base time all share.
   void add(pid_t pid) {
-    auto& console = labelled_ ? *consoles_.emplace_back(std::make_unique<Console>(options_.quiet, "pid " + std::to_string(pid)))
-                              : console_;
-    auto recording = std::make_unique<TargetRecording>(options_, pid, clock_, console);
-    recording->start(base_time_unix_ns_);
+    TargetRecording& recording = prepare(pid);
+    recording.start(base_time_unix_ns_);
     if (base_time_unix_ns_ == 0) base_time_unix_ns_ = unix_now_ns();
-    traced_.insert(pid);
-    recordings_.push_back(std::move(recording));
+  }
+
+  // For a window agreed in advance: plans, loads and attaches one target, silent until begin_all.
+  void add_attached(pid_t pid) { prepare(pid).attach(); }
+
+  void begin_all(uint64_t window_start_unix_ns) {
+    base_time_unix_ns_ = window_start_unix_ns;
+    for (const auto& recording : recordings_) recording->begin(base_time_unix_ns_, /*window_opens_now=*/true);
   }
 
   // Every target's ring buffer, then (with --children) any new child that has loaded torch.
@@ -99,6 +106,14 @@ class Recordings {
     }
   }
 
+  TargetRecording& prepare(pid_t pid) {
+    Console& console = labelled_ ? *consoles_.emplace_back(std::make_unique<Console>(options_.quiet, "pid " + std::to_string(pid)))
+                                 : console_;
+    recordings_.push_back(std::make_unique<TargetRecording>(options_, pid, clock_, console));
+    traced_.insert(pid);
+    return *recordings_.back();
+  }
+
   void give_up(pid_t child, const std::string& why) {
     given_up_.insert(child);
     console_.line("not recording child " + std::to_string(child) + ": " + why);
@@ -131,6 +146,24 @@ std::vector<pid_t> initial_targets(const AttachOptions& options) {
   return pids;
 }
 
+// Waits for the agreed start, attached; false if a stop signal came first.
+bool wait_for_window(const AttachOptions& options, const UniqueFd& stop_signals, Console& console) {
+  const auto start_ns = static_cast<uint64_t>(*options.start_at_unix_s * 1e9);
+  const uint64_t now_ns = unix_now_ns();
+  if (start_ns <= now_ns) {
+    console.line("warning: --start-at was " + std::to_string((now_ns - start_ns) / 1'000'000) +
+                 " ms ago when every probe was live: recording starts now");
+    return true;
+  }
+  console.line("attached; recording starts at --start-at, in " + std::to_string((start_ns - now_ns) / 1'000'000) + " ms");
+  while (true) {
+    const uint64_t left_ns = start_ns - std::min(start_ns, unix_now_ns());
+    if (left_ns == 0) return true;
+    pollfd signal{.fd = stop_signals.get(), .events = POLLIN, .revents = 0};
+    if (::poll(&signal, 1, static_cast<int>(std::min<uint64_t>(left_ns / 1'000'000 + 1, 1000))) > 0) return false;
+  }
+}
+
 }  // namespace
 
 int run_attach(const AttachOptions& options) {
@@ -143,7 +176,17 @@ int run_attach(const AttachOptions& options) {
   const MonotonicToUnix clock = MonotonicToUnix::calibrate();
   Recordings recordings(options, clock, console, several);
   // Every target named or matched must be recordable: a job traced in part would mislead.
-  for (const pid_t pid : pids) recordings.add(pid);
+  if (options.start_at_unix_s) {
+    for (const pid_t pid : pids) recordings.add_attached(pid);
+    if (!wait_for_window(options, stop_signals, console)) {
+      recordings.begin_all(unix_now_ns());
+      recordings.stop(StopReason::kSignal);
+      return 0;
+    }
+    recordings.begin_all(std::max(unix_now_ns(), static_cast<uint64_t>(*options.start_at_unix_s * 1e9)));
+  } else {
+    for (const pid_t pid : pids) recordings.add(pid);
+  }
 
   StopReason reason;
   std::string fault;

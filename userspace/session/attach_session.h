@@ -18,6 +18,9 @@ struct AttachOptions {
   bool follow_children = false;      // --children: also the targets' children, once they load torch
   std::string output_directory;      // where default-named files go ("": the current directory)
   std::optional<double> duration_s;  // none: until Ctrl-C or target exit
+  // --start-at: the unix time (s) the window opens, agreed among tprof instances on several
+  // nodes; attached before it, recording from it. none: at once.
+  std::optional<double> start_at_unix_s;
   std::string output_path;           // one target only; empty: <host>_<pid>[_rank<R>].<unix_ns>.pt.trace.json
   bool execution_trace = true;        // --no-et turns the Execution Trace off
   std::string execution_trace_path;   // empty: beside the trace, <stem>.et.json[.gz]

@@ -385,16 +385,21 @@ void plan_range_probes(AttachPlan& plan, const TargetProcess& target, Console& c
   plan.range_probes->release_library_pages();
 }
 
-// Attaches every planned probe and starts recording. Exits before entries, like the partners
-// they are (nothing records before start_recording()).
-void attach_probes(OpTracer& tracer, AttachPlan& plan, uint32_t sample_hz, Console& console) {
+// Attaches every planned probe but the CUPTI library's; they stay silent until
+// start_recording(). Exits before entries, like the partners they are.
+void attach_probes(OpTracer& tracer, AttachPlan& plan, uint32_t sample_hz) {
   if (plan.exits) tracer.attach_exits(plan.exits->returns, plan.exits->catches);
   for (const UprobeSites& returns : plan.cuda_api.returns) tracer.attach_exits(returns, {});
   if (plan.ops) tracer.attach_ops(plan.ops->plan.sites);
   for (const UprobeSites& entries : plan.cuda_api.entries) tracer.attach_api_calls(entries);
   if (plan.range_probes) plan.range_probes->attach(tracer);
-  tracer.start_recording();
   if (plan.python) tracer.attach_python_sampler(sample_hz);
+}
+
+// Starts recording, then wakes the CUPTI library: it sends the GPUs' properties as it wakes,
+// which a probe not yet recording would drop.
+void start_recording(OpTracer& tracer, AttachPlan& plan, Console& console) {
+  tracer.start_recording();
   if (!plan.cupti_library) return;
   // The library wakes within 200 ms of this and asks CUPTI for activity from then on.
   try {
@@ -568,6 +573,8 @@ struct TargetRecording::State {
   std::optional<OutputFiles> outputs;
   std::optional<OpTracer> tracer;
   std::unique_ptr<RecordingPipeline> pipeline;
+  uint64_t attach_start_ns = 0;  // monotonic: when attaching began, and when every probe was live
+  uint64_t attached_ns = 0;
 };
 
 TargetRecording::TargetRecording(const AttachOptions& options, pid_t pid, const MonotonicToUnix& clock,
@@ -585,19 +592,30 @@ TargetRecording::TargetRecording(const AttachOptions& options, pid_t pid, const 
 
 TargetRecording::~TargetRecording() = default;
 
-void TargetRecording::start(uint64_t base_time_unix_ns) {
+void TargetRecording::attach() {
   State& s = *state_;
+  s.attach_start_ns = monotonic_now_ns();
+  attach_probes(*s.tracer, s.plan, s.options.sample_hz);
+  s.attached_ns = monotonic_now_ns();
+}
+
+void TargetRecording::begin(uint64_t base_time_unix_ns, bool window_opens_now) {
+  State& s = *state_;
+  const uint64_t window_start_ns = window_opens_now ? monotonic_now_ns() : s.attach_start_ns;
+  start_recording(*s.tracer, s.plan, s.console);
   model::SessionInfo session = session_info(s.target, s.plan.ops, s.plan.python);
-  const uint64_t attach_start_ns = monotonic_now_ns();
-  attach_probes(*s.tracer, s.plan, s.options.sample_hz, s.console);
-  const uint64_t attached_ns = monotonic_now_ns();
-  session.window_start_unix_ns = s.clock.to_unix(attach_start_ns);
-  session.attach_unix_ns = s.clock.to_unix(attached_ns);
+  session.window_start_unix_ns = s.clock.to_unix(window_start_ns);
+  session.attach_unix_ns = s.clock.to_unix(std::max(s.attached_ns, window_start_ns));
   session.base_time_unix_ns = base_time_unix_ns != 0 ? base_time_unix_ns : session.window_start_unix_ns;
   session.gpu = s.plan.gpu;
   s.console.line(describe_attachment(s.target, s.plan.ops, s.plan.exits, s.plan.python, s.options.sample_hz,
-                                     static_cast<double>(attached_ns - attach_start_ns) / 1e6));
-  s.pipeline->begin(session, attach_start_ns);
+                                     static_cast<double>(s.attached_ns - s.attach_start_ns) / 1e6));
+  s.pipeline->begin(session, window_start_ns);
+}
+
+void TargetRecording::start(uint64_t base_time_unix_ns) {
+  attach();
+  begin(base_time_unix_ns, /*window_opens_now=*/false);
 }
 
 const TargetProcess& TargetRecording::target() const { return state_->target; }

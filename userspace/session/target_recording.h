@@ -30,9 +30,15 @@ class TargetRecording {
   TargetRecording(const TargetRecording&) = delete;
   TargetRecording& operator=(const TargetRecording&) = delete;
 
-  // Attaches every probe and begins the trace. Traces of one session share `base_time_unix_ns`
-  // (rounded down as Kineto's base time), so that HTA lines their ranks up; 0: this one's start.
+  // Attaches every probe and begins the trace; the window opens as attaching begins. Traces of
+  // one session share `base_time_unix_ns` (rounded down as Kineto's base time), so that HTA
+  // lines their ranks up; 0: this one's start.
   void start(uint64_t base_time_unix_ns);
+  // The same in two steps, for a window agreed in advance (--start-at): attach() makes every
+  // probe live but silent; begin() starts recording, the window opening then if
+  // `window_opens_now`, else when attaching began.
+  void attach();
+  void begin(uint64_t base_time_unix_ns, bool window_opens_now);
   // Hands on what is final; returns after `time_limit_ns` (0: when the ring buffer is empty).
   // Throws tprof::Error when reading fails.
   void drain(uint64_t time_limit_ns);
