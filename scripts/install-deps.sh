@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything tprof needs to build, test and benchmark on a fresh Debian bookworm.
 # Idempotent: a second run only verifies. Needs root and the Debian package archive.
+#   bash scripts/install-deps.sh [--build-only]
+# --build-only installs what building tprof takes and nothing the tests use (torch, the
+# trixie root's debootstrap): deploy/Dockerfile's build stage.
 #
 # libbpf >= 1.3 (uprobe_multi) and a matching bpftool exist only in bookworm-backports, so
 # that suite is enabled, reusing the archive URI this machine's apt sources already use.
@@ -51,8 +54,10 @@ need_install=0
 libbpf_version=$(dpkg-query -W -f='${Version}' libbpf-dev 2>/dev/null || true)
 if ! dpkg --compare-versions "${libbpf_version:-0}" ge 1:1.3; then need_install=1; fi
 base_packages=(build-essential cmake pkg-config clang llvm libelf-dev zlib1g-dev
-               libgtest-dev libcli11-dev nlohmann-json3-dev libcap-dev libcapstone-dev libboost-dev systemtap-sdt-dev patchelf
-               python3-torch debootstrap time)
+               libgtest-dev libcli11-dev nlohmann-json3-dev libcap-dev libcapstone-dev libboost-dev systemtap-sdt-dev patchelf)
+if [ "${1:-}" != "--build-only" ]; then
+  base_packages+=(python3-torch python3-yaml debootstrap time)
+fi
 for p in "${base_packages[@]}" bpftool; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_install=1
 done

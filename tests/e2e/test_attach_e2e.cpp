@@ -750,6 +750,28 @@ TEST_F(AttachTest, StartAtOpensTheWindowAtTheAgreedTime) {
   EXPECT_GT(ops, 0u);
 }
 
+// The capabilities deploy/k8s/ grants tprof (checked there by tests/deploy/check_deploy.py) are
+// enough: with every other one out of its bounding set, tprof records ops, stacks and samples.
+TEST_F(AttachTest, RecordsWithOnlyTheCapabilitiesTheDeploymentGrants) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to narrow the capability bounding set";
+  ParkedWorkload workload(host_workload(scratch_.path()), kMeasuredSteps);
+  const fs::path trace_path = scratch_.path() / "capabilities.pt.trace.json";
+  TprofRun tprof({"attach", std::to_string(workload.python_pid()), "-o", trace_path, "--no-et"}, {},
+                 {"setpriv", "--bounding-set=-all,+bpf,+perfmon,+sys_ptrace", "--inh-caps=-all"});
+  tprof.wait_until_attached();
+  workload.run_steps();
+  workload.wait_until_done();
+  const ExitStatus status = tprof.interrupt_and_wait();
+  ASSERT_TRUE(status.succeeded()) << status.describe() << tprof.stderr_transcript();
+  workload.finish();
+  expect_valid_trace(trace_path);
+  const auto trace = load_trace(trace_path);
+  const auto comparison = compare_op_streams(aten_op_counts(trace), run_reference(host_workload(scratch_.path()), kMeasuredSteps).counts());
+  EXPECT_GE(comparison.recall(), kMinimumRecall);
+  expect_ops_carry_step_stacks(trace);
+  EXPECT_GT(trace.at("tprof_summary").at("python_samples").get<uint64_t>(), 0u);
+}
+
 TEST_F(AttachTest, StopsAfterDurationAndWritesDefaultName) {
   constexpr int kDurationSeconds = 3;
   ParkedWorkload workload(host_workload(scratch_.path()), kMeasuredSteps);
