@@ -131,6 +131,20 @@ std::optional<std::vector<uint8_t>> read_bytes(const PythonLayout& layout, const
   return data;
 }
 
+// The code's bytecode: co_code's bytes (3.9/3.10), or the code units inline at
+// co_code_adaptive, as many as the code object's ob_size (3.11+).
+std::optional<std::vector<uint8_t>> read_bytecode(const PythonLayout& layout, const ReadMemory& read,
+                                                  uint64_t code_address, const RemoteBlock& code) {
+  if (layout.code_code >= 0) return read_bytes(layout, read, code.field<uint64_t>(static_cast<uint32_t>(layout.code_code)));
+  if (layout.code_adaptive < 0) return std::nullopt;
+  const auto units = code.field<int64_t>(layout.bytes_size);  // PyVarObject's ob_size, as a bytes object's
+  if (units <= 0 || units * 2 > kMaxLineTableSize) return std::nullopt;
+  std::vector<uint8_t> bytecode(static_cast<size_t>(units) * 2);
+  if (!read(code_address + static_cast<uint32_t>(layout.code_adaptive), bytecode.data(), bytecode.size()))
+    return std::nullopt;
+  return bytecode;
+}
+
 }  // namespace
 
 int line(const CodeInfo& code, uint32_t instruction) { return code.lines.line_for(instruction); }
@@ -144,8 +158,9 @@ std::optional<CodeInfo> read_code_object(const PythonLayout& layout, const ReadM
   const bool has_qualname = layout.code_qualname >= 0;
   const auto qualname_offset = static_cast<uint32_t>(has_qualname ? layout.code_qualname : 0);
   const size_t header_size =
-      std::max({layout.object_type, layout.code_filename, layout.code_name, qualname_offset,
-                layout.code_linetable}) + sizeof(uint64_t);
+      std::max({layout.object_type, layout.code_filename, layout.code_name, qualname_offset, layout.code_linetable,
+                layout.bytes_size, static_cast<uint32_t>(std::max(layout.code_code, 0))}) +
+      sizeof(uint64_t);
   const RemoteBlock code(read, code_address,
                          std::max<size_t>(header_size, layout.code_firstlineno + sizeof(int32_t)));
   if (!code.readable() || code.field<uint64_t>(layout.object_type) != layout.code_type_address) {
@@ -162,12 +177,14 @@ std::optional<CodeInfo> read_code_object(const PythonLayout& layout, const ReadM
   if (!table) return std::nullopt;
 
   const auto first_line = code.field<int32_t>(layout.code_firstlineno);
+  const auto bytecode = read_bytecode(layout, read, code_address, code);
   return CodeInfo{
       .filename = std::move(*filename),
       .qualname = std::move(*qualname),
       .name = std::move(*name),
       .first_line = first_line,
       .lines = LineTable::decode(*format, *table, first_line),
+      .loops = bytecode ? backward_jumps(layout.version, *bytecode) : std::nullopt,
   };
 }
 

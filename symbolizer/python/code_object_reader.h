@@ -10,7 +10,9 @@
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
+#include "symbolizer/python/bytecode_loops.h"
 #include "symbolizer/python/line_table.h"
 #include "symbolizer/binary/process_memory.h"
 #include "symbolizer/python/python_layout.h"
@@ -28,6 +30,9 @@ struct CodeInfo {
   std::string name;      // co_name
   int first_line = 0;    // co_firstlineno
   LineTable lines;       // co_lnotab / co_linetable, decoded
+  // Where its bytecode jumps backwards (bytecode_loops.h); nullopt when the bytecode could not
+  // be read or decoded with certainty.
+  std::optional<std::vector<BackwardJump>> loops;
 };
 
 // The line `instruction` is on, in the unit frames of this version record (see line_table.h:

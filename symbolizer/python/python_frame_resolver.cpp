@@ -35,6 +35,7 @@ ResolvedStack PythonFrameResolver::resolve(const python_stack& raw) {
     resolved.file = code->filename;
     resolved.function = code->qualname;
     resolved.instruction = frame.instruction;
+    if (code->loops) resolved.loops = &*code->loops;
     resolved.line = std::max(symbolizer::line(*code, frame.instruction), 0);
     resolved.first_line = code->first_line;
     if (is_module_call(*code) && frame.first_local != 0) {

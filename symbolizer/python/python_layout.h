@@ -62,6 +62,7 @@ struct PythonLayout {
   uint32_t code_firstlineno = 0;
   uint32_t code_linetable = 0;     // co_lnotab (3.9) / co_linetable (3.10+)
   int32_t code_adaptive = -1;      // 3.11+: co_code_adaptive (inline bytecode), -1 if absent
+  int32_t code_code = -1;          // 3.9/3.10: co_code (a bytes object), -1 if absent
 
   // Objects, strings, bytes.
   uint32_t object_type = 8;        // ob_type

@@ -309,6 +309,7 @@ void apply_builtin_offsets(PythonLayout& layout) {
     layout.code_firstlineno = 40;
     layout.code_linetable = 120;
     layout.code_adaptive = -1;
+    layout.code_code = 48;
     layout.unicode_ascii_data = 48;
     layout.unicode_compact_data = 72;
     return;

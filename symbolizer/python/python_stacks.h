@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "symbolizer/python/bytecode_loops.h"
+
 namespace tprof {
 
 struct ResolvedFrame {
@@ -15,6 +17,8 @@ struct ResolvedFrame {
   std::string file;
   std::string function;  // co_qualname (co_name before 3.11)
   uint32_t instruction = 0;  // the instruction executing now, in the walker's units
+  // Where its code jumps backwards (owned by the code object cache); null when unknown.
+  const std::vector<symbolizer::BackwardJump>* loops = nullptr;
   int line = 0;          // the line executing now (the call site of the next frame in)
   int first_line = 0;    // co_firstlineno: torch's python_function names use it
   // For nn.Module.__call__ frames: the module's class name and the module object.

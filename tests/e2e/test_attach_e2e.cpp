@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <iomanip>
 #include <iostream>
 #include <optional>
@@ -163,16 +164,36 @@ class TprofRun {
 
 // The parts of the CLI contract a consumer-rule validator does not cover.
 // Only called on traces the validator accepted, so the keys read here exist.
+// One ProfilerStep#N per measured step (each iteration ends with its Optimizer.step), each
+// holding one Optimizer.step, and one training_step python_function per call: the loop calls it
+// from one line, in one reused frame slot, and only its instruction going back tells the calls
+// apart.
 void expect_tprof_trace_conventions(const TraceJson& trace) {
   EXPECT_EQ(trace.at("distributedInfo").at("rank"), 0) << "a single process is rank 0";
-  std::size_t profiler_steps = 0;
+  std::map<std::string, std::pair<double, double>> steps;  // name -> [ts, ts + dur]
+  std::vector<double> optimizer_steps;                      // their starts
+  std::size_t training_step_spans = 0;
   std::size_t process_names = 0;
   for (const auto& event : trace.at("traceEvents")) {
     const std::string name = event.value("name", "");
-    if (event.value("cat", "") == "user_annotation" && name == "ProfilerStep#0") ++profiler_steps;
+    const std::string category = event.value("cat", "");
+    if (category == "user_annotation" && name.starts_with("ProfilerStep#"))
+      steps[name] = {event.at("ts").get<double>(), event.at("ts").get<double>() + event.at("dur").get<double>()};
+    if (category == "user_annotation" && name.starts_with("Optimizer.step#")) optimizer_steps.push_back(event.at("ts"));
+    if (category == "python_function" && name.ends_with("training_step")) ++training_step_spans;
     if (event.value("ph", "") == "M" && name == "process_name") ++process_names;
   }
-  EXPECT_EQ(profiler_steps, 1U) << "expected exactly one ProfilerStep#0 user_annotation";
+  ASSERT_EQ(steps.size(), static_cast<std::size_t>(kMeasuredSteps)) << "one ProfilerStep per iteration";
+  for (int step = 0; step < kMeasuredSteps; ++step) {
+    const auto found = steps.find("ProfilerStep#" + std::to_string(step));
+    ASSERT_NE(found, steps.end()) << "ProfilerStep#" << step;
+    const auto [start, end] = found->second;
+    EXPECT_EQ(std::count_if(optimizer_steps.begin(), optimizer_steps.end(),
+                            [&](double ts) { return start <= ts && ts < end; }),
+              1)
+        << "ProfilerStep#" << step << " holds one Optimizer.step";
+  }
+  EXPECT_EQ(training_step_spans, static_cast<std::size_t>(kMeasuredSteps)) << "one python_function per call";
   EXPECT_GE(process_names, 1U) << "expected process_name metadata (M) events";
 }
 

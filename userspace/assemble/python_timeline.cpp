@@ -10,16 +10,26 @@ const ResolvedFrame& frame_at_depth(const ResolvedStack& stack, size_t depth) {
   return stack[stack.size() - 1 - depth];
 }
 
-// Whether the frames at `depth` of two stacks are one invocation: same frame slot and code,
-// same module object, and their callers suspended at the same instruction (a caller cannot
-// move on while its callee runs).
+// Whether a frame seen at `earlier`'s instruction and then at `later`'s can be one invocation:
+// an invocation moves backwards only through a loop of its code. Unknown loops: assume it can.
+bool can_have_moved(const ResolvedFrame& earlier, const ResolvedFrame& later) {
+  if (later.instruction >= earlier.instruction || earlier.loops == nullptr) return true;
+  return symbolizer::loop_spans(*earlier.loops, later.instruction, earlier.instruction);
+}
+
+// Whether the frames at `depth` of two stacks, `a` seen before `b`, are one invocation: same
+// frame slot and code, same module object, their callers suspended at the same instruction (a
+// caller cannot move on while its callee runs), and the frame not back at an earlier
+// instruction no loop leads to: the same function called again from the same call site reuses
+// the slot (3.11+), and only its own instruction tells the calls apart.
 bool same_invocation(const ResolvedStack& a, const ResolvedStack& b, size_t depth) {
   const ResolvedFrame& frame_a = frame_at_depth(a, depth);
   const ResolvedFrame& frame_b = frame_at_depth(b, depth);
   if (frame_a.frame_address != frame_b.frame_address || frame_a.code_address != frame_b.code_address ||
       frame_a.module_self != frame_b.module_self)
     return false;
-  return depth == 0 || frame_at_depth(a, depth - 1).instruction == frame_at_depth(b, depth - 1).instruction;
+  if (depth > 0 && frame_at_depth(a, depth - 1).instruction != frame_at_depth(b, depth - 1).instruction) return false;
+  return can_have_moved(frame_a, frame_b);
 }
 
 // Whether `inner` continues `outer`: every frame of `outer` sits at the same depth of `inner`.
@@ -28,11 +38,20 @@ bool extends(const ResolvedStack& inner, const ResolvedStack& outer) {
   if (&inner == &outer) return true;
   if (inner.size() < outer.size()) return false;
   for (size_t depth = 0; depth < outer.size(); ++depth)
-    if (!same_invocation(inner, outer, depth)) return false;
+    if (!same_invocation(outer, inner, depth)) return false;
   return true;
 }
 
 }  // namespace
+
+bool same_iteration(const ResolvedStack& boundary, size_t compared, const ResolvedStack& now) {
+  const size_t depths = std::min({compared, boundary.size(), now.size()});
+  for (size_t depth = 0; depth < depths; ++depth) {
+    if (!same_invocation(boundary, now, depth)) return false;
+    if (frame_at_depth(now, depth).instruction < frame_at_depth(boundary, depth).instruction) return false;
+  }
+  return true;
+}
 
 model::PythonSpan PythonSpanNamer::open(const ResolvedFrame& frame, uint64_t start_ns, uint32_t depth,
                                         uint64_t parent_python_id) {

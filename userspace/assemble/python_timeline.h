@@ -42,6 +42,13 @@ class PythonSpanNamer {
   std::map<std::string, std::unordered_map<uint64_t, int64_t>, std::less<>> module_ids_;
 };
 
+// Whether `now`, the stack at a top-level op after `boundary` (the stack where an iteration
+// ended, such as the call of Optimizer.step), is still in that iteration: its frames continue
+// the outermost `compared` frames of `boundary` (the boundary's caller and those around it),
+// none of them back at an earlier instruction (a loop around the call went round) or called
+// anew. Frames deeper than `compared` (the optimizer's own) are expected to have returned.
+bool same_iteration(const ResolvedStack& boundary, size_t compared, const ResolvedStack& now);
+
 // One thread's python_function spans. Observations come in start order (ops before samples
 // at equal start; an enclosing op before the ops it calls), each op with its end; a span is
 // handed to `emit` once a later observation shows its frame gone, or at finish().

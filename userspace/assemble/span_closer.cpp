@@ -47,6 +47,55 @@ void SpanCloser::open_step(uint32_t tid, uint32_t operator_index, uint64_t start
   step.span.record_id = next_entry_id_++;
   step.span.operator_index = operator_index;
   state.steps.push_back(std::move(step));
+  state.step_start_pending = true;
+  step_thread_ = tid;
+}
+
+// The initial step opens at the window's start, but Python frames running then are first seen
+// at the thread's first op or sample: starting it there keeps it inside their spans.
+void SpanCloser::note_activity(ThreadState& state, uint64_t at_ns) {
+  state.last_activity_ns = std::max(state.last_activity_ns, at_ns);
+  if (!state.step_start_pending) return;
+  state.step_start_pending = false;
+  if (!state.steps.empty()) state.steps.back().span.start_ns = std::max(state.steps.back().span.start_ns, at_ns);
+}
+
+// At a top-level op's entry or a sample between ops (the first Python code of the next
+// iteration may run before its first op).
+void SpanCloser::begin_step_if_iteration_ended(ThreadState& state, uint64_t at_ns, const StoredStack* stack) {
+  if (!state.step_boundary_passed || !state.open.empty() || !iteration_ended(state, stack)) return;
+  state.step_boundary_passed = false;
+  state.boundary_stack = nullptr;
+  begin_next_step(state, at_ns);
+}
+
+bool SpanCloser::iteration_ended(const ThreadState& state, const StoredStack* stack) const {
+  if (!state.boundary_stack || !stack || !step_detection_->boundary_caller_frames) return true;
+  const ResolvedStack& boundary = state.boundary_stack->frames;
+  return !same_iteration(boundary, step_detection_->boundary_caller_frames(boundary), stack->frames);
+}
+
+// Ends the open steps, wherever they are (the initial one sits on the main thread, and the
+// training may run on another), and begins the next on `thread` at `start_ns`, taking its
+// record id just before the range that begins it.
+void SpanCloser::begin_next_step(ThreadState& state, uint64_t start_ns) {
+  if (const auto holder = threads_.find(step_thread_); holder != threads_.end()) end_steps(holder->second, start_ns);
+  OpenRange step;
+  step.span.start_ns = start_ns;
+  step.span.record_id = next_entry_id_++;
+  step.span.operator_index = step_detection_->step_operator(++last_step_number_);
+  state.steps.push_back(std::move(step));
+  state.ranges_in_step = false;
+  step_thread_ = state.tid;
+}
+
+void SpanCloser::end_steps(ThreadState& state, uint64_t end_ns) {
+  for (OpenRange& step : state.steps) {
+    step.span.end_ns = std::max(end_ns, step.span.start_ns);
+    ++counts_.steps;
+    hand_on(state.tid, step);
+  }
+  state.steps.clear();
 }
 
 void SpanCloser::advance(uint64_t watermark_monotonic_ns) {
@@ -70,6 +119,7 @@ void SpanCloser::finish(uint64_t stop_monotonic_ns) {
   advance(UINT64_MAX);
   const uint64_t stop_ns = clock_.to_unix(stop_monotonic_ns);
   for (auto& [tid, state] : threads_) {
+    const bool cut_off = !state.open.empty();
     for (OpenRange& range : state.open) {
       range.span.end_ns = std::max(stop_ns, range.span.start_ns);
       range.span.closed_at_stop = true;
@@ -77,11 +127,11 @@ void SpanCloser::finish(uint64_t stop_monotonic_ns) {
     close_ranges_down_to(state, 0, kUnknownCounter);
     flush_observations(state);
     state.timeline.finish([&](const model::PythonSpan& span) { emit_python_span(tid, span); });
-    for (OpenRange& step : state.steps) {
-      step.span.end_ns = std::max(stop_ns, step.span.start_ns);
-      hand_on(tid, step);
-    }
-    state.steps.clear();
+    // A detected iteration ends with the thread's last activity, as the Python frames around it
+    // do; the single step of a recording without iterations, and one cut off, end at the stop.
+    // A step begun after the last iteration that ran no op is no iteration: it is dropped.
+    if (last_step_number_ > 0 && !state.ranges_in_step && !cut_off) state.steps.clear();
+    end_steps(state, last_step_number_ > 0 && !cut_off && state.last_activity_ns != 0 ? state.last_activity_ns : stop_ns);
   }
 }
 
@@ -97,9 +147,14 @@ void SpanCloser::process(uint32_t tid, OpEvent& event) {
 }
 
 void SpanCloser::enter(ThreadState& state, OpEvent& event) {
+  const uint64_t start_ns = clock_.to_unix(event.monotonic_ns);
+  const StoredStack* stack = find_stack_ && event.python_stack_id != 0 ? find_stack_(event.python_stack_id) : nullptr;
+  note_activity(state, start_ns);
+  begin_step_if_iteration_ended(state, start_ns, stack);
+  if (state.open.empty()) state.ranges_in_step = true;
   OpenRange range;
   model::OpSpan& span = range.span;
-  span.start_ns = clock_.to_unix(event.monotonic_ns);
+  span.start_ns = start_ns;
   span.record_id = next_entry_id_++;
   span.parent_record_id = !state.open.empty()   ? state.open.back().span.record_id
                           : !state.steps.empty() ? state.steps.back().span.record_id
@@ -111,7 +166,7 @@ void SpanCloser::enter(ThreadState& state, OpEvent& event) {
   span.sequence_number = event.sequence_number;
   span.forward_thread = event.forward_thread;
   range.counter_at_entry = event.sequence_counter;
-  if (find_stack_ && event.python_stack_id != 0) range.stack = find_stack_(event.python_stack_id);
+  range.stack = stack;
   if (range.stack) observe(state, {span.start_ns, 0, &range.stack->frames, true}, &range.observation);
   state.open.push_back(std::move(range));
 }
@@ -127,6 +182,7 @@ void SpanCloser::exit(ThreadState& state, OpEvent& event) {
   }
   const size_t matched_depth = static_cast<size_t>(state.open.rend() - match) - 1;
   const uint64_t end_ns = clock_.to_unix(event.monotonic_ns);
+  note_activity(state, end_ns);
   if (event.has_arguments) state.open[matched_depth].span.outputs = std::move(event.arguments);
   for (size_t depth = matched_depth; depth < state.open.size(); ++depth) {
     model::OpSpan& span = state.open[depth].span;
@@ -176,6 +232,10 @@ void SpanCloser::close_ranges_down_to(ThreadState& state, size_t depth, uint64_t
   for (size_t at = depth; at < state.open.size(); ++at) {
     hand_on(state.tid, state.open[at]);
     link_forward_backward(state.tid, state.open[at].span);
+    if (step_detection_ && step_detection_->is_boundary(operators_.at(state.open[at].span.operator_index))) {
+      state.step_boundary_passed = true;
+      state.boundary_stack = state.open[at].stack;
+    }
   }
   state.open.resize(depth);
   if (state.open.empty()) flush_observations(state);
@@ -224,6 +284,8 @@ void SpanCloser::sample(ThreadState& state, const OpEvent& event) {
   const StoredStack* stack = find_stack_ && event.python_stack_id != 0 ? find_stack_(event.python_stack_id) : nullptr;
   if (!stack) return;
   const uint64_t at_ns = clock_.to_unix(event.monotonic_ns);
+  note_activity(state, at_ns);
+  begin_step_if_iteration_ended(state, at_ns, stack);
   observe(state, {at_ns, at_ns, &stack->frames, false}, nullptr);
   if (state.open.empty()) flush_observations(state);
 }

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -58,6 +59,7 @@ class SpanCloser {
     uint64_t ops = 0;               // ranges handed on
     uint64_t python_spans = 0;
     uint64_t threads = 0;
+    uint64_t steps = 0;             // ProfilerStep ranges handed on
     uint64_t unmatched_returns = 0; // exits whose entry was never seen
     uint64_t late_records = 0;      // records older than a watermark already passed
     uint64_t python_timeline_lost = 0;
@@ -72,9 +74,26 @@ class SpanCloser {
              std::function<std::string(uint32_t tid)> thread_name, model::TraceSink& sink);
 
   void add(uint32_t tid, OpEvent event);  // records in any order
-  // The range that top-level ranges of `tid` nest in until finish(), such as ProfilerStep#0
-  // over the whole window; it takes its record id now and is handed on at finish().
+  // The range that top-level ranges of `tid` nest in until finish(), or until step detection
+  // ends it, such as ProfilerStep#0 from the window's start; it takes its record id now.
   void open_step(uint32_t tid, uint32_t operator_index, uint64_t start_monotonic_ns);
+
+  // Iterations, as torch.profiler's ProfilerStep#N: once a range that `is_boundary` accepts
+  // (an Optimizer.step annotation) has closed on a thread, the next top-level range that
+  // thread enters (or stack sample between ranges) ends the current step and begins step N+1
+  // (`step_operator(N + 1)` names it) on that thread. Beginning at the next top-level entry, not at the boundary's return, keeps
+  // steps around whole top-level ranges and Python frames. The last step ends at finish().
+  //
+  // With Python stacks, "the next top-level range" is refined: one whose stack is still in the
+  // boundary's iteration (same_iteration, comparing the boundary stack's outermost
+  // `boundary_caller_frames(stack)` frames) stays in the current step, so that what the
+  // caller of Optimizer.step does after it (and a second optimizer's step) stays in it.
+  struct StepDetection {
+    std::function<bool(const model::Operator& op)> is_boundary;
+    std::function<uint32_t(uint64_t step_number)> step_operator;
+    std::function<size_t(const ResolvedStack& boundary)> boundary_caller_frames;
+  };
+  void detect_steps(StepDetection detection) { step_detection_ = std::move(detection); }
   // Processes every record at or before `watermark_monotonic_ns`.
   void advance(uint64_t watermark_monotonic_ns);
   // Processes everything left; ranges still open end at `stop_monotonic_ns`, flagged
@@ -116,7 +135,12 @@ class SpanCloser {
     std::vector<StackObservation> observations;  // waiting for the outermost op to close
     bool dropping_observations = false;
     PythonTimeline timeline;
-    std::vector<OpenRange> steps;  // open_step ranges, closed at finish
+    std::vector<OpenRange> steps;  // open_step ranges, closed at finish or the next step
+    bool step_boundary_passed = false;  // a boundary closed: the next top-level entry begins a step
+    const StoredStack* boundary_stack = nullptr;  // that boundary's Python stack; null: none
+    bool step_start_pending = false;  // the initial step starts at the thread's first activity
+    uint64_t last_activity_ns = 0;    // the end of its last op or sample
+    bool ranges_in_step = false;      // a top-level range entered since its step began
   };
   struct ForwardOp {
     uint32_t tid;
@@ -136,6 +160,11 @@ class SpanCloser {
   void observe(ThreadState& thread, const StackObservation& observation, size_t* index);
   void flush_observations(ThreadState& thread);
   void emit_python_span(uint32_t tid, const model::PythonSpan& span);
+  void begin_next_step(ThreadState& thread, uint64_t start_ns);
+  void end_steps(ThreadState& thread, uint64_t end_ns);
+  bool iteration_ended(const ThreadState& thread, const StoredStack* stack) const;
+  void begin_step_if_iteration_ended(ThreadState& thread, uint64_t at_ns, const StoredStack* stack);
+  void note_activity(ThreadState& thread, uint64_t at_ns);
 
   const std::vector<model::Operator>& operators_;
   StackLookup find_stack_;
@@ -143,6 +172,9 @@ class SpanCloser {
   std::function<std::string(uint32_t)> thread_name_;
   model::TraceSink& sink_;
   std::function<void(uint32_t, const model::OpSpan&)> range_observer_;
+  std::optional<StepDetection> step_detection_;
+  uint32_t step_thread_ = 0;       // the thread whose steps are open (the one that trains)
+  uint64_t last_step_number_ = 0;  // the N of the open ProfilerStep#N
 
   struct ReadyKey {
     uint64_t time_ns;

@@ -307,7 +307,8 @@ void report(Console& console, StopReason reason, const SessionSinks& sinks, cons
             const RecordDecoder& decoder, const model::RunSummary& summary, const LossCounts& losses, bool python) {
   const SpanCloser::Counts& counts = closer.counts();
   console.line(std::string("stopped: ") + describe(reason) + ". Wrote " + sinks.written());
-  console.line(group_thousands(counts.ops) + " ranges and " + group_thousands(counts.python_spans) +
+  console.line(group_thousands(counts.ops) + " ranges (" + group_thousands(counts.steps) + " ProfilerSteps) and " +
+               group_thousands(counts.python_spans) +
                " python_function spans on " + std::to_string(counts.threads) + " threads from " +
                group_thousands(decoder.records()) + " events; " + group_thousands(summary.dropped_records) +
                " events dropped; " + group_thousands(summary.unmatched_returns) +
@@ -331,6 +332,21 @@ void report(Console& console, StopReason reason, const SessionSinks& sinks, cons
   if (summary.dropped_records > 0)
     console.line("warning: the ring buffer overflowed and events were lost; retry with a larger --buffer-mb");
   console.operator_table(sinks.totals().top_by_self_time(10));
+}
+
+// torch.optim's record_function around every optimizer's step: "Optimizer.step#SGD.step".
+bool is_optimizer_step(const model::Operator& op) {
+  return op.kind == model::RangeKind::kUserAnnotation && op.name.starts_with("Optimizer.step#") &&
+         op.name.ends_with(".step");
+}
+
+// The frames around the code that called Optimizer.step: its stack (innermost first) without
+// torch's own innermost frames (record_function's __enter__, the optimizer's step wrapper).
+size_t optimizer_caller_frames(const ResolvedStack& boundary) {
+  size_t torch_frames = 0;
+  while (torch_frames < boundary.size() && boundary[torch_frames].file.find("/torch/") != std::string::npos)
+    ++torch_frames;
+  return boundary.size() - torch_frames;
 }
 
 // Everything found before attaching: what to probe in the target.
@@ -433,10 +449,16 @@ class RecordingPipeline {
     if (plan.cupti_library) expect_device_activity(clock);
   }
 
-  // Until step detection exists, one step covers the whole window: HTA and Chakra need a
-  // ProfilerStep annotation.
+  // HTA and Chakra need ProfilerStep annotations: ProfilerStep#0 opens with the window, and
+  // each Optimizer.step (any optimizer class) ends one iteration; without one, step 0 covers
+  // the whole window.
   void begin(const model::SessionInfo& session, uint64_t window_start_ns) {
     sinks_.sink().begin(session);
+    closer_.detect_steps(
+        {.is_boundary = [](const model::Operator& op) { return is_optimizer_step(op); },
+         .step_operator =
+             [this](uint64_t step) { return range_operators_.annotation("ProfilerStep#" + std::to_string(step)); },
+         .boundary_caller_frames = optimizer_caller_frames});
     closer_.open_step(session.pid, range_operators_.annotation("ProfilerStep#0"), window_start_ns);
   }
 
