@@ -84,6 +84,57 @@ TEST(PythonTimeline, ANewFrameAddressOrCodeIsANewInvocation) {
                {{10, 40, 0, "main"}, {10, 20, 1, "step"}, {30, 40, 1, "step"}});
 }
 
+ResolvedFrame at_instruction(ResolvedFrame frame, uint32_t instruction,
+                             const std::vector<symbolizer::BackwardJump>* loops) {
+  frame.instruction = instruction;
+  frame.loops = loops;
+  return frame;
+}
+
+// `for _ in range(n): step()` from one line: the same slot, the caller at the same instruction;
+// only step's own instruction, back at its start, says that it was called again. A loop of
+// step's own code that spans both instructions could have taken it back, and code whose loops
+// are unknown keeps the old rule: those stay one call.
+TEST(PythonTimeline, ARepeatedCallBackAtAnEarlierInstructionIsANewInvocation) {
+  const std::vector<symbolizer::BackwardJump> no_loops;
+  const std::vector<symbolizer::BackwardJump> loop_over_body = {{40, 5}};
+  const std::vector<symbolizer::BackwardJump> loop_elsewhere = {{60, 50}};
+  const ResolvedFrame main_at_call = at_instruction(kMain, 7, &no_loops);
+  for (const auto& [loops, calls] :
+       std::vector<std::pair<const std::vector<symbolizer::BackwardJump>*, size_t>>{
+           {&no_loops, 2}, {&loop_elsewhere, 2}, {&loop_over_body, 1}, {nullptr, 1}}) {
+    const ResolvedStack late_in_step = stack({main_at_call, at_instruction(kStepA, 30, loops)});
+    const ResolvedStack early_in_step = stack({main_at_call, at_instruction(kStepA, 10, loops)});
+    const auto spans = build({op(10, 20, late_in_step), op(30, 40, early_in_step)});
+    EXPECT_EQ(static_cast<size_t>(std::count_if(spans.begin(), spans.end(),
+                                                [](const auto& span) { return span.name.ends_with("step"); })),
+              calls);
+  }
+  // Forward through the code is the same call, loops or not.
+  const ResolvedStack early = stack({main_at_call, at_instruction(kStepA, 10, &no_loops)});
+  const ResolvedStack late = stack({main_at_call, at_instruction(kStepA, 30, &no_loops)});
+  expect_spans(build({op(10, 20, early), op(30, 40, late)}), {{10, 40, 0, "main"}, {10, 40, 1, "step"}});
+}
+
+// Still the iteration of an Optimizer.step call: the caller's frames continue it, none back at
+// an earlier instruction; deeper frames of the boundary (the optimizer's own) are not compared.
+TEST(PythonTimeline, SameIterationFollowsTheOptimizersCaller) {
+  const std::vector<symbolizer::BackwardJump> no_loops;
+  const std::vector<symbolizer::BackwardJump> main_loop = {{20, 2}};
+  const ResolvedFrame optimizer = frame(0x400, 0xe, "step_wrapper");
+  const ResolvedStack boundary = stack({at_instruction(kMain, 8, &main_loop), at_instruction(kStepA, 30, &no_loops), optimizer});
+  const size_t caller_frames = 2;
+  const ResolvedStack tail_in_step = stack({at_instruction(kMain, 8, &main_loop), at_instruction(kStepA, 34, &no_loops),
+                                            frame(0x400, 0xf, "log_metrics")});
+  const ResolvedStack after_step_in_loop = stack({at_instruction(kMain, 12, &main_loop)});
+  const ResolvedStack next_call = stack({at_instruction(kMain, 8, &main_loop), at_instruction(kStepA, 3, &no_loops)});
+  const ResolvedStack loop_went_round = stack({at_instruction(kMain, 4, &main_loop)});
+  EXPECT_TRUE(same_iteration(boundary, caller_frames, tail_in_step));
+  EXPECT_TRUE(same_iteration(boundary, caller_frames, after_step_in_loop));
+  EXPECT_FALSE(same_iteration(boundary, caller_frames, next_call));
+  EXPECT_FALSE(same_iteration(boundary, caller_frames, loop_went_round));
+}
+
 TEST(PythonTimeline, SamplesBoundSpansBetweenOps) {
   const ResolvedStack in_forward = stack({kMain, kStepA, kForward});
   const ResolvedStack only_step = stack({kMain, kStepA});

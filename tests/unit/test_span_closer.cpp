@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
 #include "op_record.h"
 #include "tests/support/recording_sink.h"
@@ -343,6 +344,93 @@ TEST(SpanCloser, FeedsPythonSpansOnceTheThreadsOutermostOpCloses) {
   EXPECT_EQ(c.sink.python_spans[2].span.name, "train.py(1): loss");
   ASSERT_EQ(c.sink.ops.size(), 2u);
   EXPECT_EQ(c.sink.ops[0].stack, in_step.printable);
+}
+
+// Iterations: Optimizer.step ends one, and the next top-level op begins ProfilerStep#N+1, its
+// ops under it. The first step starts with the thread's first op, the last ends with its last.
+TEST(SpanCloser, EachOptimizerStepEndsAnIterationAtTheNextTopLevelOp) {
+  std::vector<model::Operator> operators = ops_operators();
+  operators.push_back({"ProfilerStep#0", "", model::RangeKind::kUserAnnotation});          // 10
+  operators.push_back({"Optimizer.step#SGD.step", "", model::RangeKind::kUserAnnotation});  // 11
+  Closer c(operators);
+  c.closer.detect_steps(
+      {.is_boundary = [](const model::Operator& op) { return op.name.starts_with("Optimizer.step#"); },
+       .step_operator =
+           [&](uint64_t step) {
+             c.operators.push_back({"ProfilerStep#" + std::to_string(step), "", model::RangeKind::kUserAnnotation});
+             return static_cast<uint32_t>(c.operators.size() - 1);
+           },
+       .boundary_caller_frames = {}});
+  c.closer.open_step(1, 10, 5);
+  c.add_all(1, {enter(100, 0), leave(110, 0), enter(120, 11), enter(125, 1), leave(130, 1), leave(140, 11),
+                enter(200, 0), leave(210, 0), enter(220, 11), leave(230, 11)});
+  c.closer.finish(300);
+
+  std::map<std::string, model::OpSpan> steps;
+  std::map<uint64_t, std::string> names;
+  for (const auto& op : c.sink.ops) {
+    names[op.span.record_id] = op.name;
+    if (op.name.starts_with("ProfilerStep#")) steps[op.name] = op.span;
+  }
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps["ProfilerStep#0"].start_ns, 1100u) << "the thread's first op";
+  EXPECT_EQ(steps["ProfilerStep#0"].end_ns, 1200u) << "the next iteration's first op";
+  EXPECT_EQ(steps["ProfilerStep#1"].start_ns, 1200u);
+  EXPECT_EQ(steps["ProfilerStep#1"].end_ns, 1230u) << "the last activity, not the stop";
+  EXPECT_EQ(c.closer.counts().steps, 2u);
+  for (const auto& op : c.sink.ops) {
+    if (op.span.depth != 0 || op.name.starts_with("ProfilerStep#")) continue;
+    EXPECT_EQ(names[op.span.parent_record_id], op.span.start_ns < 1200 ? "ProfilerStep#0" : "ProfilerStep#1")
+        << op.name << " at " << op.span.start_ns;
+  }
+}
+
+// With stacks, what the optimizer's caller does after the step stays in the iteration; a sample
+// of the next call begins the next step; a step begun with no op after the last iteration is
+// dropped.
+TEST(SpanCloser, AStepBeginsWhereTheOptimizersCallerWasCalledAgain) {
+  const std::vector<symbolizer::BackwardJump> no_loops;
+  auto at = [&](ResolvedFrame frame, uint32_t instruction) {
+    frame.instruction = instruction;
+    frame.loops = &no_loops;
+    return frame;
+  };
+  const ResolvedFrame main = python_frame(0x10, "main");
+  const ResolvedFrame step = python_frame(0x20, "train_step");
+  const StoredStack optimizer_call{{python_frame(0x30, "wrapper"), at(step, 30), at(main, 8)}, {}};
+  const StoredStack step_tail{{at(step, 34), at(main, 8)}, {}};
+  const StoredStack next_call{{at(step, 2), at(main, 8)}, {}};
+  const StoredStack after_loop{{python_frame(0x40, "save"), at(main, 12)}, {}};
+  const std::vector<const StoredStack*> stacks = {nullptr, &optimizer_call, &step_tail, &next_call, &after_loop};
+  std::vector<model::Operator> operators = ops_operators();
+  operators.push_back({"ProfilerStep#0", "", model::RangeKind::kUserAnnotation});          // 10
+  operators.push_back({"Optimizer.step#SGD.step", "", model::RangeKind::kUserAnnotation});  // 11
+  Closer c(operators, [&](uint64_t id) { return id < stacks.size() ? stacks[id] : nullptr; });
+  c.closer.detect_steps(
+      {.is_boundary = [](const model::Operator& op) { return op.name.starts_with("Optimizer.step#"); },
+       .step_operator =
+           [&](uint64_t step_number) {
+             c.operators.push_back({"ProfilerStep#" + std::to_string(step_number), "", model::RangeKind::kUserAnnotation});
+             return static_cast<uint32_t>(c.operators.size() - 1);
+           },
+       .boundary_caller_frames = [](const ResolvedStack& boundary) { return boundary.size() - 1; }});
+  c.closer.open_step(1, 10, 5);
+  auto with_stack = [](OpEvent event, uint64_t stack) {
+    event.python_stack_id = stack;
+    return event;
+  };
+  c.add_all(1, {with_stack(enter(100, 0), 3), leave(110, 0), with_stack(enter(120, 11), 1), leave(140, 11),
+                with_stack(enter(150, 2), 2), leave(160, 2),                     // loss.item() after the step
+                OpEvent{.monotonic_ns = 190, .is_sample = true, .python_stack_id = 3},  // the next call, before its op
+                with_stack(enter(200, 0), 3), leave(210, 0), with_stack(enter(220, 11), 1), leave(230, 11),
+                OpEvent{.monotonic_ns = 260, .is_sample = true, .python_stack_id = 4}});  // after the loop: no op
+  c.closer.finish(300);
+  std::map<std::string, model::OpSpan> steps;
+  for (const auto& op : c.sink.ops)
+    if (op.name.starts_with("ProfilerStep#")) steps[op.name] = op.span;
+  ASSERT_EQ(steps.size(), 2u) << "the step after the loop ran no op";
+  EXPECT_EQ(steps["ProfilerStep#0"].end_ns, 1190u) << "at the sample of the next call, after loss.item()";
+  EXPECT_EQ(steps["ProfilerStep#1"].start_ns, 1190u);
 }
 
 TEST(OperatorTotals, SubtractChildrenFromSelfTime) {
