@@ -793,6 +793,43 @@ TEST_F(AttachTest, RecordsWithOnlyTheCapabilitiesTheDeploymentGrants) {
   EXPECT_GT(trace.at("tprof_summary").at("python_samples").get<uint64_t>(), 0u);
 }
 
+// --stacks: folded stacks of the recorded ops, for flame graphs: Python frames outermost first,
+// then the op, each line weighted by whole microseconds of self time.
+TEST_F(AttachTest, WritesFoldedStacksForFlameGraphs) {
+  ParkedWorkload workload(host_workload(scratch_.path()), kMeasuredSteps);
+  const fs::path trace_path = scratch_.path() / "flame.pt.trace.json";
+  const fs::path stacks_path = scratch_.path() / "flame.stacks.txt";
+  TprofRun tprof({"attach", std::to_string(workload.python_pid()), "-o", trace_path, "--no-et", "--stacks", stacks_path});
+  tprof.wait_until_attached();
+  workload.run_steps();
+  workload.wait_until_done();
+  ASSERT_TRUE(tprof.interrupt_and_wait().succeeded()) << tprof.stderr_transcript();
+  workload.finish();
+  std::ifstream stacks(stacks_path);
+  ASSERT_TRUE(stacks) << stacks_path << " was not written";
+  size_t lines = 0;
+  size_t in_training_step = 0;
+  uint64_t total_us = 0;
+  for (std::string line; std::getline(stacks, line); ++lines) {
+    const auto space = line.rfind(' ');
+    ASSERT_NE(space, std::string::npos) << line;
+    EXPECT_EQ(line.find(' '), space) << "one space, before the weight: " << line;
+    const std::string weight = line.substr(space + 1);
+    ASSERT_FALSE(weight.empty());
+    ASSERT_EQ(weight.find_first_not_of("0123456789"), std::string::npos) << line;
+    total_us += std::stoull(weight);
+    const std::string frames = line.substr(0, space);
+    EXPECT_TRUE(frames.starts_with(workload_script("train_loop.py").string() + "(")) << "outermost first: " << line;
+    const std::string last = frames.substr(frames.rfind(';') + 1);
+    EXPECT_EQ(last.find(".py("), std::string::npos) << "the range's name, not a frame, ends the stack: " << line;
+    if (frames.find("training_step;") != std::string::npos) ++in_training_step;
+  }
+  std::cout << lines << " folded lines, " << total_us << " us of self time\n";
+  EXPECT_GT(lines, 100u);
+  EXPECT_GT(in_training_step, lines / 2);
+  EXPECT_GT(total_us, 0u);
+}
+
 TEST_F(AttachTest, StopsAfterDurationAndWritesDefaultName) {
   constexpr int kDurationSeconds = 3;
   ParkedWorkload workload(host_workload(scratch_.path()), kMeasuredSteps);

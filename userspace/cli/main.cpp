@@ -129,6 +129,9 @@ void add_recording_options(CLI::App& command, tprof::AttachOptions& options, Rec
         return parse_file_mode(text) ? "" : "not an octal file mode like 0640: " + text;
       });
   command.add_flag("--no-et", flags.no_execution_trace, "Write no Execution Trace")->excludes("--et");
+  command.add_option("--stacks", options.stacks_path,
+                     "Also write folded stacks (Python frames, then the op, weighted by self time in us) as "
+                     "export_stacks does, for flamegraph.pl or speedscope; a .gz suffix compresses them");
   command.add_option("--buffer-mb", flags.buffer_mb, "BPF ring buffer size in MiB, rounded up to a power of two")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));

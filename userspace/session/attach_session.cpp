@@ -170,8 +170,8 @@ int run_attach(const AttachOptions& options) {
   Console console(options.quiet);
   const std::vector<pid_t> pids = initial_targets(options);
   const bool several = pids.size() > 1 || options.follow_children;
-  if (several && (!options.output_path.empty() || !options.execution_trace_path.empty()))
-    throw Error("-o and --et name one target's files; with several targets use --output-dir");
+  if (several && (!options.output_path.empty() || !options.execution_trace_path.empty() || !options.stacks_path.empty()))
+    throw Error("-o, --et and --stacks name one target's files; with several targets use --output-dir");
   const UniqueFd stop_signals = block_stop_signals();
   const MonotonicToUnix clock = MonotonicToUnix::calibrate();
   Recordings recordings(options, clock, console, several);

@@ -11,6 +11,7 @@
 
 #include "exporters/chrome_trace_writer.h"
 #include "exporters/execution_trace_writer.h"
+#include "exporters/folded_stacks_writer.h"
 #include "exporters/output_file.h"
 #include "model/trace_model.h"
 #include "model/trace_sink.h"
@@ -182,6 +183,10 @@ struct OutputFiles {
       : trace(options.output_path.empty() ? default_output_path(options.output_directory, target, unix_now_ns())
                                           : options.output_path,
               options.output_mode) {
+    if (!options.stacks_path.empty()) {
+      if (options.stacks_path == trace.path()) throw Error("--stacks names the trace file itself: " + trace.path());
+      stacks.emplace(options.stacks_path, options.output_mode);
+    }
     if (!options.execution_trace) return;
     const std::string execution_trace_path = options.execution_trace_path.empty()
                                                  ? default_execution_trace_path(trace.path())
@@ -192,6 +197,7 @@ struct OutputFiles {
 
   exporters::OutputFile trace;
   std::optional<exporters::OutputFile> execution_trace;
+  std::optional<exporters::OutputFile> stacks;
 };
 
 OpTracerOptions tracer_options_for(const AttachOptions& options, const TargetProcess& target,
@@ -243,6 +249,10 @@ class SessionSinks {
       execution_trace_.emplace(*outputs.execution_trace);
       sinks.push_back(&*execution_trace_);
     }
+    if (outputs.stacks) {
+      stacks_.emplace(*outputs.stacks);
+      sinks.push_back(&*stacks_);
+    }
     fan_out_.emplace(std::move(sinks));
   }
   model::TraceSink& sink() { return *fan_out_; }
@@ -258,11 +268,13 @@ class SessionSinks {
   void commit() {
     outputs_.trace.commit();
     if (outputs_.execution_trace) outputs_.execution_trace->commit();
+    if (outputs_.stacks) outputs_.stacks->commit();
   }
 
   std::string written() const {
     std::string paths = outputs_.trace.path();
-    if (outputs_.execution_trace) paths += " and " + outputs_.execution_trace->path();
+    if (outputs_.execution_trace) paths += (outputs_.stacks ? ", " : " and ") + outputs_.execution_trace->path();
+    if (outputs_.stacks) paths += " and " + outputs_.stacks->path();
     return paths;
   }
 
@@ -272,6 +284,7 @@ class SessionSinks {
   OutputFiles& outputs_;
   exporters::ChromeTraceWriter chrome_;
   std::optional<exporters::ExecutionTraceWriter> execution_trace_;
+  std::optional<exporters::FoldedStacksWriter> stacks_;
   OperatorTotalsSink totals_;
   std::optional<model::FanOutSink> fan_out_;
   uint64_t last_flush_ns_ = 0;

@@ -1,0 +1,37 @@
+// Folded stacks, as torch.profiler's export_stacks writes them (profiler_util.py): for every
+// range that ran with a Python stack, one line "outermost;...;innermost;op self_us", the frames
+// as torch names them ("file(line): function") with spaces, semicolons, tabs and newlines made
+// "_", weighted by the range's self time (its duration less its direct children's) in whole
+// microseconds; ranges under 1 us are left out. flamegraph.pl and speedscope sum equal lines.
+// Unlike export_stacks, the range's own name ends the stack, so that the flame graph shows
+// which op the time went to. Lines are written as ranges close.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "exporters/output_file.h"
+#include "model/trace_sink.h"
+
+namespace tprof::exporters {
+
+class FoldedStacksWriter final : public model::TraceSink {
+ public:
+  explicit FoldedStacksWriter(OutputFile& out) : out_(out) {}
+
+  void begin(const model::SessionInfo&) override {}
+  void thread(const model::ThreadInfo&) override {}
+  void op(const model::ClosedOp& op) override;
+  void python_span(uint32_t, const model::PythonSpan&) override {}
+  void flow(const model::ForwardBackwardFlow&) override {}
+  void flush() override { out_.flush(); }
+  void finish(const model::RunSummary&) override {}
+
+ private:
+  OutputFile& out_;
+  std::unordered_map<uint64_t, uint64_t> children_ns_;  // by record id: closed children's time
+  std::string line_;
+};
+
+}  // namespace tprof::exporters
