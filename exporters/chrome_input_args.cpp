@@ -114,4 +114,10 @@ void append_input_args(std::string& out, const std::vector<Value>& inputs) {
   append_strings(concrete_input);
 }
 
+std::string input_dims_text(const std::vector<Value>& inputs) {
+  std::string text;
+  append_tensor_lists(text, inputs, /*strides=*/false);
+  return text;
+}
+
 }  // namespace tprof::exporters

@@ -13,4 +13,8 @@ namespace tprof::exporters {
 // "Concrete Inputs": [...]` for `inputs` to `out`.
 void append_input_args(std::string& out, const std::vector<model::Value>& inputs);
 
+// The "Input Dims" value alone: "[[4, 8], [8, 3], []]", as key_averages(group_by_input_shape)
+// keys and shows it.
+std::string input_dims_text(const std::vector<model::Value>& inputs);
+
 }  // namespace tprof::exporters

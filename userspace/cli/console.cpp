@@ -44,14 +44,11 @@ void Console::clear_status() {
   status_shown_ = false;
 }
 
-void Console::operator_table(const std::vector<OperatorTotals>& rows) {
-  if (quiet_ || rows.empty()) return;
+void Console::summary_table(const std::string& table) {
+  if (quiet_ || table.empty()) return;
   clear_status();
-  const std::string title = label_.empty() ? "top ops by self time" : "top ops by self time, " + label_;
-  std::fprintf(stderr, "%-40s %10s %12s %12s\n", title.c_str(), "calls", "self ms", "total ms");
-  for (const OperatorTotals& row : rows)
-    std::fprintf(stderr, "%-40s %10s %12.3f %12.3f\n", row.name.c_str(), group_thousands(row.calls).c_str(),
-                 static_cast<double>(row.self_ns) / 1e6, static_cast<double>(row.total_ns) / 1e6);
+  if (!label_.empty()) std::fprintf(stderr, "tprof: %s: ops by self CPU time\n", label_.c_str());
+  std::fputs(table.c_str(), stderr);
 }
 
 }  // namespace tprof

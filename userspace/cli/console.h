@@ -20,7 +20,8 @@ class Console {
   // Rewrites the status line in place; a no-op unless stderr is a TTY.
   void status(double elapsed_s, uint64_t records, uint64_t dropped);
   void clear_status();
-  void operator_table(const std::vector<OperatorTotals>& rows);
+  // The end-of-run table (op_summary.h), under a title naming whose it is among several.
+  void summary_table(const std::string& table);
 
  private:
   bool quiet_;

@@ -15,6 +15,7 @@
 #include "userspace/session/doctor.h"
 #include "userspace/session/launch.h"
 #include "userspace/cli/error.h"
+#include "userspace/cli/report.h"
 
 namespace {
 
@@ -103,6 +104,27 @@ int recover_files(const std::vector<std::string>& partial_paths, mode_t mode) {
   return status;
 }
 
+// The end-of-run table's options, as key_averages().table() takes them.
+void add_summary_options(CLI::App& command, tprof::SummaryOptions& summary) {
+  command.add_option("--sort", summary.sort,
+                     "Sort the table by self_cpu_time_total, cpu_time_total, cpu_time (the average) or count")
+      ->capture_default_str()
+      ->check([](const std::string& key) -> std::string {
+        return tprof::is_summary_sort_key(key) ? "" : "not a sort key (self_cpu_time_total, cpu_time_total, cpu_time, count): " + key;
+      });
+  command.add_option("--row-limit", summary.row_limit, "Rows of the table")->capture_default_str()->check(CLI::Range(1, 1000000));
+  command.add_flag("--group-by-shape", summary.group_by_shape,
+                   "One row per op and input shapes, as key_averages(group_by_input_shape=True)");
+}
+
+constexpr const char* kReportFooter =
+    "\nReads a trace tprof wrote, or one torch.profiler exported (export_chrome_trace, or\n"
+    "tensorboard_trace_handler's .pt.trace.json[.gz]), and prints the table key_averages().table()\n"
+    "would: per op, self CPU time (less the ranges directly inside it on its thread), total, average\n"
+    "and calls, from its cpu_op and user_annotation events.\n"
+    "\nExample:\n"
+    "  tprof report run.pt.trace.json.gz --sort cpu_time_total --row-limit 20";
+
 // The options `attach` and `record` share: how and where to record.
 struct RecordingFlags {
   double duration_s = 0;
@@ -145,6 +167,7 @@ void add_recording_options(CLI::App& command, tprof::AttachOptions& options, Rec
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
   command.add_flag("-q,--quiet", options.quiet, "Print only errors");
+  add_summary_options(command, options.summary);
 }
 
 void apply_recording_flags(const CLI::App& command, const RecordingFlags& flags, tprof::AttachOptions& options) {
@@ -176,6 +199,17 @@ constexpr const char* kDoctorFooter =
     "fail, 0 otherwise (warnings only say what would be missing).\n"
     "\nExample:\n"
     "  sudo tprof doctor $(pgrep -f train.py)";
+
+// `tprof report TRACE`: the table, on stdout.
+int print_report(const std::string& path, const tprof::SummaryOptions& summary) {
+  try {
+    std::fputs(tprof::format_summary_table(tprof::totals_from_trace(path, summary.group_by_shape), summary).c_str(), stdout);
+    return 0;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "tprof: error: %s\n", error.what());
+    return 1;
+  }
+}
 
 // `tprof doctor [PID]`: the checklist, then a verdict; 1 when attach would fail.
 int print_doctor_report(std::optional<pid_t> pid) {
@@ -271,6 +305,13 @@ int main(int argc, char** argv) {
   app.add_subcommand("env", "Print the environment a process needs for tprof to see its GPU activity")
       ->footer(kEnvFooter);
 
+  std::string report_path;
+  tprof::SummaryOptions report_summary;
+  CLI::App* report = app.add_subcommand("report", "Print the per-op table of a saved trace, tprof's or torch.profiler's");
+  report->footer(kReportFooter);
+  report->add_option("trace", report_path, "A Chrome trace, .json or .json.gz")->required()->check(CLI::ExistingFile);
+  add_summary_options(*report, report_summary);
+
   pid_t doctor_pid = 0;
   CLI::App* doctor = app.add_subcommand("doctor", "Check whether tprof can attach here, and to a process");
   doctor->footer(kDoctorFooter);
@@ -297,6 +338,7 @@ int main(int argc, char** argv) {
   }
   if (recover->parsed()) return recover_files(partial_paths, *parse_file_mode(recover_mode));
   if (app.got_subcommand("env")) return print_environment();
+  if (report->parsed()) return print_report(report_path, report_summary);
   if (doctor->parsed())
     return print_doctor_report(doctor->count("pid") > 0 ? std::optional<pid_t>(doctor_pid) : std::nullopt);
   apply_recording_flags(record->parsed() ? *record : *attach, flags, options);

@@ -1,8 +1,113 @@
 #include "userspace/cli/op_summary.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <functional>
+
+#include "exporters/chrome_input_args.h"
 
 namespace tprof {
+namespace {
+
+// torch's _format_time: microseconds as "12.345us", "1.234ms" or "1.234s".
+std::string format_time(uint64_t ns) {
+  const double us = static_cast<double>(ns) / 1e3;
+  char text[32];
+  if (us >= 1e6) {
+    std::snprintf(text, sizeof(text), "%.3fs", us / 1e6);
+  } else if (us >= 1e3) {
+    std::snprintf(text, sizeof(text), "%.3fms", us / 1e3);
+  } else {
+    std::snprintf(text, sizeof(text), "%.3fus", us);
+  }
+  return text;
+}
+
+std::string format_percent(uint64_t part, uint64_t whole) {
+  char text[16];
+  std::snprintf(text, sizeof(text), "%.2f%%", whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole));
+  return text;
+}
+
+uint64_t average_ns(const OperatorTotals& row) { return row.calls == 0 ? 0 : row.total_ns / row.calls; }
+
+// torch's column limits (max_name_column_width, max_shapes_column_width), with its ellipsis.
+std::string truncated(const std::string& text, size_t width) {
+  return text.size() <= width ? text : text.substr(0, width - 3) + "...";
+}
+constexpr size_t kMaxNameWidth = 55;
+constexpr size_t kMaxShapesWidth = 80;
+
+std::function<uint64_t(const OperatorTotals&)> sort_value(const std::string& key) {
+  if (key == "cpu_time_total") return [](const OperatorTotals& row) { return row.total_ns; };
+  if (key == "cpu_time") return average_ns;
+  if (key == "count") return [](const OperatorTotals& row) { return row.calls; };
+  return [](const OperatorTotals& row) { return row.self_ns; };
+}
+
+}  // namespace
+
+bool is_summary_sort_key(const std::string& key) {
+  return key == "self_cpu_time_total" || key == "cpu_time_total" || key == "cpu_time" || key == "count";
+}
+
+void OperatorTotalsTable::add(const std::string& name, const std::string& input_shapes, uint64_t self_ns,
+                              uint64_t total_ns) {
+  const std::string& shapes = group_by_shape_ ? input_shapes : std::string();
+  OperatorTotals& totals = by_key_[shapes.empty() ? name : name + '\n' + shapes];
+  if (totals.calls == 0) {
+    totals.name = name;
+    totals.input_shapes = shapes;
+  }
+  ++totals.calls;
+  totals.self_ns += self_ns;
+  totals.total_ns += total_ns;
+  self_ns_total_ += self_ns;
+}
+
+std::vector<OperatorTotals> OperatorTotalsTable::rows(const SummaryOptions& options) const {
+  std::vector<OperatorTotals> rows;
+  rows.reserve(by_key_.size());
+  for (const auto& [key, totals] : by_key_) rows.push_back(totals);
+  const auto value = sort_value(options.sort);
+  std::sort(rows.begin(), rows.end(), [&](const OperatorTotals& a, const OperatorTotals& b) {
+    const uint64_t va = value(a), vb = value(b);
+    if (va != vb) return va > vb;
+    return a.name != b.name ? a.name < b.name : a.input_shapes < b.input_shapes;
+  });
+  if (rows.size() > options.row_limit) rows.resize(options.row_limit);
+  return rows;
+}
+
+std::string format_summary_table(const OperatorTotalsTable& table, const SummaryOptions& options) {
+  const std::vector<OperatorTotals> rows = table.rows(options);
+  std::vector<std::vector<std::string>> cells = {
+      {"Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg", "# of Calls"}};
+  if (table.grouped_by_shape()) cells[0].push_back("Input Shapes");
+  const uint64_t self_total = table.self_ns_total();
+  for (const OperatorTotals& row : rows) {
+    cells.push_back({truncated(row.name, kMaxNameWidth), format_percent(row.self_ns, self_total), format_time(row.self_ns),
+                     format_percent(row.total_ns, self_total), format_time(row.total_ns), format_time(average_ns(row)),
+                     std::to_string(row.calls)});
+    if (table.grouped_by_shape()) cells.back().push_back(truncated(row.input_shapes, kMaxShapesWidth));
+  }
+  std::vector<size_t> widths(cells[0].size(), 12);
+  for (const auto& line : cells)
+    for (size_t column = 0; column < line.size(); ++column) widths[column] = std::max(widths[column], line[column].size());
+  std::string rule;
+  for (const size_t width : widths) rule += std::string(width, '-') + "  ";
+  rule += '\n';
+  std::string text = rule;
+  for (size_t line = 0; line < cells.size(); ++line) {
+    for (size_t column = 0; column < cells[line].size(); ++column)
+      text += std::string(widths[column] - cells[line][column].size(), ' ') + cells[line][column] + "  ";
+    text += '\n';
+    if (line == 0) text += rule;
+  }
+  text += rule;
+  text += "Self CPU time total: " + format_time(self_total) + '\n';
+  return text;
+}
 
 void OperatorTotalsSink::op(const model::ClosedOp& closed) {
   const model::OpSpan& span = closed.span;
@@ -12,24 +117,9 @@ void OperatorTotalsSink::op(const model::ClosedOp& closed) {
     children_ns = children->second;
     children_ns_.erase(children);
   }
-  OperatorTotals& totals = by_name_[closed.op.name];
-  ++totals.calls;
-  totals.total_ns += duration;
-  totals.self_ns += duration - std::min(duration, children_ns);
+  table_.add(closed.op.name, table_.grouped_by_shape() ? exporters::input_dims_text(span.inputs) : std::string(),
+             duration - std::min(duration, children_ns), duration);
   if (span.parent_record_id != 0) children_ns_[span.parent_record_id] += duration;
-}
-
-std::vector<OperatorTotals> OperatorTotalsSink::top_by_self_time(size_t limit) const {
-  std::vector<OperatorTotals> rows;
-  for (const auto& [name, totals] : by_name_) {
-    rows.push_back(totals);
-    rows.back().name = name;
-  }
-  std::sort(rows.begin(), rows.end(), [](const OperatorTotals& a, const OperatorTotals& b) {
-    return a.self_ns != b.self_ns ? a.self_ns > b.self_ns : a.name < b.name;
-  });
-  if (rows.size() > limit) rows.resize(limit);
-  return rows;
 }
 
 }  // namespace tprof

@@ -1,4 +1,7 @@
-// Per-operator totals, gathered as ranges close, for the end-of-run console table.
+// The end-of-run table, as torch.profiler's key_averages().table() prints it: per operator (and
+// input shapes, with group_by_input_shape) the calls, self and total CPU time, their share of
+// all self time, and the average. Totals are gathered as ranges close, or from a saved trace
+// (`tprof report`).
 #pragma once
 
 #include <cstdint>
@@ -12,16 +15,47 @@ namespace tprof {
 
 struct OperatorTotals {
   std::string name;
+  std::string input_shapes;  // grouped by input shape: "[[4, 8], [8, 3]]"; "" otherwise
   uint64_t calls = 0;
   uint64_t self_ns = 0;   // time in the op minus time in the ranges it encloses
   uint64_t total_ns = 0;
 };
 
+struct SummaryOptions {
+  // torch's sort_by keys: self_cpu_time_total, cpu_time_total, cpu_time (the average), count.
+  std::string sort = "self_cpu_time_total";
+  size_t row_limit = 10;
+  bool group_by_shape = false;  // one row per (name, Input Dims), as group_by_input_shape=True
+};
+
+// Whether `key` is a sort key the table knows.
+bool is_summary_sort_key(const std::string& key);
+
 // Totals by operator name: overloads (add.Tensor, add.Scalar) share one row, as in
-// torch.profiler's key_averages(). A range's children close before it does, so their time is
+// torch.profiler's key_averages().
+class OperatorTotalsTable {
+ public:
+  explicit OperatorTotalsTable(bool group_by_shape = false) : group_by_shape_(group_by_shape) {}
+  void add(const std::string& name, const std::string& input_shapes, uint64_t self_ns, uint64_t total_ns);
+  // Sorted by `options.sort` (largest first, then by name), at most `options.row_limit` rows.
+  std::vector<OperatorTotals> rows(const SummaryOptions& options) const;
+  uint64_t self_ns_total() const { return self_ns_total_; }
+  bool grouped_by_shape() const { return group_by_shape_; }
+
+ private:
+  bool group_by_shape_;
+  std::unordered_map<std::string, OperatorTotals> by_key_;
+  uint64_t self_ns_total_ = 0;
+};
+
+// torch's table layout: right-aligned columns under a dashed rule, then "Self CPU time total".
+std::string format_summary_table(const OperatorTotalsTable& table, const SummaryOptions& options);
+
+// Feeds the table as ranges close. A range's children close before it does, so their time is
 // waiting for it, keyed by its record id, when it closes.
 class OperatorTotalsSink final : public model::TraceSink {
  public:
+  explicit OperatorTotalsSink(bool group_by_shape = false) : table_(group_by_shape) {}
   void begin(const model::SessionInfo&) override {}
   void thread(const model::ThreadInfo&) override {}
   void op(const model::ClosedOp& op) override;
@@ -29,11 +63,10 @@ class OperatorTotalsSink final : public model::TraceSink {
   void flow(const model::ForwardBackwardFlow&) override {}
   void finish(const model::RunSummary&) override {}
 
-  // Sorted by self time, largest first; at most `limit` entries.
-  std::vector<OperatorTotals> top_by_self_time(size_t limit) const;
+  const OperatorTotalsTable& table() const { return table_; }
 
  private:
-  std::unordered_map<std::string, OperatorTotals> by_name_;
+  OperatorTotalsTable table_;
   std::unordered_map<uint64_t, uint64_t> children_ns_;  // by the enclosing range's record id
 };
 

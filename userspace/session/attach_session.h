@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "userspace/cli/op_summary.h"
+
 namespace tprof {
 
 struct AttachOptions {
@@ -31,6 +33,7 @@ struct AttachOptions {
   uint32_t sample_hz = 1000;          // the stack sampler's rate per CPU
   bool record_shapes = true;          // --no-shapes: ops without their inputs and outputs
   bool quiet = false;
+  SummaryOptions summary;            // the table printed at the end
 };
 
 // Returns the process exit status. Throws tprof::Error for failures before recording.

@@ -242,8 +242,10 @@ model::SessionInfo session_info(const TargetProcess& target, const std::optional
 // The sinks a recording streams into: the trace, the ET if asked for, and the console table.
 class SessionSinks {
  public:
-  explicit SessionSinks(OutputFiles& outputs)
-      : outputs_(outputs), chrome_(outputs.trace, exporters::chrome_trace_name(outputs.trace.path())) {
+  SessionSinks(OutputFiles& outputs, bool group_by_shape)
+      : outputs_(outputs),
+        chrome_(outputs.trace, exporters::chrome_trace_name(outputs.trace.path())),
+        totals_(group_by_shape) {
     std::vector<model::TraceSink*> sinks{&chrome_, &totals_};
     if (outputs.execution_trace) {
       execution_trace_.emplace(*outputs.execution_trace);
@@ -317,7 +319,8 @@ void report_device_activity(Console& console, const DeviceCorrelator::Counts& co
 }
 
 void report(Console& console, StopReason reason, const SessionSinks& sinks, const SpanCloser& closer,
-            const RecordDecoder& decoder, const model::RunSummary& summary, const LossCounts& losses, bool python) {
+            const RecordDecoder& decoder, const model::RunSummary& summary, const LossCounts& losses, bool python,
+            const SummaryOptions& summary_options) {
   const SpanCloser::Counts& counts = closer.counts();
   console.line(std::string("stopped: ") + describe(reason) + ". Wrote " + sinks.written());
   console.line(group_thousands(counts.ops) + " ranges (" + group_thousands(counts.steps) + " ProfilerSteps) and " +
@@ -344,7 +347,7 @@ void report(Console& console, StopReason reason, const SessionSinks& sinks, cons
                  "flagged 'tprof: return missing'");
   if (summary.dropped_records > 0)
     console.line("warning: the ring buffer overflowed and events were lost; retry with a larger --buffer-mb");
-  console.operator_table(sinks.totals().top_by_self_time(10));
+  console.summary_table(format_summary_table(sinks.totals().table(), summary_options));
 }
 
 // torch.optim's record_function around every optimizer's step: "Optimizer.step#SGD.step".
@@ -445,14 +448,15 @@ void start_recording(OpTracer& tracer, AttachPlan& plan, Console& console) {
 class RecordingPipeline {
  public:
   RecordingPipeline(AttachPlan& plan, const TargetProcess& target, OpTracer& tracer, OutputFiles& outputs,
-                    MonotonicToUnix clock)
+                    MonotonicToUnix clock, const SummaryOptions& summary_options)
       : target_(target),
+        summary_options_(summary_options),
         operators_(plan.ops ? std::move(plan.ops->plan.operators) : std::vector<model::Operator>{}),
         range_operators_(operators_,
                          [range_probes = plan.range_probes ? &*plan.range_probes : nullptr](uint64_t vptr) {
                            return range_probes ? range_probes->node_name(vptr) : std::string();
                          }),
-        sinks_(outputs),
+        sinks_(outputs, summary_options.group_by_shape),
         closer_(operators_, stack_lookup(plan, tracer), clock, [this](uint32_t tid) { return thread_name(tid); },
                 sinks_.sink()),
         decoder_(closer_, decoder_callbacks()),
@@ -518,7 +522,7 @@ class RecordingPipeline {
   }
 
   void report(Console& console, StopReason reason, const model::RunSummary& summary, const LossCounts& losses) const {
-    tprof::report(console, reason, sinks_, closer_, decoder_, summary, losses, stacks_.has_value());
+    tprof::report(console, reason, sinks_, closer_, decoder_, summary, losses, stacks_.has_value(), summary_options_);
     if (device_correlator_) report_device_activity(console, device_correlator_->counts(), losses);
   }
 
@@ -572,6 +576,7 @@ class RecordingPipeline {
   }
 
   const TargetProcess& target_;
+  const SummaryOptions summary_options_;
   std::optional<PythonFrameResolver> frame_resolver_;
   std::optional<PythonStackStore> stacks_;
   std::unordered_map<uint32_t, std::string> thread_names_;
@@ -622,7 +627,7 @@ TargetRecording::TargetRecording(const AttachOptions& options, pid_t pid, const 
   if (s.plan.ops && s.plan.ops->tensor_layout)
     for (uint32_t op_id = 0; op_id < s.plan.ops->argument_plans.size(); ++op_id)
       s.tracer->set_op_plan(op_id, s.plan.ops->argument_plans[op_id].bpf);
-  s.pipeline = std::make_unique<RecordingPipeline>(s.plan, s.target, *s.tracer, *s.outputs, s.clock);
+  s.pipeline = std::make_unique<RecordingPipeline>(s.plan, s.target, *s.tracer, *s.outputs, s.clock, s.options.summary);
 }
 
 TargetRecording::~TargetRecording() = default;
