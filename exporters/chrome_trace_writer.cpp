@@ -162,8 +162,10 @@ void ChromeTraceWriter::write_header() {
   line_ += ", \"gpu\": ";
   append_json_string(line_, session_.gpu);
   line_ += "},\n";
-  // Kineto's flag for whether ops carry Input Dims (profiler_kineto.cpp).
-  line_ += session_.tensor_layout.empty() ? "  \"record_shapes\": 0," : "  \"record_shapes\": 1,";
+  // Kineto's flags for whether ops carry Input Dims and FLOPs (profiler_kineto.cpp); tprof
+  // estimates FLOPs whenever it records shapes, as with_flops=True does.
+  line_ += session_.tensor_layout.empty() ? "  \"with_flops\": 0,\n  \"record_shapes\": 0,"
+                                          : "  \"with_flops\": 1,\n  \"record_shapes\": 1,";
   line_ += "\n  \"displayTimeUnit\": \"ms\",\n";
   line_ += "  \"baseTimeNanoseconds\": ";
   append_json_integer(line_, base_time_ns_);
@@ -238,6 +240,10 @@ void ChromeTraceWriter::op(const model::ClosedOp& closed) {
   line_ += ", \"Ev Idx\": ";
   append_json_integer(line_, next_event_index_++);
   if (span.arguments_recorded) input_args_.append(line_, span.inputs, append_input_args);
+  if (span.flops != 0) {
+    line_ += ", \"flops\": ";
+    append_json_integer(line_, span.flops);
+  }
   // Kineto writes these only for a sequence number >= 0 (formats.md §2.5.1).
   if (span.sequence_number >= 0) {
     line_ += ", \"Sequence number\": ";

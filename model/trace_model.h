@@ -119,6 +119,7 @@ struct OpSpan {
   bool arguments_recorded = false;  // inputs/outputs were captured (record_shapes)
   std::vector<Value> inputs;    // schema order
   std::vector<Value> outputs;
+  uint64_t flops = 0;           // as torch's with_flops estimates them from the inputs; 0: none
   // Autograd sequence number; -1: none. Backward ranges: their node's. Forward ops: the node
   // the op itself created (not one made by an op it called).
   int64_t sequence_number = -1;

@@ -5,12 +5,14 @@
 
 #include <cmath>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "tests/support/process_harness.h"
 #include "tests/support/recorded_workload.h"
+#include "tests/support/test_environment.h"
 #include "userspace/cli/report.h"
 
 namespace tprof::test {
@@ -53,6 +55,45 @@ void expect_same_rows(bool group_by_shape) {
 }
 
 TEST(Report, MatchesTorchsKeyAveragesOnTorchsOwnTrace) { expect_same_rows(false); }
+
+// The FLOPs tprof estimates from the shapes it captured, per call of each op, against torch's
+// with_flops on the same model and steps (train_loop.py's).
+TEST(Flops, PerCallMatchTorchsWithFlops) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; FLOPs are NOT compared ***";
+  const auto reference = TrixieWorkload::make(workload_script("kineto_key_averages.py"));
+  const auto traced = TrixieWorkload::make(workload_script("train_loop.py"));
+  if (!reference || !traced) GTEST_SKIP() << "\n*** SKIPPED LOUDLY: no torch 2.6 root; FLOPs are NOT compared ***";
+  std::filesystem::copy_file(workload_script("train_loop.py"), reference->environment().scratch_for_us / "train_loop.py");
+  run_workload(reference->environment(),
+               {"--trace", (reference->environment().scratch_for_target / "torch.pt.trace.json").string(), "--averages",
+                (reference->environment().scratch_for_target / "averages.json").string()});
+  std::ifstream averages_file(reference->environment().scratch_for_us / "averages.json");
+  std::map<std::string, double> torch_per_call;
+  for (const auto& row : nlohmann::json::parse(averages_file))
+    if (row["flops"].get<uint64_t>() > 0)
+      torch_per_call[row["name"]] = row["flops"].get<double>() / row["count"].get<double>();
+  ASSERT_FALSE(torch_per_call.empty());
+
+  const auto trace_path = traced->environment().scratch_for_us / "tprof.pt.trace.json";
+  record_workload_with_tprof(traced->environment(), {"--steps", "3"}, trace_path, {"--no-et"});
+  std::ifstream trace_file(trace_path);
+  const auto trace = nlohmann::json::parse(trace_file);
+  EXPECT_EQ(trace["with_flops"], 1);
+  std::map<std::string, std::pair<double, double>> ours;  // name -> (flops, calls with flops)
+  for (const auto& event : trace["traceEvents"]) {
+    if (event.value("cat", "") != "cpu_op" || !event["args"].contains("flops")) continue;
+    auto& [flops, calls] = ours[event["name"]];
+    flops += event["args"]["flops"].get<double>();
+    calls += 1;
+  }
+  for (const auto& [name, per_call] : torch_per_call) {
+    ASSERT_TRUE(ours.contains(name)) << name << " has FLOPs in torch's view, none in tprof's";
+    EXPECT_DOUBLE_EQ(ours[name].first / ours[name].second, per_call) << name;
+  }
+  EXPECT_EQ(ours.size(), torch_per_call.size()) << "tprof estimated FLOPs for an op torch does not";
+  for (const auto& [name, per_call] : torch_per_call) std::cout << name << ": " << per_call << " FLOPs a call\n";
+}
 
 TEST(Report, MatchesTorchsKeyAveragesGroupedByInputShape) { expect_same_rows(true); }
 

@@ -182,8 +182,8 @@ TEST_F(ChromeTraceWriterTest, OutputIsValidJson) {
 TEST_F(ChromeTraceWriterTest, TopLevelKeysFollowKinetoOrder) {
   const std::string text = write_trace(make_sample_trace());
   const std::vector<std::string> expected_order = {
-      "schemaVersion", "distributedInfo", "tprof",            "record_shapes",  "displayTimeUnit",
-      "baseTimeNanoseconds", "traceEvents", "deviceProperties", "tprof_summary", "traceName"};
+      "schemaVersion",       "distributedInfo", "tprof",         "with_flops",     "record_shapes",    "displayTimeUnit",
+      "baseTimeNanoseconds", "traceEvents",     "deviceProperties", "tprof_summary", "traceName"};
 
   // In the raw text: each key opens its own line, in this order.
   size_t previous = 0;

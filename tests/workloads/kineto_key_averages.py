@@ -1,8 +1,8 @@
 """torch.profiler's own view of a few training steps, for `tprof report`'s e2e test: records
 --steps steps of train_loop.py's model with torch.profiler (CPU, record_shapes), exports the
 Chrome trace to --trace, and writes key_averages() to --averages as JSON: one object per row
-with name, count, self_cpu_time_total and cpu_time_total (us), and input_shapes when
---group-by-shape."""
+with name, count, self_cpu_time_total and cpu_time_total (us), flops (with_flops=True), and
+input_shapes when --group-by-shape."""
 import argparse
 import json
 import os
@@ -29,14 +29,15 @@ def main():
                 torch.randint(0, train_loop.CLASSES, (train_loop.BATCH,))) for _ in range(train_loop.BATCH_COUNT)]
     step = train_loop.make_training_step(model, optimizer, batches)
     step()  # lazy initialisation outside the profile
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as profiler:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True,
+                                with_flops=True) as profiler:
         for _ in range(args.steps):
             step()
     profiler.export_chrome_trace(args.trace)
     rows = []
     for row in profiler.key_averages(group_by_input_shape=args.group_by_shape):
         rows.append({"name": row.key, "count": row.count, "self_cpu_time_total": row.self_cpu_time_total,
-                     "cpu_time_total": row.cpu_time_total,
+                     "cpu_time_total": row.cpu_time_total, "flops": row.flops,
                      "input_shapes": str(row.input_shapes) if args.group_by_shape else ""})
     with open(args.averages, "w") as out:
         json.dump(rows, out)

@@ -163,6 +163,7 @@ void SpanCloser::enter(ThreadState& state, OpEvent& event) {
   span.depth = static_cast<uint32_t>(state.open.size());
   span.arguments_recorded = event.has_arguments;
   span.inputs = std::move(event.arguments);
+  if (flops_estimator_ && span.arguments_recorded) span.flops = flops_estimator_(operators_.at(span.operator_index), span.inputs);
   span.sequence_number = event.sequence_number;
   span.forward_thread = event.forward_thread;
   range.counter_at_entry = event.sequence_counter;

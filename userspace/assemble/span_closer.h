@@ -94,6 +94,10 @@ class SpanCloser {
     std::function<size_t(const ResolvedStack& boundary)> boundary_caller_frames;
   };
   void detect_steps(StepDetection detection) { step_detection_ = std::move(detection); }
+
+  // Estimates an op's FLOPs from its inputs at entry (0: none), as with_flops does.
+  using FlopsEstimator = std::function<uint64_t(const model::Operator& op, const std::vector<model::Value>& inputs)>;
+  void estimate_flops(FlopsEstimator estimator) { flops_estimator_ = std::move(estimator); }
   // Processes every record at or before `watermark_monotonic_ns`.
   void advance(uint64_t watermark_monotonic_ns);
   // Processes everything left; ranges still open end at `stop_monotonic_ns`, flagged
@@ -173,6 +177,7 @@ class SpanCloser {
   model::TraceSink& sink_;
   std::function<void(uint32_t, const model::OpSpan&)> range_observer_;
   std::optional<StepDetection> step_detection_;
+  FlopsEstimator flops_estimator_;
   uint32_t step_thread_ = 0;       // the thread whose steps are open (the one that trains)
   uint64_t last_step_number_ = 0;  // the N of the open ProfilerStep#N
 

@@ -1,6 +1,8 @@
 #include "userspace/cli/op_summary.h"
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
 #include <cstdio>
 #include <functional>
 
@@ -36,6 +38,14 @@ std::string truncated(const std::string& text, size_t width) {
   return text.size() <= width ? text : text.substr(0, width - 3) + "...";
 }
 constexpr size_t kMaxNameWidth = 55;
+
+// torch's auto_scale_flops: the unit that the smallest estimate reads best in.
+std::pair<double, std::string> flops_unit(uint64_t smallest) {
+  static const char* const kUnits[] = {"FLOPs", "KFLOPs", "MFLOPs", "GFLOPs", "TFLOPs", "PFLOPs"};
+  const double thousands = std::clamp(std::log10(static_cast<double>(smallest)) / 3.0, 0.0, 5.0);
+  const auto unit = static_cast<int>(std::floor(thousands));
+  return {std::pow(10.0, -3.0 * unit), kUnits[unit]};
+}
 constexpr size_t kMaxShapesWidth = 80;
 
 std::function<uint64_t(const OperatorTotals&)> sort_value(const std::string& key) {
@@ -52,7 +62,7 @@ bool is_summary_sort_key(const std::string& key) {
 }
 
 void OperatorTotalsTable::add(const std::string& name, const std::string& input_shapes, uint64_t self_ns,
-                              uint64_t total_ns) {
+                              uint64_t total_ns, uint64_t flops) {
   const std::string& shapes = group_by_shape_ ? input_shapes : std::string();
   OperatorTotals& totals = by_key_[shapes.empty() ? name : name + '\n' + shapes];
   if (totals.calls == 0) {
@@ -62,6 +72,7 @@ void OperatorTotalsTable::add(const std::string& name, const std::string& input_
   ++totals.calls;
   totals.self_ns += self_ns;
   totals.total_ns += total_ns;
+  totals.flops += flops;
   self_ns_total_ += self_ns;
 }
 
@@ -84,12 +95,22 @@ std::string format_summary_table(const OperatorTotalsTable& table, const Summary
   std::vector<std::vector<std::string>> cells = {
       {"Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg", "# of Calls"}};
   if (table.grouped_by_shape()) cells[0].push_back("Input Shapes");
+  uint64_t smallest_flops = 0;
+  for (const OperatorTotals& row : rows)
+    if (row.flops > 0 && (smallest_flops == 0 || row.flops < smallest_flops)) smallest_flops = row.flops;
+  const auto [flops_scale, flops_name] = smallest_flops > 0 ? flops_unit(smallest_flops) : std::pair<double, std::string>{};
+  if (smallest_flops > 0) cells[0].push_back("Total " + flops_name);
   const uint64_t self_total = table.self_ns_total();
   for (const OperatorTotals& row : rows) {
     cells.push_back({truncated(row.name, kMaxNameWidth), format_percent(row.self_ns, self_total), format_time(row.self_ns),
                      format_percent(row.total_ns, self_total), format_time(row.total_ns), format_time(average_ns(row)),
                      std::to_string(row.calls)});
     if (table.grouped_by_shape()) cells.back().push_back(truncated(row.input_shapes, kMaxShapesWidth));
+    if (smallest_flops > 0) {
+      char flops[32];
+      std::snprintf(flops, sizeof(flops), "%8.3f", static_cast<double>(row.flops) * flops_scale);
+      cells.back().push_back(row.flops > 0 ? flops : "--");
+    }
   }
   std::vector<size_t> widths(cells[0].size(), 12);
   for (const auto& line : cells)
@@ -118,7 +139,7 @@ void OperatorTotalsSink::op(const model::ClosedOp& closed) {
     children_ns_.erase(children);
   }
   table_.add(closed.op.name, table_.grouped_by_shape() ? exporters::input_dims_text(span.inputs) : std::string(),
-             duration - std::min(duration, children_ns), duration);
+             duration - std::min(duration, children_ns), duration, span.flops);
   if (span.parent_record_id != 0) children_ns_[span.parent_record_id] += duration;
 }
 

@@ -19,6 +19,7 @@ struct OperatorTotals {
   uint64_t calls = 0;
   uint64_t self_ns = 0;   // time in the op minus time in the ranges it encloses
   uint64_t total_ns = 0;
+  uint64_t flops = 0;     // with_flops's estimate, summed over the calls
 };
 
 struct SummaryOptions {
@@ -36,7 +37,8 @@ bool is_summary_sort_key(const std::string& key);
 class OperatorTotalsTable {
  public:
   explicit OperatorTotalsTable(bool group_by_shape = false) : group_by_shape_(group_by_shape) {}
-  void add(const std::string& name, const std::string& input_shapes, uint64_t self_ns, uint64_t total_ns);
+  void add(const std::string& name, const std::string& input_shapes, uint64_t self_ns, uint64_t total_ns,
+           uint64_t flops = 0);
   // Sorted by `options.sort` (largest first, then by name), at most `options.row_limit` rows.
   std::vector<OperatorTotals> rows(const SummaryOptions& options) const;
   uint64_t self_ns_total() const { return self_ns_total_; }
@@ -48,7 +50,8 @@ class OperatorTotalsTable {
   uint64_t self_ns_total_ = 0;
 };
 
-// torch's table layout: right-aligned columns under a dashed rule, then "Self CPU time total".
+// torch's table layout: right-aligned columns under a dashed rule, then "Self CPU time total";
+// a "Total <unit>FLOPs" column where some op has a FLOPs estimate.
 std::string format_summary_table(const OperatorTotalsTable& table, const SummaryOptions& options);
 
 // Feeds the table as ranges close. A range's children close before it does, so their time is

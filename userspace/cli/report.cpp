@@ -47,6 +47,7 @@ struct Range {
   int64_t end_ns;
   std::string name;
   std::string shapes;
+  uint64_t flops = 0;  // the event's "flops" arg, where the writer estimated them
   uint64_t children_ns = 0;
 };
 
@@ -61,7 +62,7 @@ void add_thread(std::vector<Range>& ranges, OperatorTotalsTable& table) {
   std::vector<Range*> open;
   const auto close = [&](Range& range) {
     const auto duration = static_cast<uint64_t>(std::max<int64_t>(range.end_ns - range.start_ns, 0));
-    table.add(range.name, range.shapes, duration - std::min(duration, range.children_ns), duration);
+    table.add(range.name, range.shapes, duration - std::min(duration, range.children_ns), duration, range.flops);
   };
   for (Range& range : ranges) {
     while (!open.empty() && open.back()->end_ns <= range.start_ns) {
@@ -88,7 +89,9 @@ OperatorTotalsTable totals_from_trace(const std::string& path, bool group_by_sha
     if (category != "cpu_op" && category != "user_annotation") continue;
     if (!event.contains("ts") || !event.contains("dur") || !event["ts"].is_number() || !event["dur"].is_number()) continue;
     const int64_t start_ns = to_ns(event["ts"]);
-    Range range{start_ns, start_ns + to_ns(event["dur"]), event.value("name", ""), "", 0};
+    Range range{start_ns, start_ns + to_ns(event["dur"]), event.value("name", ""), "", 0, 0};
+    if (event.contains("args") && event["args"].contains("flops") && event["args"]["flops"].is_number_unsigned())
+      range.flops = event["args"]["flops"].get<uint64_t>();
     if (group_by_shape) {
       // Ranges without inputs (annotations) group under "[]", as torch's empty input_shapes.
       const bool has_dims = event.contains("args") && event["args"].contains("Input Dims");

@@ -15,6 +15,7 @@
 #include "exporters/output_file.h"
 #include "model/trace_model.h"
 #include "model/trace_sink.h"
+#include "symbolizer/aten/flops.h"
 #include "symbolizer/aten/op_catalog.h"
 #include "symbolizer/binary/process_memory.h"
 #include "symbolizer/python/python_runtime.h"
@@ -477,6 +478,9 @@ class RecordingPipeline {
              [this](uint64_t step) { return range_operators_.annotation("ProfilerStep#" + std::to_string(step)); },
          .boundary_caller_frames = optimizer_caller_frames});
     closer_.open_step(session.pid, range_operators_.annotation("ProfilerStep#0"), window_start_ns);
+    closer_.estimate_flops([](const model::Operator& op, const std::vector<model::Value>& inputs) {
+      return symbolizer::estimate_flops(op.name, inputs).value_or(0);
+    });
   }
 
   // Everything up to the watermark is final: it is closed, handed on and written, a batch at a
