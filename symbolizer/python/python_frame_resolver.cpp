@@ -39,8 +39,16 @@ ResolvedStack PythonFrameResolver::resolve(const python_stack& raw) {
     resolved.line = std::max(symbolizer::line(*code, frame.instruction), 0);
     resolved.first_line = code->first_line;
     if (is_module_call(*code) && frame.first_local != 0) {
-      resolved.module_class = class_name_of(frame.first_local);
-      resolved.module_self = frame.first_local;
+      // Only an nn.Module instance names a module call. Anything else in that slot leaves the
+      // frame its function's name: a type that cannot be read, or a cell (3.11+: `self` moved
+      // into a cell because a nested function captures it, as in 2.x's inner _call_impl). A
+      // cell is not followed: it is read here, after the walk, and by then it may have been
+      // freed and reused for another call's `self`; the outer _wrapped_call_impl names the
+      // module anyway.
+      if (is_module_instance(frame.first_local)) {
+        resolved.module_class = class_name_of(frame.first_local);
+        resolved.module_self = frame.first_local;
+      }
     }
     stack.push_back(std::move(resolved));
   }
@@ -56,7 +64,28 @@ ResolvedStack PythonFrameResolver::resolve(const python_stack& raw) {
   return stack;
 }
 
+// Whether the object's class has torch.nn.Module in its MRO (a class named "Module"), read once
+// per type.
+bool PythonFrameResolver::is_module_instance(uint64_t object_address) {
+  const auto type = object_address == 0 ? std::nullopt : memory_.read_value<uint64_t>(object_address + layout_.object_type);
+  if (!type || *type == 0) return false;
+  if (const auto known = module_types_.find(*type); known != module_types_.end()) return known->second;
+  bool is_module = false;
+  const auto mro = memory_.read_value<uint64_t>(*type + layout_.type_mro);
+  const auto length = mro && *mro ? memory_.read_value<int64_t>(*mro + layout_.bytes_size) : std::nullopt;
+  constexpr int64_t kMaxBases = 64;
+  for (int64_t i = 0; length && i < std::min(*length, kMaxBases) && !is_module; ++i) {
+    const auto base = memory_.read_value<uint64_t>(*mro + layout_.tuple_items + 8 * static_cast<uint64_t>(i));
+    const auto base_name = base ? memory_.read_value<uint64_t>(*base + layout_.type_name) : std::nullopt;
+    const auto text = base_name ? memory_.read_string(*base_name, 64) : std::nullopt;
+    is_module = text && (*text == "Module" || text->ends_with(".Module"));
+  }
+  module_types_.emplace(*type, is_module);
+  return is_module;
+}
+
 std::string PythonFrameResolver::class_name_of(uint64_t object_address) {
+  if (object_address == 0) return "?";
   const auto type = memory_.read_value<uint64_t>(object_address + layout_.object_type);
   if (!type || *type == 0) return "?";
   auto cached = class_names_.find(*type);

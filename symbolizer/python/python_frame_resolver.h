@@ -26,11 +26,13 @@ class PythonFrameResolver {
 
  private:
   std::string class_name_of(uint64_t object_address);
+  bool is_module_instance(uint64_t object_address);
 
   symbolizer::PythonLayout layout_;
   symbolizer::ProcessMemory memory_;
   symbolizer::CodeObjectCache code_objects_;
   std::unordered_map<uint64_t, std::string> class_names_;  // by type object address
+  std::unordered_map<uint64_t, bool> module_types_;        // by type object address: an nn.Module class?
 };
 
 }  // namespace tprof

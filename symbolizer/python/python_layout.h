@@ -67,6 +67,8 @@ struct PythonLayout {
   // Objects, strings, bytes.
   uint32_t object_type = 8;        // ob_type
   uint32_t type_name = 24;         // PyTypeObject.tp_name (const char*)
+  uint32_t type_mro = 344;         // PyTypeObject.tp_mro (a tuple of types), 3.9-3.14
+  uint32_t tuple_items = 24;       // PyTupleObject.ob_item, after ob_size at 16
   uint32_t unicode_length = 16;
   uint32_t unicode_state = 32;
   uint32_t unicode_ascii_data = 0;    // sizeof(PyASCIIObject): 48 (<=3.11) or 40 (3.12+)

@@ -17,6 +17,7 @@
 #include <iomanip>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -164,6 +165,9 @@ class TprofRun {
 
 // The parts of the CLI contract a consumer-rule validator does not cover.
 // Only called on traces the validator accepted, so the keys read here exist.
+// train_loop.py's SmallConvNet and what it is built of.
+const std::set<std::string> kModelModules = {"SmallConvNet", "Conv2d", "BatchNorm2d", "MaxPool2d", "Linear", "LayerNorm"};
+
 // One ProfilerStep#N per measured step (each iteration ends with its Optimizer.step), each
 // holding one Optimizer.step, and one training_step python_function per call: the loop calls it
 // from one line, in one reused frame slot, and only its instruction going back tells the calls
@@ -181,6 +185,12 @@ void expect_tprof_trace_conventions(const TraceJson& trace) {
       steps[name] = {event.at("ts").get<double>(), event.at("ts").get<double>() + event.at("dur").get<double>()};
     if (category == "user_annotation" && name.starts_with("Optimizer.step#")) optimizer_steps.push_back(event.at("ts"));
     if (category == "python_function" && name.ends_with("training_step")) ++training_step_spans;
+    // Only the model's own modules: a first local that is not the module (a cell on 3.11+,
+    // a reused slot) must not make one up.
+    if (category == "python_function" && name.starts_with("nn.Module: ")) {
+      const std::string module_class = name.substr(11, name.rfind('_') - 11);
+      EXPECT_TRUE(kModelModules.contains(module_class)) << "a made-up module: " << name;
+    }
     if (event.value("ph", "") == "M" && name == "process_name") ++process_names;
   }
   ASSERT_EQ(steps.size(), static_cast<std::size_t>(kMeasuredSteps)) << "one ProfilerStep per iteration";
