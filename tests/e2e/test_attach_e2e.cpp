@@ -1003,7 +1003,9 @@ TEST_F(RefusalTest, LinksPlantedAtTheTemporaryNamesAreRefusedAndTheirTargetsUnto
   const fs::path victim = scratch_.path() / "victim";
   std::ofstream(victim) << "precious";
   const fs::path trace = scratch_.path() / "x.pt.trace.json";
-  for (const fs::path& planted : {fs::path(trace.string() + ".partial"), scratch_.path() / "x.et.json.partial"}) {
+  fs::create_directory(scratch_.path() / "execution_trace");
+  for (const fs::path& planted :
+       {fs::path(trace.string() + ".partial"), scratch_.path() / "execution_trace" / "x.et.json.partial"}) {
     SCOPED_TRACE(planted.string());
     fs::create_symlink(victim, planted);
     std::string error;

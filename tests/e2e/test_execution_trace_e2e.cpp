@@ -64,7 +64,8 @@ class ExecutionTraceEndToEndTest : public ::testing::Test {
 
 TEST_F(ExecutionTraceEndToEndTest, WritesAnExecutionTraceThatLinksToTheChromeTrace) {
   const fs::path trace_path = scratch_.path() / "host_1.2.pt.trace.json";
-  const fs::path et_path = scratch_.path() / "host_1.2.et.json";  // the default beside it
+  // The default: execution_trace/ beside the trace, where HTA's directory scan does not look.
+  const fs::path et_path = scratch_.path() / "execution_trace" / "host_1.2.et.json";
   const std::string stderr_text =
       record_workload_with_tprof(host_workload(scratch_.path()), {"--steps", std::to_string(kSteps)}, trace_path);
   std::cout << "tprof stderr:\n" << stderr_text;

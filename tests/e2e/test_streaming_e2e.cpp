@@ -41,7 +41,7 @@ TEST(StreamingOutput, AKilledTprofLeavesPartialFilesThatRecoverIntoValidFiles) {
     fail_harness("the workload never printed READY:\n" + workload.stdout_lines().transcript());
 
   const fs::path trace = scratch.path() / "killed.pt.trace.json.gz";
-  const fs::path execution_trace = scratch.path() / "killed.et.json.gz";
+  const fs::path execution_trace = scratch.path() / "execution_trace" / "killed.et.json.gz";
   ChildProcess tprof({.argv = {testing::tprof_binary(), "attach", std::to_string(workload.pid()), "--output",
                                trace.string()},
                       .pipe_stderr = true});
@@ -99,7 +99,7 @@ TEST(StreamingOutput, AnInterruptedGzipRecordingIsFinishedAndRenamed) {
   // Stops tprof with SIGINT once the steps are done, and fails unless it exits 0.
   record_workload_with_tprof(host_workload(scratch.path()), {"--steps", "20"}, trace);
   EXPECT_FALSE(fs::exists(trace.string() + ".partial"));
-  EXPECT_TRUE(fs::exists(scratch.path() / "interrupted.et.json.gz"));
+  EXPECT_TRUE(fs::exists(scratch.path() / "execution_trace" / "interrupted.et.json.gz"));
   const std::vector<std::string> violations = validate_trace_file(trace);
   EXPECT_TRUE(violations.empty()) << violations.size() << " violations, first: " << violations.front();
   EXPECT_FALSE(load_trace(trace).at("tprof_summary").contains("recovered"));

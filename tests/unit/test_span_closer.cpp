@@ -431,6 +431,52 @@ TEST(SpanCloser, AStepBeginsWhereTheOptimizersCallerWasCalledAgain) {
   ASSERT_EQ(steps.size(), 2u) << "the step after the loop ran no op";
   EXPECT_EQ(steps["ProfilerStep#0"].end_ns, 1190u) << "at the sample of the next call, after loss.item()";
   EXPECT_EQ(steps["ProfilerStep#1"].start_ns, 1190u);
+  EXPECT_EQ(steps["ProfilerStep#1"].end_ns, 1230u) << "its own last activity, not the sample after the loop";
+}
+
+// The first step opens before the loop's own function is first seen (a sample in main):
+// once the first iteration ends, it starts inside that function's span, so the two nest.
+TEST(SpanCloser, TheFirstStepStartsInsideFramesFirstSeenAfterIt) {
+  const std::vector<symbolizer::BackwardJump> no_loops;
+  auto at = [&](ResolvedFrame frame, uint32_t instruction) {
+    frame.instruction = instruction;
+    frame.loops = &no_loops;
+    return frame;
+  };
+  const ResolvedFrame main = python_frame(0x10, "main");
+  const ResolvedFrame loop = python_frame(0x18, "run_loop");
+  const ResolvedFrame step = python_frame(0x20, "train_step");
+  const StoredStack main_only{{at(main, 4)}, {}};
+  const StoredStack first_op{{at(step, 2), at(loop, 6), at(main, 8)}, {}};
+  const StoredStack optimizer_call{{python_frame(0x30, "wrapper"), at(step, 30), at(loop, 6), at(main, 8)}, {}};
+  const std::vector<const StoredStack*> stacks = {nullptr, &main_only, &first_op, &optimizer_call};
+  std::vector<model::Operator> operators = ops_operators();
+  operators.push_back({"ProfilerStep#0", "", model::RangeKind::kUserAnnotation});          // 10
+  operators.push_back({"Optimizer.step#SGD.step", "", model::RangeKind::kUserAnnotation});  // 11
+  Closer c(operators, [&](uint64_t id) { return id < stacks.size() ? stacks[id] : nullptr; });
+  c.closer.detect_steps(
+      {.is_boundary = [](const model::Operator& op) { return op.name.starts_with("Optimizer.step#"); },
+       .step_operator =
+           [&](uint64_t step_number) {
+             c.operators.push_back({"ProfilerStep#" + std::to_string(step_number), "", model::RangeKind::kUserAnnotation});
+             return static_cast<uint32_t>(c.operators.size() - 1);
+           },
+       .boundary_caller_frames = [](const ResolvedStack& boundary) { return boundary.size() - 1; }});
+  c.closer.open_step(1, 10, 5);
+  auto with_stack = [](OpEvent event, uint64_t stack) {
+    event.python_stack_id = stack;
+    return event;
+  };
+  c.add_all(1, {OpEvent{.monotonic_ns = 50, .is_sample = true, .python_stack_id = 1}, with_stack(enter(100, 0), 2),
+                leave(110, 0), with_stack(enter(120, 11), 3), leave(140, 11), with_stack(enter(200, 0), 2),
+                leave(210, 0)});
+  c.closer.finish(300);
+  std::map<std::string, model::OpSpan> steps;
+  for (const auto& op : c.sink.ops)
+    if (op.name.starts_with("ProfilerStep#")) steps[op.name] = op.span;
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps["ProfilerStep#0"].start_ns, 1100u) << "where run_loop was first seen, not at the sample in main";
+  EXPECT_EQ(steps["ProfilerStep#0"].end_ns, 1200u);
 }
 
 TEST(OperatorTotals, SubtractChildrenFromSelfTime) {

@@ -109,6 +109,15 @@ void PythonTimeline::observe(const StackObservation& observation, const Emit& em
   open_stack_ = &stack;
 }
 
+uint64_t PythonTimeline::latest_continuing_start_after(const ResolvedStack& next, uint64_t after_ns) const {
+  uint64_t latest = after_ns;
+  for (size_t depth = 0; open_stack_ && depth < open_.size() && depth < next.size() &&
+                         (&next == open_stack_ || same_invocation(*open_stack_, next, depth));
+       ++depth)
+    latest = std::max(latest, open_[depth].span.start_ns);
+  return latest;
+}
+
 void PythonTimeline::finish(const Emit& emit) {
   close_down_to(0, emit);
   enclosing_ops_.clear();

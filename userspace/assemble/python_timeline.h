@@ -59,6 +59,9 @@ class PythonTimeline {
 
   void observe(const StackObservation& observation, const Emit& emit);
   void finish(const Emit& emit);  // closes every span still open
+  // The latest start, later than `after_ns`, of the spans still open whose frames `next` (a
+  // stack about to be observed) continues; `after_ns` if none.
+  uint64_t latest_continuing_start_after(const ResolvedStack& next, uint64_t after_ns) const;
 
  private:
   struct OpenFrame {

@@ -66,7 +66,7 @@ void SpanCloser::begin_step_if_iteration_ended(ThreadState& state, uint64_t at_n
   if (!state.step_boundary_passed || !state.open.empty() || !iteration_ended(state, stack)) return;
   state.step_boundary_passed = false;
   state.boundary_stack = nullptr;
-  begin_next_step(state, at_ns);
+  begin_next_step(state, at_ns, stack);
 }
 
 bool SpanCloser::iteration_ended(const ThreadState& state, const StoredStack* stack) const {
@@ -78,8 +78,17 @@ bool SpanCloser::iteration_ended(const ThreadState& state, const StoredStack* st
 // Ends the open steps, wherever they are (the initial one sits on the main thread, and the
 // training may run on another), and begins the next on `thread` at `start_ns`, taking its
 // record id just before the range that begins it.
-void SpanCloser::begin_next_step(ThreadState& state, uint64_t start_ns) {
-  if (const auto holder = threads_.find(step_thread_); holder != threads_.end()) end_steps(holder->second, start_ns);
+void SpanCloser::begin_next_step(ThreadState& state, uint64_t start_ns, const StoredStack* stack) {
+  if (const auto holder = threads_.find(step_thread_); holder != threads_.end()) {
+    // The first step began before the first iteration was known: Python frames first seen
+    // after it that run on into the next iteration (the loop's own function) would cross its
+    // end. It starts inside them instead.
+    if (last_step_number_ == 0 && stack && &holder->second == &state && !state.steps.empty()) {
+      model::OpSpan& first = state.steps.back().span;
+      first.start_ns = std::min(state.timeline.latest_continuing_start_after(stack->frames, first.start_ns), start_ns);
+    }
+    hold_ended_steps(holder->second, start_ns);
+  }
   OpenRange step;
   step.span.start_ns = start_ns;
   step.span.record_id = next_entry_id_++;
@@ -96,6 +105,26 @@ void SpanCloser::end_steps(ThreadState& state, uint64_t end_ns) {
     hand_on(state.tid, step);
   }
   state.steps.clear();
+}
+
+// A step that ended where the next began is held until that next one runs an op: if it never
+// does (what ran after the last iteration was no iteration: main printing, idling), the held
+// one ends with its own last activity instead, inside the frames that ran the loop.
+void SpanCloser::hold_ended_steps(ThreadState& state, uint64_t end_ns) {
+  hand_on_held_step();
+  for (OpenRange& step : state.steps) step.span.end_ns = std::max(end_ns, step.span.start_ns);
+  if (!state.steps.empty()) {
+    const uint64_t last_activity_ns = std::max(state.last_activity_ns, state.steps.back().span.start_ns);
+    held_step_ = HeldStep{state.tid, std::move(state.steps.back()), last_activity_ns};
+  }
+  state.steps.clear();
+}
+
+void SpanCloser::hand_on_held_step() {
+  if (!held_step_) return;
+  ++counts_.steps;
+  hand_on(held_step_->tid, held_step_->step);
+  held_step_.reset();
 }
 
 void SpanCloser::advance(uint64_t watermark_monotonic_ns) {
@@ -129,8 +158,13 @@ void SpanCloser::finish(uint64_t stop_monotonic_ns) {
     state.timeline.finish([&](const model::PythonSpan& span) { emit_python_span(tid, span); });
     // A detected iteration ends with the thread's last activity, as the Python frames around it
     // do; the single step of a recording without iterations, and one cut off, end at the stop.
-    // A step begun after the last iteration that ran no op is no iteration: it is dropped.
-    if (last_step_number_ > 0 && !state.ranges_in_step && !cut_off) state.steps.clear();
+    // A step begun after the last iteration that ran no op is no iteration: it is dropped, and
+    // the iteration before it ends with its own last activity.
+    if (last_step_number_ > 0 && !state.ranges_in_step && !cut_off && tid == step_thread_) {
+      state.steps.clear();
+      if (held_step_) held_step_->step.span.end_ns = held_step_->last_activity_ns;
+    }
+    if (tid == step_thread_) hand_on_held_step();
     end_steps(state, last_step_number_ > 0 && !cut_off && state.last_activity_ns != 0 ? state.last_activity_ns : stop_ns);
   }
 }
@@ -149,9 +183,12 @@ void SpanCloser::process(uint32_t tid, OpEvent& event) {
 void SpanCloser::enter(ThreadState& state, OpEvent& event) {
   const uint64_t start_ns = clock_.to_unix(event.monotonic_ns);
   const StoredStack* stack = find_stack_ && event.python_stack_id != 0 ? find_stack_(event.python_stack_id) : nullptr;
-  note_activity(state, start_ns);
   begin_step_if_iteration_ended(state, start_ns, stack);
-  if (state.open.empty()) state.ranges_in_step = true;
+  note_activity(state, start_ns);
+  if (state.open.empty() && state.tid == step_thread_) {
+    state.ranges_in_step = true;
+    hand_on_held_step();
+  }
   OpenRange range;
   model::OpSpan& span = range.span;
   span.start_ns = start_ns;
@@ -285,8 +322,8 @@ void SpanCloser::sample(ThreadState& state, const OpEvent& event) {
   const StoredStack* stack = find_stack_ && event.python_stack_id != 0 ? find_stack_(event.python_stack_id) : nullptr;
   if (!stack) return;
   const uint64_t at_ns = clock_.to_unix(event.monotonic_ns);
-  note_activity(state, at_ns);
   begin_step_if_iteration_ended(state, at_ns, stack);
+  note_activity(state, at_ns);
   observe(state, {at_ns, at_ns, &stack->frames, false}, nullptr);
   if (state.open.empty()) flush_observations(state);
 }

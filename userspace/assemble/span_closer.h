@@ -164,8 +164,10 @@ class SpanCloser {
   void observe(ThreadState& thread, const StackObservation& observation, size_t* index);
   void flush_observations(ThreadState& thread);
   void emit_python_span(uint32_t tid, const model::PythonSpan& span);
-  void begin_next_step(ThreadState& thread, uint64_t start_ns);
+  void begin_next_step(ThreadState& thread, uint64_t start_ns, const StoredStack* stack);
   void end_steps(ThreadState& thread, uint64_t end_ns);
+  void hold_ended_steps(ThreadState& thread, uint64_t end_ns);
+  void hand_on_held_step();
   bool iteration_ended(const ThreadState& thread, const StoredStack* stack) const;
   void begin_step_if_iteration_ended(ThreadState& thread, uint64_t at_ns, const StoredStack* stack);
   void note_activity(ThreadState& thread, uint64_t at_ns);
@@ -179,6 +181,12 @@ class SpanCloser {
   std::optional<StepDetection> step_detection_;
   FlopsEstimator flops_estimator_;
   uint32_t step_thread_ = 0;       // the thread whose steps are open (the one that trains)
+  struct HeldStep {
+    uint32_t tid;
+    OpenRange step;
+    uint64_t last_activity_ns;  // its thread's last activity before the next step began
+  };
+  std::optional<HeldStep> held_step_;  // ended, waiting to see whether the next step is one
   uint64_t last_step_number_ = 0;  // the N of the open ProfilerStep#N
 
   struct ReadyKey {

@@ -45,10 +45,10 @@ constexpr const char* kAttachFooter =
     "ranges appear as user_annotation events and the autograd engine's backward nodes as\n"
     "cpu_op events, as torch's profiler shows them.\n"
     "\nA PyTorch Execution Trace (schema 1.1.1-chakra.0.0.4, for Chakra and PARAM) is written\n"
-    "beside the trace, linked to it by rf_id == \"Record function id\". Its name ends in\n"
-    ".et.json, not .pt.trace.json, so that TensorBoard does not load it as a second trace; but\n"
-    "HTA's TraceAnalysis(trace_dir=...) reads every .json/.gz in a directory and may take the ET\n"
-    "for the rank-0 trace, so give HTA a directory without it (--et elsewhere, or --no-et).\n"
+    "into the directory execution_trace/ beside the trace (made if missing), linked to it by\n"
+    "rf_id == \"Record function id\": not beside it, because HTA's TraceAnalysis(trace_dir=...)\n"
+    "takes every .json/.gz in a directory for a rank's trace. --et puts it elsewhere, --no-et\n"
+    "turns it off.\n"
     "\nThe files are written as recording goes, to <file>.partial (flushed every second), and\n"
     "renamed into place at the end; if tprof is killed, `tprof recover <file>.partial` turns what\n"
     "was flushed into a valid file. Files are created new and mode 0600 (--mode to share them);\n"
@@ -141,8 +141,8 @@ void add_recording_options(CLI::App& command, tprof::AttachOptions& options, Rec
   command.add_option("-o,--output", options.output_path,
                      "Trace file; a .gz suffix compresses it (default: <host>_<pid>.<unix_ns>.pt.trace.json)");
   command.add_option("--et", options.execution_trace_path,
-                     "Execution Trace file; a .gz suffix compresses it (default: the trace's path "
-                     "with .pt.trace.json replaced by .et.json)");
+                     "Execution Trace file; a .gz suffix compresses it (default: execution_trace/ beside "
+                     "the trace, named as the trace with .pt.trace.json replaced by .et.json)");
   command.add_option("--mode", flags.mode,
                      "Permission bits of the files written, in octal; traces hold paths, arguments "
                      "and code, so only their owner may read them by default")

@@ -1,5 +1,6 @@
 #include "userspace/session/target_recording.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -52,6 +53,7 @@ namespace {
 constexpr const char* kTorchLibraryPrefix = "libtorch_cpu.so";
 constexpr const char* kTensorLibraryPrefix = "libc10.so";
 constexpr const char* kCuptiLibraryPrefix = "libtprof_cupti.so";
+constexpr const char* kExecutionTraceDirectory = "execution_trace";
 
 std::string host_name() {
   char name[256] = {};
@@ -78,12 +80,16 @@ std::string default_output_path(const std::string& directory, const TargetProces
   return directory.empty() ? name : directory + "/" + name;
 }
 
-// The trace's path with ".pt.trace.json" (or a plain ".json") replaced by ".et.json", gzip
-// kept, as PARAM and Chakra inflate by the ".gz". The name keeps the TensorBoard plugin, which
-// loads every *.pt.trace.json, from taking the ET for a trace; HTA reads every .json in its
-// directory whatever the name (formats.md §1.6), which --help points out.
+// Where the Execution Trace goes by default: in the directory "execution_trace" beside the
+// trace, named as the trace with ".pt.trace.json" (or a plain ".json") replaced by ".et.json",
+// gzip kept, as PARAM and Chakra inflate by the ".gz". Not beside the trace: HTA's
+// TraceAnalysis(trace_dir=...) takes every .json/.gz in the directory for a rank's trace (and
+// did take the ET for rank 0), but does not look into subdirectories; the ".et.json" name keeps
+// the TensorBoard plugin, which loads every *.pt.trace.json, from taking it for a trace too.
 std::string default_execution_trace_path(const std::string& trace_path) {
-  std::string stem = trace_path;
+  const auto slash = trace_path.rfind('/');
+  const std::string directory = slash == std::string::npos ? std::string() : trace_path.substr(0, slash + 1);
+  std::string stem = trace_path.substr(directory.size());
   const bool compressed = stem.ends_with(".gz");
   if (compressed) stem.resize(stem.size() - 3);
   for (const std::string_view suffix : {".pt.trace.json", ".json"}) {
@@ -92,7 +98,19 @@ std::string default_execution_trace_path(const std::string& trace_path) {
       break;
     }
   }
-  return stem + (compressed ? ".et.json.gz" : ".et.json");
+  return directory + kExecutionTraceDirectory + "/" + stem + (compressed ? ".et.json.gz" : ".et.json");
+}
+
+// Makes the default ET's directory if it is missing, readable by whom the files are (0600
+// files: a 0700 directory); an existing one must be a real directory, not a link.
+void make_execution_trace_directory(const std::string& et_path, mode_t file_mode) {
+  const std::string directory = et_path.substr(0, et_path.rfind('/'));
+  const mode_t mode = file_mode | ((file_mode & 0444) >> 2);
+  if (::mkdir(directory.c_str(), mode) != 0 && errno != EEXIST)
+    throw Error(errno_message("cannot create " + directory, errno));
+  struct stat st{};
+  if (::lstat(directory.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw Error("cannot write into " + directory + ": not a directory (a link is not followed)");
 }
 
 // The libtorch ops to probe, or none for a Python process without torch.
@@ -193,6 +211,7 @@ struct OutputFiles {
                                                  ? default_execution_trace_path(trace.path())
                                                  : options.execution_trace_path;
     if (execution_trace_path == trace.path()) throw Error("--et names the trace file itself: " + trace.path());
+    if (options.execution_trace_path.empty()) make_execution_trace_directory(execution_trace_path, options.output_mode);
     execution_trace.emplace(execution_trace_path, options.output_mode);
   }
 
