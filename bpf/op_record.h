@@ -23,6 +23,8 @@ enum op_record_kind {
 	OP_RECORD_NODE_EXIT = 9,
 	OP_RECORD_DEVICE_ACTIVITY = 10, /* + struct device_activity (device_activity.h): GPU activity from the
 					 * CUPTI library; timestamp_ns is when it reached BPF */
+	OP_RECORD_PYTHON_STACK = 11,    /* + struct python_stack (python_stack.h) up to its last frame: a stack the
+					 * walker stored under python_stack_id for the first time */
 };
 
 /*
@@ -45,7 +47,7 @@ struct op_record {
 };
 
 /* Raised whenever a record's layout or meaning changes; the consumer drops other versions. */
-#define OP_RECORD_ABI_VERSION 3
+#define OP_RECORD_ABI_VERSION 4
 
 /* Why a range ended (open_ranges.bpf.h). */
 enum range_exit_cause {
@@ -87,12 +89,14 @@ struct autograd_node {
 /* Slots of the per-CPU `loss_counters` array: what could not be recorded, and why. */
 enum loss_counter {
 	LOSS_RING_BUFFER_FULL = 0,   /* a record was dropped */
-	LOSS_STACK_UNREADABLE = 1,   /* a Python stack could not be walked (no thread state found) */
+	LOSS_STACK_UNREADABLE = 1,   /* a Python stack could not be walked (no walk buffer) */
 	LOSS_STACK_NOT_STORED = 2,   /* a walked stack could not be stored in python_stacks */
 	LOSS_ARGUMENTS_UNREADABLE = 3, /* an op's arguments could not be captured (no scratch) */
 	LOSS_RANGE_NOT_TRACKED = 4,  /* a range nested too deep to track its exit; its parent closes it */
 	LOSS_DEVICE_ACTIVITY_UNREADABLE = 5, /* a GPU activity record could not be read (or its ABI differs) */
-	LOSS_COUNTER_COUNT = 6,
+	LOSS_THREAD_STATE_NOT_FOUND = 6, /* a walk found no PyThreadState of its thread in the interpreter's list */
+	LOSS_THREAD_SEARCH_CUT = 7,  /* likewise, but the list went on past PYTHON_MAX_THREAD_STATES */
+	LOSS_COUNTER_COUNT = 8,
 };
 
 #endif /* TPROF_BPF_OP_RECORD_H */

@@ -13,15 +13,19 @@
 
 #include "op_record.h"
 #include "python_stack.h"
+#include "record_ring.bpf.h"
 
 /* Filled by userspace before load; all zero (walker disabled) without a supported Python. */
 const volatile struct python_walker_config python_config = {};
 
 struct walk_scratch {
+	struct op_record head; /* of the stack's record, when it is new: `stack` follows it directly */
 	struct python_stack stack;
 	__u8 frame_bytes[PYTHON_FRAME_READ_MAX];
 	__u8 tstate_bytes[PYTHON_TSTATE_READ_MAX];
 };
+_Static_assert(__builtin_offsetof(struct walk_scratch, stack) == sizeof(struct op_record),
+	       "a new stack's record is its head and the stack, sent as one block");
 
 /*
  * Walk buffers. A walk must own its buffer until it is done, and two kinds of walk can
@@ -55,7 +59,8 @@ static __always_inline struct walk_scratch *sample_walk_buffer(void)
 	return bpf_map_lookup_elem(&sample_walk_scratch, &zero);
 }
 
-/* Userspace copies each new stack within one drain period; LRU makes room for new ones. */
+/* Userspace gets each new stack through the ring buffer (send_new_stack) and copies what it
+ * missed there from this map; LRU makes room for new ones. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
@@ -145,7 +150,9 @@ static __always_inline bool read_thread_state(struct walk_scratch *scratch, __u6
 }
 
 /* Finds this thread's PyThreadState (cached per thread; the list walk only on a miss or a
- * stale entry) and leaves its prefix in scratch->tstate_bytes. False if there is none. */
+ * stale entry) and leaves its prefix in scratch->tstate_bytes. False, counted, if there is
+ * none: userspace says how many walks found no thread state, and how many of those gave up at
+ * the search bound with threads left unexamined, so neither goes unnoticed. */
 static __always_inline bool load_thread_state(struct walk_scratch *scratch, __u32 tid)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
@@ -156,15 +163,20 @@ static __always_inline bool load_thread_state(struct walk_scratch *scratch, __u3
 
 	__u64 interpreter = read_user_u64(python_config.runtime_address +
 					  python_config.runtime_interpreters_head);
-	if (!interpreter)
+	if (!interpreter) {
+		count_loss(LOSS_THREAD_STATE_NOT_FOUND);
 		return false;
+	}
 	struct thread_search search = {
 		.thread_state = read_user_u64(interpreter + python_config.interpreter_threads_head),
 		.fsbase = fsbase,
 	};
 	bpf_loop(PYTHON_MAX_THREAD_STATES, thread_search_step, &search, 0);
-	if (!search.found || !read_thread_state(scratch, search.found, fsbase))
+	if (!search.found || !read_thread_state(scratch, search.found, fsbase)) {
+		/* A search that stopped with a thread state in hand ran into the bound. */
+		count_loss(!search.found && search.thread_state ? LOSS_THREAD_SEARCH_CUT : LOSS_THREAD_STATE_NOT_FOUND);
 		return false;
+	}
 	bpf_map_update_elem(&python_thread_states, &tid, &search.found, BPF_ANY);
 	return true;
 }
@@ -238,6 +250,30 @@ static long frame_walk_step(__u32 index, void *context)
 	return 0;
 }
 
+/*
+ * A stack stored for the first time also goes to userspace through the ring buffer, ahead of
+ * the records that name it. Copied from the LRU map only after userspace has read those
+ * records, it could have been evicted by then: each thread's stacks are its own (frame
+ * addresses differ), so hundreds of threads make thousands of distinct stacks, and userspace
+ * can be a whole ring buffer behind. Only the frames walked are sent.
+ */
+static __always_inline void send_new_stack(struct walk_scratch *scratch, __u64 stack_id)
+{
+	struct op_record *head = &scratch->head;
+	__builtin_memset(head, 0, sizeof(*head));
+	head->timestamp_ns = bpf_ktime_get_ns();
+	head->python_stack_id = stack_id;
+	head->sequence_counter = SEQUENCE_COUNTER_UNKNOWN;
+	head->kind = OP_RECORD_PYTHON_STACK;
+	head->abi_version = OP_RECORD_ABI_VERSION;
+	__u32 depth = scratch->stack.depth;
+	if (depth > PYTHON_STACK_MAX_FRAMES)
+		depth = PYTHON_STACK_MAX_FRAMES;
+	__u64 size = sizeof(*head) + __builtin_offsetof(struct python_stack, frames) + depth * sizeof(struct python_frame);
+	if (bpf_ringbuf_output(&op_records, head, size, BPF_RB_NO_WAKEUP))
+		count_loss(LOSS_RING_BUFFER_FULL);
+}
+
 /* Walks the calling thread's Python stack in `scratch` (owned by this walk until it returns)
  * and returns the id the stack is stored under, or 0. */
 static __always_inline __u64 capture_python_stack(__u32 tid, struct walk_scratch *scratch)
@@ -248,10 +284,8 @@ static __always_inline __u64 capture_python_stack(__u32 tid, struct walk_scratch
 		count_loss(LOSS_STACK_UNREADABLE);
 		return 0;
 	}
-	if (!load_thread_state(scratch, tid)) {
-		count_loss(LOSS_STACK_UNREADABLE);
-		return 0;
-	}
+	if (!load_thread_state(scratch, tid))
+		return 0; /* counted there, by cause */
 	__u64 frame = field_u64(scratch->tstate_bytes, python_config.thread_frame, PYTHON_TSTATE_READ_MAX);
 	if (python_config.cframe_current_frame >= 0 && frame)
 		frame = read_user_u64(frame + python_config.cframe_current_frame);
@@ -270,6 +304,8 @@ static __always_inline __u64 capture_python_stack(__u32 tid, struct walk_scratch
 		count_loss(LOSS_STACK_NOT_STORED);
 		return 0;
 	}
+	if (!stored)
+		send_new_stack(scratch, stack_id);
 	return stack_id;
 }
 

@@ -10,6 +10,7 @@
 #include "op_arguments.h"
 #include "op_record.h"
 #include "python_walker.bpf.h"
+#include "record_ring.bpf.h"
 
 /* tprof's PID namespace (the inode of /proc/self/ns/pid), and whether it is the initial one.
  * Ids in records are the ones tprof sees in its /proc: the host's for a node agent, the pod's
@@ -27,11 +28,6 @@ __u32 pid_namespace_level_plus_one = 0;
  * its partners would record entries without exits, or backward nodes without their ops.
  */
 volatile __u32 recording = 0;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 16 << 20); /* resized by userspace before load */
-} op_records SEC(".maps");
 
 struct thread_ids {
 	__u32 tgid;

@@ -561,7 +561,12 @@ std::string chrome_trace_tail(int64_t window_end_relative_ns, const model::RunSu
         {"late_records", summary.late_records},             {"python_samples", summary.python_samples},
         {"python_stacks_lost", summary.python_stacks_lost}, {"arguments_lost", summary.arguments_lost},
         {"python_timeline_lost", summary.python_timeline_lost},
-        {"device_records_dropped", summary.device_records_dropped}};
+        {"device_records_dropped", summary.device_records_dropped},
+        {"ops_without_python_stack", summary.ops_without_python_stack},
+        {"python_thread_states_not_found", summary.python_thread_states_not_found},
+        {"python_thread_search_cut", summary.python_thread_search_cut},
+        {"python_stacks_not_copied", summary.python_stacks_not_copied},
+        {"python_stacks_unresolved", summary.python_stacks_unresolved}};
     for (const auto& [key, value] : counters) {
       tail += ", \"";
       tail += key;

@@ -234,7 +234,13 @@ struct RunSummary {
   uint64_t unmatched_returns = 0; // returns whose entry was never seen (op began before attach)
   uint64_t late_records = 0;      // records that arrived after the watermark had passed them
   uint64_t python_samples = 0;    // stack samples taken between ops
-  uint64_t python_stacks_lost = 0;  // stacks that could not be walked or stored
+  uint64_t python_stacks_lost = 0;  // op and sample records that went without their stack (all
+                                    // causes: the four below, no walk buffer, no room in the map)
+  uint64_t ops_without_python_stack = 0;  // ATen ops written without a Call stack
+  uint64_t python_thread_states_not_found = 0;  // walks that found no PyThreadState of their thread
+  uint64_t python_thread_search_cut = 0;  // of those, walks that reached the thread-list search bound
+  uint64_t python_stacks_not_copied = 0;  // records whose stack left the BPF map before it was copied
+  uint64_t python_stacks_unresolved = 0;  // distinct stacks none of whose code objects could be read
   uint64_t arguments_lost = 0;    // op records that went without their arguments
   uint64_t python_timeline_lost = 0;  // stack observations left out of python_function spans
                                       // because a thread's backlog reached its bound

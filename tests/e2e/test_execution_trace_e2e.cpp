@@ -174,7 +174,7 @@ bool is_six_tuple(const nlohmann::json& value) {
 // as many as torch's own profiler nests beneath the annotation over the same steps.
 TEST_F(ExecutionTraceEndToEndTest, EachLoopAnnotationHoldsItsIterationsOps) {
   const fs::path trace_path = scratch_.path() / "loop.pt.trace.json";
-  const fs::path et_path = scratch_.path() / "loop.et.json";
+  const fs::path et_path = scratch_.path() / "execution_trace" / "loop.et.json";
   const WorkloadEnvironment environment = host_workload(scratch_.path());
   std::cout << "tprof stderr:\n"
             << record_workload_with_tprof(environment, {"--steps", std::to_string(kSteps), "--annotate-steps"},
@@ -298,7 +298,7 @@ TEST_F(ExecutionTraceEndToEndTest, AgreesWithTorchsOwnExecutionTraceOnTorch26InC
   std::cout << "tprof stderr:\n"
             << record_workload_with_tprof(environment, {"--steps", std::to_string(kSteps)}, trace_path);
   const nlohmann::json torch_et = load_json(environment.scratch_for_us / "torch.et.json");
-  const nlohmann::json tprof_et = load_json(environment.scratch_for_us / "tprof.et.json");
+  const nlohmann::json tprof_et = load_json(environment.scratch_for_us / "execution_trace" / "tprof.et.json");
   const auto torch_threads = aten_nodes_by_thread(torch_et);  // points into torch_et
   const auto tprof_threads = aten_nodes_by_thread(tprof_et);
 

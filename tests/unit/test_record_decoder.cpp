@@ -10,6 +10,7 @@
 
 #include "op_arguments.h"
 #include "op_record.h"
+#include "python_stack.h"
 #include "tests/support/recording_sink.h"
 #include "userspace/ingest/record_consumer.h"
 
@@ -84,8 +85,18 @@ class RecordDecoderTest : public ::testing::Test {
                           },
                           .on_device_activity = [this](const device_activity& activity) {
                             device_activities_.push_back(activity);
+                          },
+                          .on_python_stack = [this](uint64_t id, const python_stack& stack) {
+                            sent_stacks_.push_back({id, stack.depth, stack.frames[0].code});
                           }}};
 
+  struct SentStack {
+    uint64_t id;
+    uint32_t depth;
+    uint64_t first_code;
+    bool operator==(const SentStack&) const = default;
+  };
+  std::vector<SentStack> sent_stacks_;
   std::vector<device_activity> device_activities_;
   std::vector<uint32_t> new_threads_;
   std::vector<uint64_t> stack_ids_;
@@ -176,6 +187,29 @@ TEST_F(RecordDecoderTest, GpuActivityGoesToItsCallbackNotToTheCloser) {
   decoder_.decode(short_record);
   EXPECT_EQ(device_activities_.size(), 1u);
   EXPECT_EQ(decoder_.malformed_records(), 1u);
+}
+
+// BPF sends a new stack cut after its last frame; it is no event of any thread.
+TEST_F(RecordDecoderTest, NewStacksReachTheStoreAndNoThread) {
+  python_stack stack{};
+  stack.depth = 2;
+  stack.frames[0].code = 0xc0de;
+  stack.frames[1].code = 0xc0df;
+  op_record record = head(OP_RECORD_PYTHON_STACK, 7, 10);
+  record.python_stack_id = 42;
+  std::vector<std::byte> bytes = bytes_of(record, stack);
+  bytes.resize(sizeof(op_record) + offsetof(python_stack, frames) + 2 * sizeof(python_frame));
+  decoder_.decode(bytes);
+  EXPECT_EQ(sent_stacks_, (std::vector<SentStack>{{42, 2, 0xc0de}}));
+  EXPECT_EQ(decoder_.malformed_records(), 0u);
+  EXPECT_TRUE(new_threads_.empty());
+  EXPECT_TRUE(stack_ids_.empty());
+  // Fewer frames than its depth says: refused.
+  bytes.resize(bytes.size() - 1);
+  decoder_.decode(bytes);
+  EXPECT_EQ(sent_stacks_.size(), 1u);
+  EXPECT_EQ(decoder_.malformed_records(), 1u);
+  EXPECT_TRUE(build().empty());
 }
 
 TEST_F(RecordDecoderTest, RefusesShortRecordsOtherAbiVersionsAndUnknownKinds) {

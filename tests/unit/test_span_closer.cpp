@@ -479,6 +479,25 @@ TEST(SpanCloser, TheFirstStepStartsInsideFramesFirstSeenAfterIt) {
   EXPECT_EQ(steps["ProfilerStep#0"].end_ns, 1200u);
 }
 
+// Every ATen op without a stack is counted, walked or not; a stack id the store does not know
+// is counted as not copied, for ops and samples alike. Other ranges may lack a stack.
+TEST(SpanCloser, CountsOpsWithoutTheirPythonStack) {
+  std::vector<model::Operator> operators = ops_operators();
+  operators.push_back({"## step ##", "", model::RangeKind::kUserAnnotation});
+  const StoredStack known{{python_frame(0x20, "step")}, {{"train.py", 3, "step"}}};
+  Closer c(operators, [&](uint64_t id) -> const StoredStack* { return id == 1 ? &known : nullptr; });
+  OpEvent with_stack = enter(10, 1);
+  with_stack.python_stack_id = 1;
+  OpEvent lost_stack = enter(30, 2);
+  lost_stack.python_stack_id = 2;
+  OpEvent lost_sample{.monotonic_ns = 60, .is_sample = true, .python_stack_id = 3};
+  c.add_all(1, {with_stack, leave(20, 1), lost_stack, leave(40, 2), enter(41, 3), leave(42, 3), enter(43, 10),
+                leave(44, 10), lost_sample});
+  c.closer.finish(100);
+  EXPECT_EQ(c.closer.counts().ops_without_python_stack, 2u) << "op 2 (stack lost) and op 3 (none walked)";
+  EXPECT_EQ(c.closer.counts().stacks_not_copied, 2u) << "op 2's stack and the sample's";
+}
+
 TEST(OperatorTotals, SubtractChildrenFromSelfTime) {
   std::vector<model::Operator> operators = {{"aten::a", ""}, {"aten::b", ""}};
   Closer c(operators);

@@ -182,7 +182,7 @@ void SpanCloser::process(uint32_t tid, OpEvent& event) {
 
 void SpanCloser::enter(ThreadState& state, OpEvent& event) {
   const uint64_t start_ns = clock_.to_unix(event.monotonic_ns);
-  const StoredStack* stack = find_stack_ && event.python_stack_id != 0 ? find_stack_(event.python_stack_id) : nullptr;
+  const StoredStack* stack = find_stack(event.python_stack_id);
   begin_step_if_iteration_ended(state, start_ns, stack);
   note_activity(state, start_ns);
   if (state.open.empty() && state.tid == step_thread_) {
@@ -205,6 +205,9 @@ void SpanCloser::enter(ThreadState& state, OpEvent& event) {
   span.forward_thread = event.forward_thread;
   range.counter_at_entry = event.sequence_counter;
   range.stack = stack;
+  // Every op that shows no stack while stacks are on is counted, whatever lost it (BPF says why).
+  if (find_stack_ && !range.stack && operators_.at(span.operator_index).kind == model::RangeKind::kOperator)
+    ++counts_.ops_without_python_stack;
   if (range.stack) observe(state, {span.start_ns, 0, &range.stack->frames, true}, &range.observation);
   state.open.push_back(std::move(range));
 }
@@ -319,13 +322,22 @@ void SpanCloser::forget_old_forward_ops(uint64_t now_ns) {
 }
 
 void SpanCloser::sample(ThreadState& state, const OpEvent& event) {
-  const StoredStack* stack = find_stack_ && event.python_stack_id != 0 ? find_stack_(event.python_stack_id) : nullptr;
+  const StoredStack* stack = find_stack(event.python_stack_id);
   if (!stack) return;
   const uint64_t at_ns = clock_.to_unix(event.monotonic_ns);
   begin_step_if_iteration_ended(state, at_ns, stack);
   note_activity(state, at_ns);
   observe(state, {at_ns, at_ns, &stack->frames, false}, nullptr);
   if (state.open.empty()) flush_observations(state);
+}
+
+// The stored stack a record names; null for none, and counted when the record named one that
+// was never copied (gone from the BPF map by then, or past the store's bound).
+const StoredStack* SpanCloser::find_stack(uint64_t stack_id) {
+  if (!find_stack_ || stack_id == 0) return nullptr;
+  const StoredStack* stack = find_stack_(stack_id);
+  if (!stack) ++counts_.stacks_not_copied;
+  return stack;
 }
 
 void SpanCloser::observe(ThreadState& state, const StackObservation& observation, size_t* index) {

@@ -63,6 +63,8 @@ class SpanCloser {
     uint64_t unmatched_returns = 0; // exits whose entry was never seen
     uint64_t late_records = 0;      // records older than a watermark already passed
     uint64_t python_timeline_lost = 0;
+    uint64_t ops_without_python_stack = 0;  // ATen ops handed on without a stack, Python stacks on
+    uint64_t stacks_not_copied = 0;         // records whose stack id find_stack did not know
   };
 
   // Finds a stored Python stack by id; null if unknown. What it returns must stay valid.
@@ -157,6 +159,7 @@ class SpanCloser {
   void enter(ThreadState& thread, OpEvent& event);
   void exit(ThreadState& thread, OpEvent& event);
   void sample(ThreadState& thread, const OpEvent& event);
+  const StoredStack* find_stack(uint64_t stack_id);
   void close_ranges_down_to(ThreadState& thread, size_t depth, uint64_t counter_at_exit);
   void hand_on(uint32_t tid, const OpenRange& range);
   void link_forward_backward(uint32_t tid, const model::OpSpan& span);

@@ -105,10 +105,30 @@ void RecordDecoder::consume_device_activity(const unsigned char* payload, size_t
   if (callbacks_.on_device_activity) callbacks_.on_device_activity(*activity);
 }
 
+// A new stack: its depth and truncation flag, then `depth` frames (BPF sends no more).
+void RecordDecoder::consume_python_stack(uint64_t stack_id, const unsigned char* payload, size_t payload_size) {
+  constexpr size_t kHeaderBytes = offsetof(python_stack, frames);
+  if (payload_size < kHeaderBytes) {
+    ++malformed_;
+    return;
+  }
+  std::memcpy(&stack_, payload, std::min(payload_size, sizeof(stack_)));
+  if (stack_.depth > PYTHON_STACK_MAX_FRAMES || payload_size < kHeaderBytes + stack_.depth * sizeof(python_frame)) {
+    ++malformed_;
+    return;
+  }
+  if (callbacks_.on_python_stack) callbacks_.on_python_stack(stack_id, stack_);
+}
+
 void RecordDecoder::consume(const op_record& head, const unsigned char* payload, size_t payload_size) {
   // GPU activity comes from the CUPTI library's thread, which is no thread of the trace.
   if (head.kind == OP_RECORD_DEVICE_ACTIVITY) {
     consume_device_activity(payload, payload_size);
+    return;
+  }
+  // A stack is no event of its thread: only its contents matter.
+  if (head.kind == OP_RECORD_PYTHON_STACK) {
+    consume_python_stack(head.python_stack_id, payload, payload_size);
     return;
   }
   if (seen_threads_.insert(head.tid).second) callbacks_.on_new_thread(head.tid);

@@ -16,6 +16,7 @@
 #include "device_activity.h"
 #include "model/trace_model.h"
 #include "op_arguments.h"
+#include "python_stack.h"
 #include "userspace/assemble/span_closer.h"
 
 struct ring_buffer;
@@ -45,6 +46,9 @@ class RecordDecoder {
     std::function<uint32_t(uint64_t vptr, model::RangeKind kind)> node_operator;
     // A GPU activity record from the CUPTI library; empty: they are not expected, and ignored.
     std::function<void(const device_activity& activity)> on_device_activity;
+    // A stack the walker stored for the first time, sent ahead of the records that name it
+    // (frames past its depth are stale); empty: ignored.
+    std::function<void(uint64_t stack_id, const python_stack& stack)> on_python_stack;
   };
   RecordDecoder(SpanCloser& spans, Callbacks callbacks) : spans_(spans), callbacks_(std::move(callbacks)) {}
 
@@ -61,6 +65,7 @@ class RecordDecoder {
  private:
   void consume(const op_record& head, const unsigned char* payload, size_t payload_size);
   void consume_device_activity(const unsigned char* payload, size_t payload_size);
+  void consume_python_stack(uint64_t stack_id, const unsigned char* payload, size_t payload_size);
   // The op arguments in a payload of `size` bytes; none (and counted malformed) if it is cut short.
   std::vector<model::Value> decode_arguments(uint32_t op_id, bool returns, const unsigned char* payload,
                                              size_t size);
@@ -68,6 +73,7 @@ class RecordDecoder {
   SpanCloser& spans_;
   Callbacks callbacks_;
   op_arguments arguments_;  // the record being decoded, copied out of the ring buffer
+  python_stack stack_;      // likewise, for a stack record
   std::unordered_set<uint32_t> seen_threads_;
   // Annotation handle (its RecordFunction's address) -> operator index, while open.
   std::unordered_map<uint64_t, uint32_t> open_annotations_;

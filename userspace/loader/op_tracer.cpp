@@ -160,7 +160,8 @@ LossCounts OpTracer::losses() const {
   };
   return LossCounts{read_counter(LOSS_RING_BUFFER_FULL), read_counter(LOSS_STACK_UNREADABLE),
                     read_counter(LOSS_STACK_NOT_STORED), read_counter(LOSS_ARGUMENTS_UNREADABLE),
-                    read_counter(LOSS_RANGE_NOT_TRACKED), read_counter(LOSS_DEVICE_ACTIVITY_UNREADABLE)};
+                    read_counter(LOSS_RANGE_NOT_TRACKED), read_counter(LOSS_DEVICE_ACTIVITY_UNREADABLE),
+                    read_counter(LOSS_THREAD_STATE_NOT_FOUND), read_counter(LOSS_THREAD_SEARCH_CUT)};
 }
 
 }  // namespace tprof

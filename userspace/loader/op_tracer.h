@@ -40,11 +40,13 @@ struct OpTracerOptions {
 
 struct LossCounts {
   uint64_t ring_buffer_full = 0;   // records dropped
-  uint64_t stack_unreadable = 0;   // Python stacks that could not be walked
+  uint64_t stack_unreadable = 0;   // Python stacks that could not be walked (no walk buffer)
   uint64_t stack_not_stored = 0;   // walked stacks that found no room in the stack map
   uint64_t arguments_unreadable = 0;  // records sent without their arguments (no scratch memory)
   uint64_t ranges_not_tracked = 0;    // ranges nested too deep to track; closed by their parent
   uint64_t device_activity_unreadable = 0;  // GPU activity records not read (or of another ABI)
+  uint64_t thread_state_not_found = 0;  // stack walks that found no PyThreadState of their thread
+  uint64_t thread_search_cut = 0;       // likewise, the thread list being longer than the search bound
 };
 
 class OpTracer {

@@ -16,6 +16,7 @@
 #include "exporters/output_file.h"
 #include "model/trace_model.h"
 #include "model/trace_sink.h"
+#include "python_stack.h"
 #include "symbolizer/aten/flops.h"
 #include "symbolizer/aten/op_catalog.h"
 #include "symbolizer/binary/process_memory.h"
@@ -338,9 +339,42 @@ void report_device_activity(Console& console, const DeviceCorrelator::Counts& co
                  " GPU activity records could not be read from the target");
 }
 
+// Why stacks went missing, a line per cause: a walk that failed or a stack that was lost must
+// never pass unsaid (ops without a stack look just like ops of a thread without Python).
+void report_python_losses(Console& console, const model::RunSummary& summary, const LossCounts& losses,
+                          const PythonStackStore& stacks) {
+  if (summary.ops_without_python_stack > 0)
+    console.line("warning: " + group_thousands(summary.ops_without_python_stack) +
+                 " ops have no Python stack; the causes follow (ops of threads that never ran Python, such as "
+                 "torch's own worker threads, have none)");
+  if (losses.thread_state_not_found > 0)
+    console.line("warning: " + group_thousands(losses.thread_state_not_found) +
+                 " stack walks found no Python thread state of their thread in the interpreter's thread list "
+                 "(a thread without Python, or one starting or ending)");
+  if (losses.thread_search_cut > 0)
+    console.line("warning: " + group_thousands(losses.thread_search_cut) + " stack walks gave up after " +
+                 std::to_string(PYTHON_MAX_THREAD_STATES) +
+                 " thread states: the target has more Python threads than tprof searches, and those past it "
+                 "have no Python stacks");
+  if (losses.stack_unreadable > 0)
+    console.line("warning: " + group_thousands(losses.stack_unreadable) + " stack walks had no memory for their buffer");
+  if (losses.stack_not_stored > 0)
+    console.line("warning: " + group_thousands(losses.stack_not_stored) +
+                 " walked stacks found no room in the BPF stack map");
+  if (summary.python_stacks_not_copied > 0)
+    console.line("warning: " + group_thousands(summary.python_stacks_not_copied) +
+                 " ops and samples named a stack tprof could not copy: " + group_thousands(stacks.evicted()) +
+                 " times it had left the BPF stack map (its ring-buffer record had been dropped), " +
+                 group_thousands(stacks.over_bound()) + " times tprof held its bound of " +
+                 group_thousands(PythonStackStore::kMaxStacks) + " distinct stacks");
+  if (summary.python_stacks_unresolved > 0)
+    console.line("warning: " + group_thousands(summary.python_stacks_unresolved) +
+                 " distinct stacks show no frames: none of their code objects could be read");
+}
+
 void report(Console& console, StopReason reason, const SessionSinks& sinks, const SpanCloser& closer,
-            const RecordDecoder& decoder, const model::RunSummary& summary, const LossCounts& losses, bool python,
-            const SummaryOptions& summary_options) {
+            const RecordDecoder& decoder, const model::RunSummary& summary, const LossCounts& losses,
+            const PythonStackStore* stacks, const SummaryOptions& summary_options) {
   const SpanCloser::Counts& counts = closer.counts();
   console.line(std::string("stopped: ") + describe(reason) + ". Wrote " + sinks.written());
   console.line(group_thousands(counts.ops) + " ranges (" + group_thousands(counts.steps) + " ProfilerSteps) and " +
@@ -349,9 +383,11 @@ void report(Console& console, StopReason reason, const SessionSinks& sinks, cons
                group_thousands(decoder.records()) + " events; " + group_thousands(summary.dropped_records) +
                " events dropped; " + group_thousands(summary.unmatched_returns) +
                " returns of calls that began before attach (ignored)");
-  if (python)
+  if (stacks) {
     console.line(group_thousands(summary.python_samples) + " stack samples; " +
-                 group_thousands(summary.python_stacks_lost) + " Python stacks could not be read");
+                 group_thousands(summary.ops_without_python_stack) + " ops without a Python stack");
+    report_python_losses(console, summary, losses, *stacks);
+  }
   if (decoder.malformed_records() > 0)
     console.line("warning: " + group_thousands(decoder.malformed_records()) +
                  " records of an unknown shape were ignored (tprof and its BPF object disagree?)");
@@ -535,7 +571,14 @@ class RecordingPipeline {
     summary.unmatched_returns = closer_.counts().unmatched_returns;
     summary.late_records = closer_.counts().late_records;
     summary.python_samples = decoder_.python_samples();
-    summary.python_stacks_lost = losses.stack_unreadable + losses.stack_not_stored + (stacks_ ? stacks_->lost() : 0);
+    const SpanCloser::Counts& counts = closer_.counts();
+    summary.python_thread_states_not_found = losses.thread_state_not_found + losses.thread_search_cut;
+    summary.python_thread_search_cut = losses.thread_search_cut;
+    summary.python_stacks_not_copied = counts.stacks_not_copied;
+    summary.python_stacks_lost = summary.python_thread_states_not_found + losses.stack_unreadable +
+                                 losses.stack_not_stored + counts.stacks_not_copied;
+    summary.ops_without_python_stack = counts.ops_without_python_stack;
+    summary.python_stacks_unresolved = stacks_ ? stacks_->unresolved() : 0;
     summary.arguments_lost = losses.arguments_unreadable;
     summary.python_timeline_lost = closer_.counts().python_timeline_lost;
     if (device_correlator_) summary.device_records_dropped = device_correlator_->counts().dropped_by_cupti;
@@ -545,7 +588,8 @@ class RecordingPipeline {
   }
 
   void report(Console& console, StopReason reason, const model::RunSummary& summary, const LossCounts& losses) const {
-    tprof::report(console, reason, sinks_, closer_, decoder_, summary, losses, stacks_.has_value(), summary_options_);
+    tprof::report(console, reason, sinks_, closer_, decoder_, summary, losses, stacks_ ? &*stacks_ : nullptr,
+                  summary_options_);
     if (device_correlator_) report_device_activity(console, device_correlator_->counts(), losses);
   }
 
@@ -595,6 +639,10 @@ class RecordingPipeline {
             .on_device_activity =
                 [this](const device_activity& activity) {
                   if (device_correlator_) device_correlator_->add(activity);
+                },
+            .on_python_stack =
+                [this](uint64_t stack_id, const python_stack& stack) {
+                  if (stacks_) stacks_->add(stack_id, stack);
                 }};
   }
 
