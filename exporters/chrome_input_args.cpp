@@ -2,7 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
+#include <cstdint>
 #include <string_view>
 
 #include "exporters/json_writer.h"
@@ -58,21 +58,21 @@ std::string_view input_type(const Value& input) {
   return "";
 }
 
-// How an IValue prints a double: shortest round-trip digits, with a "." added to integral
-// values ("2.", "0.5", "inf").
+// How an IValue prints a double (ivalue.cpp, IValue::repr): an integral value under 1e10 as the
+// integer and a "." ("2.", "-0."); anything else with max_digits10 (17) significant digits, as
+// %.17g writes them ("0.90000000000000002", "1e-08", "inf"). Shortest round-trip digits ("0.9")
+// would be the same number in other text, which tools comparing with torch's trace count as
+// a different value.
 std::string double_text(double value) {
+  const int kind = std::fpclassify(value);
+  if ((kind == FP_NORMAL || kind == FP_ZERO) && std::abs(value) < 1e10) {
+    const auto integral = static_cast<int64_t>(value);
+    if (static_cast<double>(integral) == value)
+      return (integral == 0 && std::signbit(value) ? "-" : "") + std::to_string(integral) + ".";
+  }
   char text[32];
   std::snprintf(text, sizeof text, "%.17g", value);
-  std::string result = text;
-  for (int digits = 1; digits < 17; ++digits) {
-    std::snprintf(text, sizeof text, "%.*g", digits, value);
-    if (std::strtod(text, nullptr) == value) {
-      result = text;
-      break;
-    }
-  }
-  if (std::isfinite(value) && result.find_first_of(".e") == std::string::npos) result += '.';
-  return result;
+  return text;
 }
 
 // util.cpp ivalueToStr: the value for ints, bools, floats and int lists that were read in

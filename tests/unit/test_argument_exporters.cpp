@@ -132,6 +132,17 @@ TEST(ChromeInputArgs, SpellsBoolsAndNegativeInts) {
   EXPECT_EQ(args.at("Concrete Inputs"), ordered_json::parse(R"(["False", "True", "-9"])"));
 }
 
+// Spellings read off torch 2.6's own Kineto trace (Concrete Inputs) of the same calls.
+TEST(ChromeInputArgs, SpellsDoublesAsTorchsProfilerDoes) {
+  const ordered_json args = ordered_json::parse(chrome_args(
+      {real(0.9), real(-0.05), real(1e-08), real(0.5), real(2.0), real(0.0), real(-0.0), real(-4.0),
+       real(1 - 0.9), real(1e10), real(-1.5e12), real(5e-324)}));
+  EXPECT_EQ(args.at("Concrete Inputs"),
+            ordered_json::parse(R"(["0.90000000000000002", "-0.050000000000000003", "1e-08", "0.5", "2.", "0.",
+                                    "-0.", "-4.", "0.099999999999999978", "10000000000", "-1500000000000",
+                                    "4.9406564584124654e-324"])"));
+}
+
 TEST(ChromeInputArgs, KeepsNonFiniteDoublesInsideStrings) {
   const std::string text = chrome_args({real(std::numeric_limits<double>::infinity()),
                                         real(-std::numeric_limits<double>::infinity()),
