@@ -1,7 +1,5 @@
 #include "exporters/folded_stacks_writer.h"
 
-#include <algorithm>
-
 namespace tprof::exporters {
 namespace {
 
@@ -13,15 +11,7 @@ void append_frame_text(std::string& out, std::string_view text) {
 }  // namespace
 
 void FoldedStacksWriter::op(const model::ClosedOp& closed) {
-  const model::OpSpan& span = closed.span;
-  const uint64_t duration_ns = span.end_ns - std::min(span.end_ns, span.start_ns);
-  uint64_t children_ns = 0;
-  if (const auto children = children_ns_.find(span.record_id); children != children_ns_.end()) {
-    children_ns = children->second;
-    children_ns_.erase(children);
-  }
-  if (span.parent_record_id != 0) children_ns_[span.parent_record_id] += duration_ns;
-  const uint64_t self_us = (duration_ns - std::min(duration_ns, children_ns)) / 1000;
+  const uint64_t self_us = self_times_.close(closed.span).self_ns / 1000;
   if (closed.stack == nullptr || closed.stack->empty() || self_us == 0) return;
   line_.clear();
   for (auto frame = closed.stack->rbegin(); frame != closed.stack->rend(); ++frame) {

@@ -7,11 +7,10 @@
 // which op the time went to. Lines are written as ranges close.
 #pragma once
 
-#include <cstdint>
 #include <string>
-#include <unordered_map>
 
 #include "exporters/output_file.h"
+#include "model/self_time.h"
 #include "model/trace_sink.h"
 
 namespace tprof::exporters {
@@ -30,7 +29,7 @@ class FoldedStacksWriter final : public model::TraceSink {
 
  private:
   OutputFile& out_;
-  std::unordered_map<uint64_t, uint64_t> children_ns_;  // by record id: closed children's time
+  model::SelfTimes self_times_;
   std::string line_;
 };
 

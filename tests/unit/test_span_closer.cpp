@@ -346,32 +346,56 @@ TEST(SpanCloser, FeedsPythonSpansOnceTheThreadsOutermostOpCloses) {
   EXPECT_EQ(c.sink.ops[0].stack, in_step.printable);
 }
 
-// Iterations: Optimizer.step ends one, and the next top-level op begins ProfilerStep#N+1, its
-// ops under it. The first step starts with the thread's first op, the last ends with its last.
-TEST(SpanCloser, EachOptimizerStepEndsAnIterationAtTheNextTopLevelOp) {
+// Operators 0..9 as ops_operators(), then ProfilerStep#0 (10) and Optimizer.step#SGD.step (11).
+std::vector<model::Operator> step_operators() {
   std::vector<model::Operator> operators = ops_operators();
-  operators.push_back({"ProfilerStep#0", "", model::RangeKind::kUserAnnotation});          // 10
-  operators.push_back({"Optimizer.step#SGD.step", "", model::RangeKind::kUserAnnotation});  // 11
-  Closer c(operators);
+  operators.push_back({"ProfilerStep#0", "", model::RangeKind::kUserAnnotation});
+  operators.push_back({"Optimizer.step#SGD.step", "", model::RangeKind::kUserAnnotation});
+  return operators;
+}
+
+// Steps as the session detects them: each Optimizer.step ends one; ProfilerStep#N operators
+// are appended to the table as they are needed; the boundary's caller frames are all but its
+// innermost (`compare_stacks`), or not compared.
+void detect_optimizer_steps(Closer& c, bool compare_stacks) {
   c.closer.detect_steps(
       {.is_boundary = [](const model::Operator& op) { return op.name.starts_with("Optimizer.step#"); },
        .step_operator =
-           [&](uint64_t step) {
-             c.operators.push_back({"ProfilerStep#" + std::to_string(step), "", model::RangeKind::kUserAnnotation});
+           [&c](uint64_t step_number) {
+             c.operators.push_back({"ProfilerStep#" + std::to_string(step_number), "", model::RangeKind::kUserAnnotation});
              return static_cast<uint32_t>(c.operators.size() - 1);
            },
-       .boundary_caller_frames = {}});
+       .boundary_caller_frames = compare_stacks ? std::function<size_t(const ResolvedStack&)>(
+                                                      [](const ResolvedStack& boundary) { return boundary.size() - 1; })
+                                                : nullptr});
   c.closer.open_step(1, 10, 5);
+}
+
+OpEvent with_stack(OpEvent event, uint64_t stack) {
+  event.python_stack_id = stack;
+  return event;
+}
+
+// The ProfilerStep ranges handed on, by name.
+std::map<std::string, model::OpSpan> steps_of(const RecordingSink& sink) {
+  std::map<std::string, model::OpSpan> steps;
+  for (const auto& op : sink.ops)
+    if (op.name.starts_with("ProfilerStep#")) steps[op.name] = op.span;
+  return steps;
+}
+
+// Iterations: Optimizer.step ends one, and the next top-level op begins ProfilerStep#N+1, its
+// ops under it. The first step starts with the thread's first op, the last ends with its last.
+TEST(SpanCloser, EachOptimizerStepEndsAnIterationAtTheNextTopLevelOp) {
+  Closer c(step_operators());
+  detect_optimizer_steps(c, /*compare_stacks=*/false);
   c.add_all(1, {enter(100, 0), leave(110, 0), enter(120, 11), enter(125, 1), leave(130, 1), leave(140, 11),
                 enter(200, 0), leave(210, 0), enter(220, 11), leave(230, 11)});
   c.closer.finish(300);
 
-  std::map<std::string, model::OpSpan> steps;
+  std::map<std::string, model::OpSpan> steps = steps_of(c.sink);
   std::map<uint64_t, std::string> names;
-  for (const auto& op : c.sink.ops) {
-    names[op.span.record_id] = op.name;
-    if (op.name.starts_with("ProfilerStep#")) steps[op.name] = op.span;
-  }
+  for (const auto& op : c.sink.ops) names[op.span.record_id] = op.name;
   ASSERT_EQ(steps.size(), 2u);
   EXPECT_EQ(steps["ProfilerStep#0"].start_ns, 1100u) << "the thread's first op";
   EXPECT_EQ(steps["ProfilerStep#0"].end_ns, 1200u) << "the next iteration's first op";
@@ -402,32 +426,15 @@ TEST(SpanCloser, AStepBeginsWhereTheOptimizersCallerWasCalledAgain) {
   const StoredStack next_call{{at(step, 2), at(main, 8)}, {}};
   const StoredStack after_loop{{python_frame(0x40, "save"), at(main, 12)}, {}};
   const std::vector<const StoredStack*> stacks = {nullptr, &optimizer_call, &step_tail, &next_call, &after_loop};
-  std::vector<model::Operator> operators = ops_operators();
-  operators.push_back({"ProfilerStep#0", "", model::RangeKind::kUserAnnotation});          // 10
-  operators.push_back({"Optimizer.step#SGD.step", "", model::RangeKind::kUserAnnotation});  // 11
-  Closer c(operators, [&](uint64_t id) { return id < stacks.size() ? stacks[id] : nullptr; });
-  c.closer.detect_steps(
-      {.is_boundary = [](const model::Operator& op) { return op.name.starts_with("Optimizer.step#"); },
-       .step_operator =
-           [&](uint64_t step_number) {
-             c.operators.push_back({"ProfilerStep#" + std::to_string(step_number), "", model::RangeKind::kUserAnnotation});
-             return static_cast<uint32_t>(c.operators.size() - 1);
-           },
-       .boundary_caller_frames = [](const ResolvedStack& boundary) { return boundary.size() - 1; }});
-  c.closer.open_step(1, 10, 5);
-  auto with_stack = [](OpEvent event, uint64_t stack) {
-    event.python_stack_id = stack;
-    return event;
-  };
+  Closer c(step_operators(), [&](uint64_t id) { return id < stacks.size() ? stacks[id] : nullptr; });
+  detect_optimizer_steps(c, /*compare_stacks=*/true);
   c.add_all(1, {with_stack(enter(100, 0), 3), leave(110, 0), with_stack(enter(120, 11), 1), leave(140, 11),
                 with_stack(enter(150, 2), 2), leave(160, 2),                     // loss.item() after the step
                 OpEvent{.monotonic_ns = 190, .is_sample = true, .python_stack_id = 3},  // the next call, before its op
                 with_stack(enter(200, 0), 3), leave(210, 0), with_stack(enter(220, 11), 1), leave(230, 11),
                 OpEvent{.monotonic_ns = 260, .is_sample = true, .python_stack_id = 4}});  // after the loop: no op
   c.closer.finish(300);
-  std::map<std::string, model::OpSpan> steps;
-  for (const auto& op : c.sink.ops)
-    if (op.name.starts_with("ProfilerStep#")) steps[op.name] = op.span;
+  std::map<std::string, model::OpSpan> steps = steps_of(c.sink);
   ASSERT_EQ(steps.size(), 2u) << "the step after the loop ran no op";
   EXPECT_EQ(steps["ProfilerStep#0"].end_ns, 1190u) << "at the sample of the next call, after loss.item()";
   EXPECT_EQ(steps["ProfilerStep#1"].start_ns, 1190u);
@@ -450,30 +457,13 @@ TEST(SpanCloser, TheFirstStepStartsInsideFramesFirstSeenAfterIt) {
   const StoredStack first_op{{at(step, 2), at(loop, 6), at(main, 8)}, {}};
   const StoredStack optimizer_call{{python_frame(0x30, "wrapper"), at(step, 30), at(loop, 6), at(main, 8)}, {}};
   const std::vector<const StoredStack*> stacks = {nullptr, &main_only, &first_op, &optimizer_call};
-  std::vector<model::Operator> operators = ops_operators();
-  operators.push_back({"ProfilerStep#0", "", model::RangeKind::kUserAnnotation});          // 10
-  operators.push_back({"Optimizer.step#SGD.step", "", model::RangeKind::kUserAnnotation});  // 11
-  Closer c(operators, [&](uint64_t id) { return id < stacks.size() ? stacks[id] : nullptr; });
-  c.closer.detect_steps(
-      {.is_boundary = [](const model::Operator& op) { return op.name.starts_with("Optimizer.step#"); },
-       .step_operator =
-           [&](uint64_t step_number) {
-             c.operators.push_back({"ProfilerStep#" + std::to_string(step_number), "", model::RangeKind::kUserAnnotation});
-             return static_cast<uint32_t>(c.operators.size() - 1);
-           },
-       .boundary_caller_frames = [](const ResolvedStack& boundary) { return boundary.size() - 1; }});
-  c.closer.open_step(1, 10, 5);
-  auto with_stack = [](OpEvent event, uint64_t stack) {
-    event.python_stack_id = stack;
-    return event;
-  };
+  Closer c(step_operators(), [&](uint64_t id) { return id < stacks.size() ? stacks[id] : nullptr; });
+  detect_optimizer_steps(c, /*compare_stacks=*/true);
   c.add_all(1, {OpEvent{.monotonic_ns = 50, .is_sample = true, .python_stack_id = 1}, with_stack(enter(100, 0), 2),
                 leave(110, 0), with_stack(enter(120, 11), 3), leave(140, 11), with_stack(enter(200, 0), 2),
                 leave(210, 0)});
   c.closer.finish(300);
-  std::map<std::string, model::OpSpan> steps;
-  for (const auto& op : c.sink.ops)
-    if (op.name.starts_with("ProfilerStep#")) steps[op.name] = op.span;
+  std::map<std::string, model::OpSpan> steps = steps_of(c.sink);
   ASSERT_EQ(steps.size(), 2u);
   EXPECT_EQ(steps["ProfilerStep#0"].start_ns, 1100u) << "where run_loop was first seen, not at the sample in main";
   EXPECT_EQ(steps["ProfilerStep#0"].end_ns, 1200u);

@@ -132,15 +132,9 @@ std::string format_summary_table(const OperatorTotalsTable& table, const Summary
 
 void OperatorTotalsSink::op(const model::ClosedOp& closed) {
   const model::OpSpan& span = closed.span;
-  const uint64_t duration = span.end_ns - std::min(span.start_ns, span.end_ns);
-  uint64_t children_ns = 0;
-  if (const auto children = children_ns_.find(span.record_id); children != children_ns_.end()) {
-    children_ns = children->second;
-    children_ns_.erase(children);
-  }
+  const model::SelfTimes::Times times = self_times_.close(span);
   table_.add(closed.op.name, table_.grouped_by_shape() ? exporters::input_dims_text(span.inputs) : std::string(),
-             duration - std::min(duration, children_ns), duration, span.flops);
-  if (span.parent_record_id != 0) children_ns_[span.parent_record_id] += duration;
+             times.self_ns, times.total_ns, span.flops);
 }
 
 }  // namespace tprof

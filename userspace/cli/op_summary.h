@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "model/self_time.h"
 #include "model/trace_sink.h"
 
 namespace tprof {
@@ -54,8 +55,7 @@ class OperatorTotalsTable {
 // a "Total <unit>FLOPs" column where some op has a FLOPs estimate.
 std::string format_summary_table(const OperatorTotalsTable& table, const SummaryOptions& options);
 
-// Feeds the table as ranges close. A range's children close before it does, so their time is
-// waiting for it, keyed by its record id, when it closes.
+// Feeds the table as ranges close.
 class OperatorTotalsSink final : public model::TraceSink {
  public:
   explicit OperatorTotalsSink(bool group_by_shape = false) : table_(group_by_shape) {}
@@ -70,7 +70,7 @@ class OperatorTotalsSink final : public model::TraceSink {
 
  private:
   OperatorTotalsTable table_;
-  std::unordered_map<uint64_t, uint64_t> children_ns_;  // by the enclosing range's record id
+  model::SelfTimes self_times_;
 };
 
 }  // namespace tprof
