@@ -25,7 +25,7 @@ struct AttachOptions {
   std::optional<double> start_at_unix_s;
   std::string output_path;           // one target only; empty: <host>_<pid>[_rank<R>].<unix_ns>.pt.trace.json
   bool execution_trace = true;        // --no-et turns the Execution Trace off
-  std::string execution_trace_path;   // empty: beside the trace, <stem>.et.json[.gz]
+  std::string execution_trace_path;   // empty: execution_trace/<stem>.et.json[.gz] beside the trace
   std::string stacks_path;           // --stacks: folded stacks for flame graphs; empty: none
   mode_t output_mode = 0600;          // --mode: permission bits of the files written
   size_t ring_buffer_bytes = 64u << 20;
