@@ -30,7 +30,7 @@ constexpr const char* kAttachFooter =
     "\nExamples:\n"
     "  sudo tprof attach 12345 --duration 20            # 20 s, default file name\n"
     "  sudo tprof attach 12345 -o step.pt.trace.json.gz # until Ctrl-C, gzip output\n"
-    "                                                   # (and step.et.json.gz)\n"
+    "                                                   # (and execution_trace/step.et.json.gz)\n"
     "  sudo tprof attach --match train.py --output-dir traces/  # every rank of a job\n"
     "  sudo tprof attach 12345 --children -d 30         # and the workers it starts\n"
     "\nWith several targets each gets its own files, named after its host, pid and rank (RANK in\n"
@@ -87,7 +87,7 @@ constexpr const char* kRecoverFooter =
     "{\"recovered\": true} in a trace, \"tprof_recovered\": true in an Execution Trace), writes\n"
     "<file> and removes the partial one. Ops still running at the kill are not in it.\n"
     "\nExample:\n"
-    "  tprof recover step.pt.trace.json.gz.partial step.et.json.gz.partial";
+    "  tprof recover step.pt.trace.json.gz.partial execution_trace/step.et.json.gz.partial";
 
 int recover_files(const std::vector<std::string>& partial_paths, mode_t mode) {
   int status = 0;
