@@ -133,6 +133,12 @@ TEST(PythonTimeline, SameIterationFollowsTheOptimizersCaller) {
   EXPECT_TRUE(same_iteration(boundary, caller_frames, after_step_in_loop));
   EXPECT_FALSE(same_iteration(boundary, caller_frames, next_call));
   EXPECT_FALSE(same_iteration(boundary, caller_frames, loop_went_round));
+  // One level out: the function running the loop has returned, and the loop with it.
+  const ResolvedFrame script = frame(0x50, 0xf0, "<module>");
+  const ResolvedStack looping = stack({at_instruction(script, 3, &no_loops), at_instruction(kMain, 8, &main_loop),
+                                       at_instruction(kStepA, 30, &no_loops), optimizer});
+  EXPECT_FALSE(same_iteration(looping, 3, stack({at_instruction(script, 5, &no_loops)})));
+  EXPECT_TRUE(same_iteration(looping, 3, stack({at_instruction(script, 3, &no_loops), at_instruction(kMain, 12, &main_loop)})));
 }
 
 TEST(PythonTimeline, SamplesBoundSpansBetweenOps) {

@@ -1,6 +1,7 @@
 #include "userspace/assemble/python_timeline.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace tprof {
 namespace {
@@ -44,7 +45,21 @@ bool extends(const ResolvedStack& inner, const ResolvedStack& outer) {
 
 }  // namespace
 
+// The deepest of the boundary's outermost `compared` frames that is inside a loop of its own
+// code: the loop that drives the iterations. SIZE_MAX if none is known.
+size_t driving_loop_depth(const ResolvedStack& boundary, size_t compared) {
+  size_t found = SIZE_MAX;
+  for (size_t depth = 0; depth < std::min(compared, boundary.size()); ++depth) {
+    const ResolvedFrame& frame = frame_at_depth(boundary, depth);
+    if (frame.loops && symbolizer::loop_spans(*frame.loops, frame.instruction, frame.instruction)) found = depth;
+  }
+  return found;
+}
+
 bool same_iteration(const ResolvedStack& boundary, size_t compared, const ResolvedStack& now) {
+  // The function running the loop has returned: the loop is over, and so is the iteration.
+  if (const size_t loop_depth = driving_loop_depth(boundary, compared); loop_depth != SIZE_MAX && now.size() <= loop_depth)
+    return false;
   const size_t depths = std::min({compared, boundary.size(), now.size()});
   for (size_t depth = 0; depth < depths; ++depth) {
     if (!same_invocation(boundary, now, depth)) return false;

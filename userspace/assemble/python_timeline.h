@@ -46,7 +46,8 @@ class PythonSpanNamer {
 // ended, such as the call of Optimizer.step), is still in that iteration: its frames continue
 // the outermost `compared` frames of `boundary` (the boundary's caller and those around it),
 // none of them back at an earlier instruction (a loop around the call went round) or called
-// anew. Frames deeper than `compared` (the optimizer's own) are expected to have returned.
+// anew. Frames deeper than `compared` (the optimizer's own) are expected to have returned. Not
+// the same iteration either once the frame running the loop around it has returned.
 bool same_iteration(const ResolvedStack& boundary, size_t compared, const ResolvedStack& now);
 
 // One thread's python_function spans. Observations come in start order (ops before samples
