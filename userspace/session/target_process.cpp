@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "userspace/cli/error.h"
 
@@ -22,8 +23,8 @@ std::string read_first_line(const std::string& path) {
   return line;
 }
 
-}  // namespace
-
+// A process's ids from its PID namespace down ("NSpid" of /proc/PID/status): first as the
+// namespace of that /proc sees it, last as the process sees itself. Empty if unreadable.
 std::vector<pid_t> namespace_pids(const std::string& proc_pid_dir) {
   std::ifstream status(proc_pid_dir + "/status");
   std::string line;
@@ -36,6 +37,8 @@ std::vector<pid_t> namespace_pids(const std::string& proc_pid_dir) {
   }
   return pids;
 }
+
+}  // namespace
 
 TargetProcess::TargetProcess(pid_t pid) : pid_(pid) {
   const std::string proc_dir = "/proc/" + std::to_string(pid);

@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "userspace/loader/unique_fd.h"
 
@@ -21,10 +20,6 @@ struct MappedLibrary {
   // since its first segment is linked at address 0.
   uint64_t load_address = 0;
 };
-
-// A process's ids from its PID namespace down ("NSpid" of /proc/PID/status): first as the
-// namespace of that /proc sees it, last as the process sees itself. Empty if unreadable.
-std::vector<pid_t> namespace_pids(const std::string& proc_pid_dir);
 
 class TargetProcess {
  public:

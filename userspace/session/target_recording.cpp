@@ -319,8 +319,9 @@ class SessionSinks {
 constexpr uint64_t kRecordSkewBoundNs = 50'000'000;
 // Records decoded before the closer takes them: what waits between the two stays near this.
 constexpr size_t kRecordsPerBatch = 50'000;
-// Kernel names are C++ names, demangled: templates make them long.
-constexpr size_t kMaxKernelNameBytes = 4096;
+// Strings the CUPTI library points tprof at: GPU names, and kernel names, which are C++ names
+// (templates make them long).
+constexpr size_t kMaxTargetStringBytes = 4096;
 
 void report_device_activity(Console& console, const DeviceCorrelator::Counts& counts, const LossCounts& losses) {
   console.line("GPU: " + group_thousands(counts.kernels) + " kernels, " + group_thousands(counts.copies) +
@@ -611,7 +612,7 @@ class RecordingPipeline {
             .open_range = [this](uint32_t tid, uint64_t unix_ns) { return closer_.innermost_open_range(tid, unix_ns); },
             .target_string =
                 [memory = symbolizer::ProcessMemory(target_.pid())](uint64_t address) {
-                  return memory.read_string(address, kMaxKernelNameBytes).value_or("");
+                  return memory.read_string(address, kMaxTargetStringBytes).value_or("");
                 }},
         sinks_.sink());
     closer_.on_range_closed([this](uint32_t tid, const model::OpSpan& span) { device_correlator_->range_closed(tid, span); });
