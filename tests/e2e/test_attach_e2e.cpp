@@ -752,7 +752,9 @@ TEST_F(AttachTest, ChildrenFollowsAProcessTheTargetStartsAfterTheAttach) {
 
 // --start-at: attached at once, recording only from the agreed time, for --duration.
 TEST_F(AttachTest, StartAtOpensTheWindowAtTheAgreedTime) {
-  ParkedWorkload workload(host_workload(scratch_.path()), 600);
+  // Far more steps than the window needs (~6 ms each): they must still run when it opens, 3 to
+  // 4 s away, however slow the attach; the workload is killed at the end of the test.
+  ParkedWorkload workload(host_workload(scratch_.path()), 5000);
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   // A whole second 3 to 4 s away: tprof takes whole seconds, and needs ~1 s to attach.
   const uint64_t start_at_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(now).count() + 4) *
