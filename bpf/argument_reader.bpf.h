@@ -164,6 +164,25 @@ static __always_inline void record_int_list(struct op_arguments *args, struct ar
 	args->int_count = (__u8)(first + count);
 }
 
+#define STRING_WORDS (STRING_BYTES_MAX / 8)
+
+static __always_inline void record_string(struct op_arguments *args, struct argument_value *value, __u64 data,
+					  __u64 length)
+{
+	value->status = ARGUMENT_STRING;
+	value->length = length > 0xffffffffULL ? 0xffffffffU : (__u32)length;
+	__u32 first = args->int_count;
+	value->first_int = (__u8)first;
+	value->int_count = 0;
+	if (first > INT_LIST_VALUES_MAX - STRING_WORDS)
+		return;
+	__u32 bytes = length < STRING_BYTES_MAX ? (__u32)length : STRING_BYTES_MAX;
+	if (bpf_probe_read_user(&args->int_values[first], bytes, (const void *)data))
+		return;
+	value->int_count = STRING_WORDS;
+	args->int_count = (__u8)(first + STRING_WORDS);
+}
+
 struct argument_walk {
 	struct entry_registers registers;
 	const struct op_plan *plan;
@@ -224,6 +243,46 @@ static long read_argument(__u32 index, void *context)
 			break;
 		record_int_list(walk->args, value, word, length);
 		break;
+	case READ_OPTIONAL_INT_LIST:
+		if (!location_word(&walk->registers, plan->length, &length))
+			break;
+		if (!word && length) {
+			value->status = ARGUMENT_ABSENT;
+			break;
+		}
+		record_int_list(walk->args, value, word, length);
+		break;
+	case READ_STD_OPTIONAL_INT_LIST: {
+		struct argument_location flag = {.kind = plan->length.kind, .index = plan->length.index + 1};
+		__u64 engaged = 0;
+		if (plan->length.kind != LOCATION_STACK || !location_word(&walk->registers, plan->length, &length) ||
+		    !location_word(&walk->registers, flag, &engaged)) {
+			value->status = ARGUMENT_UNREADABLE;
+			break;
+		}
+		if (!(engaged & 0xff)) {
+			value->status = ARGUMENT_ABSENT;
+			break;
+		}
+		record_int_list(walk->args, value, word, length);
+		break;
+	}
+	case READ_STRING:
+		if (!location_word(&walk->registers, plan->length, &length))
+			break;
+		record_string(walk->args, value, word, length);
+		break;
+	case READ_OPTIONAL_POINTED_WORD: {
+		__u8 engaged = 0;
+		if (bpf_probe_read_user(&engaged, 1, (const void *)(word + tensor_config.optional_tensor_flag)) ||
+		    (engaged && bpf_probe_read_user(&value->value, sizeof(value->value),
+						    (const void *)(word + tensor_config.optional_tensor_payload)))) {
+			value->status = ARGUMENT_UNREADABLE;
+			break;
+		}
+		value->status = engaged ? ARGUMENT_WORD : ARGUMENT_ABSENT;
+		break;
+	}
 	case READ_SCALAR: {
 		/* c10::Scalar {Tag tag; union {double; int64_t; c10::complex<double>; ...} v;}: the
 		 * union holds a complex<double>, aligned to 16, so the payload is at 16, not 8. */
@@ -258,6 +317,69 @@ static __always_inline void read_op_inputs(struct pt_regs *regs, const struct op
 	struct argument_walk walk = {.plan = plan, .args = args};
 	save_entry_registers(regs, &walk.registers);
 	bpf_loop(OP_ARGUMENTS_MAX, read_argument, &walk, 0);
+}
+
+/*
+ * The general registers at the spill probe, in LOCATION_SAVED_REGISTER's numbering, copied out
+ * of pt_regs: the verifier forbids reading the context at a variable offset.
+ */
+struct general_registers {
+	__u64 words[16];
+};
+
+static __always_inline void save_general_registers(const struct pt_regs *regs, struct general_registers *saved)
+{
+	saved->words[0] = regs->ax;
+	saved->words[1] = regs->bx;
+	saved->words[2] = regs->cx;
+	saved->words[3] = regs->dx;
+	saved->words[4] = regs->si;
+	saved->words[5] = regs->di;
+	saved->words[6] = regs->bp;
+	saved->words[7] = regs->sp;
+	saved->words[8] = regs->r8;
+	saved->words[9] = regs->r9;
+	saved->words[10] = regs->r10;
+	saved->words[11] = regs->r11;
+	saved->words[12] = regs->r12;
+	saved->words[13] = regs->r13;
+	saved->words[14] = regs->r14;
+	saved->words[15] = regs->r15;
+}
+
+/* One argument's word at the spill probe; false when it is not saved there or unreadable. */
+static __always_inline bool saved_word(const struct general_registers *registers, const struct argument_plan *argument,
+				       __u64 *word)
+{
+	if (argument->read != READ_WORD)
+		return false;
+	switch (argument->word.kind) {
+	case LOCATION_FRAME_POINTER_SLOT:
+		return !bpf_probe_read_user(word, sizeof(*word), (const void *)(registers->words[6] + argument->displacement));
+	case LOCATION_STACK_POINTER_SLOT:
+		return !bpf_probe_read_user(word, sizeof(*word), (const void *)(registers->words[7] + argument->displacement));
+	case LOCATION_SAVED_REGISTER:
+		*word = registers->words[argument->word.index & 15];
+		return true;
+	}
+	return false;
+}
+
+/*
+ * The words of the arguments that the op's entry block saved (they came in xmm registers,
+ * which pt_regs lacks), at the probe after it saved them: in the frame, or in a register.
+ */
+static __always_inline void read_spilled_arguments(const struct pt_regs *regs, const struct op_plan *plan,
+						   struct spilled_arguments *spilled)
+{
+	struct general_registers registers;
+	save_general_registers(regs, &registers);
+	spilled->present = 0;
+	for (__u32 i = 0; i < OP_ARGUMENTS_MAX; i++) {
+		spilled->words[i] = 0;
+		if (i < plan->argument_count && saved_word(&registers, &plan->arguments[i], &spilled->words[i]))
+			spilled->present |= (__u16)(1u << i);
+	}
 }
 
 /* Each element of a std::vector<at::Tensor> as an argument of its own (autograd node inputs). */

@@ -22,12 +22,21 @@
 #define OUT_OF_LINE_DIMS_MAX 8    /* dims copied for the one tensor with more than 5 */
 #define INT_LIST_VALUES_MAX 16    /* int[] elements copied per record, over all int[] arguments */
 #define INLINE_DIMS_MAX 5         /* c10::impl::SizesAndStrides keeps up to 5 dims inline */
+#define STRING_BYTES_MAX 32       /* bytes of a str argument copied (into int_values: 4 words) */
 
 /* Where an argument's 8-byte word is at the function's entry. */
 enum argument_location_kind {
 	LOCATION_NONE = 0,     /* not reachable: passed in an xmm register, or not understood */
 	LOCATION_REGISTER = 1, /* index: 0 rdi, 1 rsi, 2 rdx, 3 rcx, 4 r8, 5 r9 */
 	LOCATION_STACK = 2,    /* index: 8-byte slot above the return address (0 = rsp+8) */
+	/* Stored in the frame by the function's entry block (an argument that came in an xmm
+	 * register), read at the op's spill probe (OP_RECORD_SPILLED_ARGUMENTS) from rbp or rsp
+	 * there plus argument_plan.displacement. Nothing at the entry. */
+	LOCATION_FRAME_POINTER_SLOT = 3,
+	LOCATION_STACK_POINTER_SLOT = 4,
+	/* Likewise moved into a general register: index 0 rax, 1 rbx, 2 rcx, 3 rdx, 4 rsi, 5 rdi,
+	 * 6 rbp, 7 rsp, 8-15 r8-r15. */
+	LOCATION_SAVED_REGISTER = 5,
 };
 
 struct argument_location {
@@ -45,6 +54,14 @@ enum argument_read {
 	READ_TENSOR_LIST = 5,      /* ArrayRef<at::Tensor>: word = data, `length` = element count */
 	READ_INT_LIST = 6,         /* ArrayRef<int64_t> or ArrayRef<SymInt>: word = data, `length` = count */
 	READ_SCALAR = 7,           /* the word points at a c10::Scalar: tag word at 0, payload at 16 */
+	READ_OPTIONAL_POINTED_WORD = 8, /* the word points at an optional<SymInt>: laid out as optional<at::Tensor>
+					 * (an 8-byte non-trivial payload; tensor_layout's offsets) */
+	READ_OPTIONAL_INT_LIST = 9, /* c10::OptionalArrayRef<int64_t or SymInt> of c10's optional: as READ_INT_LIST,
+				     * and {nullptr, n != 0} is nullopt */
+	READ_STD_OPTIONAL_INT_LIST = 10, /* the same over std::optional, 24 bytes on the stack: data, length,
+					  * then the engaged flag in the slot after `length` */
+	READ_STRING = 11,          /* a string_view: word = data, `length` = its length (c10's and libstdc++'s
+				    * order their two fields differently; the plan says which is where) */
 };
 
 struct argument_plan {
@@ -52,7 +69,7 @@ struct argument_plan {
 	__u8 reserved;
 	struct argument_location word;   /* the argument, or an ArrayRef's data pointer */
 	struct argument_location length; /* an ArrayRef's length; LOCATION_NONE otherwise */
-	__u8 reserved2[2];
+	__s16 displacement;              /* LOCATION_*_POINTER_SLOT: the slot's offset from its base register */
 };
 
 /* How BPF reads an op's returns at its return probe, through rax. */
@@ -103,6 +120,8 @@ enum argument_status {
 	ARGUMENT_INT_LIST = 5,    /* `length` elements; the first `int_count` in int_values from first_int */
 	ARGUMENT_SCALAR = 6,      /* `length` = the Scalar's tag, `value` = its payload word */
 	ARGUMENT_UNREADABLE = 7,  /* the plan said where, but the memory could not be read */
+	ARGUMENT_STRING = 8,      /* `length` bytes; the first STRING_BYTES_MAX of them in int_values from
+				   * first_int, over int_count words */
 };
 
 struct argument_value {
@@ -115,6 +134,16 @@ struct argument_value {
 	__u32 length;
 	__u32 reserved2;
 	__u64 value;
+};
+
+/*
+ * OP_RECORD_SPILLED_ARGUMENTS' payload: the words of an op's arguments at LOCATION_*_POINTER_SLOT
+ * and LOCATION_SAVED_REGISTER, read at its spill probe, for the entry record its thread sent just before.
+ */
+struct spilled_arguments {
+	__u16 present; /* bit i: words[i] holds argument i */
+	__u8 reserved[6];
+	__u64 words[OP_ARGUMENTS_MAX];
 };
 
 /*

@@ -25,6 +25,8 @@ enum op_record_kind {
 					 * CUPTI library; timestamp_ns is when it reached BPF */
 	OP_RECORD_PYTHON_STACK = 11,    /* + struct python_stack (python_stack.h) up to its last frame: a stack the
 					 * walker stored under python_stack_id for the first time */
+	OP_RECORD_SPILLED_ARGUMENTS = 12, /* + struct spilled_arguments (op_arguments.h): arguments of the op whose
+					   * entry this thread recorded last, read where its code stored them */
 };
 
 /*
@@ -47,7 +49,7 @@ struct op_record {
 };
 
 /* Raised whenever a record's layout or meaning changes; the consumer drops other versions. */
-#define OP_RECORD_ABI_VERSION 4
+#define OP_RECORD_ABI_VERSION 5
 
 /* Why a range ended (open_ranges.bpf.h). */
 enum range_exit_cause {

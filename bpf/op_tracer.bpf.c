@@ -6,7 +6,8 @@
  * their `ret` or at the catch of the exception that unwound them, never through a uretprobe
  * (open_ranges.bpf.h says why). A perf-event sampler looks at the target's Python stacks
  * between ops. With shapes on, op records carry the op's arguments and returns
- * (argument_reader.bpf.h).
+ * (argument_reader.bpf.h); the doubles of ops that take some are read by a second probe inside
+ * the op, where its code has stored them (op_spilled_arguments).
  *
  * It also records what torch's RecordFunction would show besides ops: record_function()
  * ranges (annotation_probes.bpf.h) and the autograd engine's backward nodes
@@ -117,6 +118,28 @@ int op_enter(struct pt_regs *ctx)
 	}
 	push_range(open, PT_REGS_SP(ctx), op_id, OPEN_RANGE_OP);
 	return 0;
+}
+
+/*
+ * Inside an op that takes doubles, where its entry block has saved them in its frame or in
+ * registers (symbolizer/binary/register_spills.h): their words, for the entry record this
+ * thread sent a few instructions before.
+ */
+SEC("uprobe.multi")
+int op_spilled_arguments(struct pt_regs *ctx)
+{
+	if (!recording)
+		return 0;
+	__u32 op_id = (__u32)bpf_get_attach_cookie(ctx);
+	const struct op_plan *plan = capture_plan(op_id);
+	if (!plan)
+		return 0;
+	struct record_with_arguments *record = begin_record(current_thread_ids(), op_id, OP_RECORD_SPILLED_ARGUMENTS, 0,
+							    bpf_ktime_get_ns(), SEQUENCE_COUNTER_UNKNOWN);
+	if (!record)
+		return 0;
+	read_spilled_arguments(ctx, plan, &record->spilled);
+	return emit_assembled(record, sizeof(record->spilled));
 }
 
 /*

@@ -41,6 +41,7 @@ struct record_with_arguments {
 		struct op_arguments arguments;
 		struct annotation_enter annotation_enter;
 		struct annotation_exit annotation_exit;
+		struct spilled_arguments spilled;
 		struct {
 			struct autograd_node node;
 			struct op_arguments node_arguments;

@@ -38,16 +38,20 @@ void append_tensor_lists(std::string& out, const std::vector<Value>& inputs, boo
 }
 
 // util.cpp inputTypes: a tensor's dtype name, "Scalar" for scalars, "ScalarList" and
-// "TensorList" for lists, "" for None, undefined tensors and what tprof could not read.
+// "TensorList" for lists, "" for None, devices, strings, undefined tensors and what tprof could
+// not read.
 std::string_view input_type(const Value& input) {
   switch (input.kind) {
     case ValueKind::kTensor: return input.tensor.dtype;
     case ValueKind::kTensorList: return "TensorList";
-    case ValueKind::kIntList: return "ScalarList";
+    case ValueKind::kIntList:
+    case ValueKind::kBoolList: return "ScalarList";
     case ValueKind::kInt:
     case ValueKind::kBool:
     case ValueKind::kDouble: return "Scalar";
     case ValueKind::kNone:
+    case ValueKind::kDevice:
+    case ValueKind::kString:
     case ValueKind::kUndefinedTensor: return "";
     case ValueKind::kUnknown: break;
   }
@@ -75,8 +79,8 @@ std::string double_text(double value) {
   return text;
 }
 
-// util.cpp ivalueToStr: the value for ints, bools, floats and int lists that were read in
-// full; "" for tensors, None and anything not (fully) read.
+// util.cpp ivalueToStr: the value for ints, bools, floats and int and bool lists that were read
+// in full; "" for tensors, devices, strings, None and anything not (fully) read.
 std::string concrete_input(const Value& input) {
   switch (input.kind) {
     case ValueKind::kInt: return std::to_string(input.ints.at(0));
@@ -87,6 +91,15 @@ std::string concrete_input(const Value& input) {
       std::string text;
       append_json_integer_list(text, input.ints, ", ");
       return text;
+    }
+    case ValueKind::kBoolList: {  // "[True, True, False]"
+      if (input.ints.size() != input.list_length) return "";
+      std::string text = "[";
+      for (size_t i = 0; i < input.ints.size(); ++i) {
+        if (i > 0) text += ", ";
+        text += input.ints[i] != 0 ? "True" : "False";
+      }
+      return text + "]";
     }
     default: return "";
   }

@@ -26,7 +26,8 @@ void append_empty_lists(std::string& out, size_t count) {
 
 // A list of which BPF copied only the first elements: written as unknown, not cut short.
 bool is_partial_list(const Value& value) {
-  return (value.kind == ValueKind::kIntList && value.ints.size() != value.list_length) ||
+  return ((value.kind == ValueKind::kIntList || value.kind == ValueKind::kBoolList) &&
+          value.ints.size() != value.list_length) ||
          (value.kind == ValueKind::kTensorList && value.tensors.size() != value.list_length);
 }
 
@@ -93,6 +94,16 @@ class ValueFormatter {
         out += ']';
         return;
       case ValueKind::kIntList: append_json_integer_list(out, value.ints, ","); return;
+      case ValueKind::kBoolList:
+        out += '[';
+        for (size_t i = 0; i < value.ints.size(); ++i) {
+          if (i > 0) out += ',';
+          out += value.ints[i] != 0 ? "true" : "false";
+        }
+        out += ']';
+        return;
+      case ValueKind::kDevice:
+      case ValueKind::kString: append_json_string(out, value.text); return;
       case ValueKind::kInt: append_json_integer(out, value.ints.at(0)); return;
       case ValueKind::kBool: out += value.boolean ? "true" : "false"; return;
       case ValueKind::kDouble:
@@ -132,7 +143,8 @@ class ValueFormatter {
         }
         out += ']';
         return;
-      case ValueKind::kIntList: append_empty_lists(out, value.ints.size()); return;
+      case ValueKind::kIntList:
+      case ValueKind::kBoolList: append_empty_lists(out, value.ints.size()); return;
       default: out += "[]"; return;
     }
   }
@@ -160,6 +172,13 @@ class ValueFormatter {
         for (size_t i = 0; i < value.ints.size(); ++i) out += i > 0 ? ",Int" : "Int";
         out += ']';
         break;
+      case ValueKind::kBoolList:
+        out += "GenericList[";
+        for (size_t i = 0; i < value.ints.size(); ++i) out += i > 0 ? ",Bool" : "Bool";
+        out += ']';
+        break;
+      case ValueKind::kDevice: out += "Device"; break;
+      case ValueKind::kString: out += "String"; break;
       case ValueKind::kInt: out += "Int"; break;
       case ValueKind::kBool: out += "Bool"; break;
       case ValueKind::kDouble: out += "Double"; break;

@@ -62,8 +62,11 @@ enum class ValueKind {
   kInt,              // int64, SymInt, or an enum passed as an integer
   kBool,
   kDouble,
+  kDevice,           // a c10::Device: `text`
+  kString,           // a str: `text`
   kTensorList,
   kIntList,
+  kBoolList,         // bool[N]: `ints` holds 0 or 1 per element
 };
 
 // One argument or return value of an op.
@@ -72,10 +75,11 @@ struct Value {
   std::string schema_type;           // "Tensor", "Tensor?", "int[]", "Scalar"; "" if unknown
   TensorValue tensor;                // kTensor
   std::vector<TensorValue> tensors;  // kTensorList: its first elements
-  IntValues ints;                    // kInt: one; kIntList: its first elements
-  uint32_t list_length = 0;          // kTensorList, kIntList: the whole list's length
+  IntValues ints;                    // kInt: one; kIntList, kBoolList: its first elements
+  uint32_t list_length = 0;          // kTensorList, kIntList, kBoolList: the whole list's length
   bool boolean = false;              // kBool
   double real = 0;                   // kDouble
+  std::string text;                  // kDevice: "cpu", "cuda:0" (Device::str()); kString
 };
 
 // One Python frame of an op's call stack.

@@ -51,6 +51,7 @@ constexpr KnownParameter kKnownParameters[] = {
     // DeviceIndex (int8_t); torch 1.13's schema calls it "int", which would decode as 64 bits
     // of a register whose upper bytes are not defined.
     {"signed char", {Passing::kOneInteger, READ_NOTHING, "int DeviceIndex"}},
+    // In an xmm register: read where the op's code saves it (read_where_saved).
     {"double", {Passing::kSse, READ_NOTHING, "float"}},
     {"c10::ScalarType", {Passing::kOneInteger, READ_WORD, "ScalarType"}},
     {"c10::Layout", {Passing::kOneInteger, READ_WORD, "Layout"}},
@@ -74,8 +75,9 @@ constexpr KnownParameter kKnownParameters[] = {
     {"at::Dimname", {Passing::kOneInteger, READ_NOTHING, "Dimname"}},
     // Non-trivial (it may own a SymNode): by invisible reference to its one int64_t word.
     {"c10::SymInt", {Passing::kOneInteger, READ_POINTED_WORD, "SymInt"}},
-    {"c10::optional<c10::SymInt>", {Passing::kOneInteger, READ_NOTHING, "SymInt?"}},
-    {"std::optional<c10::SymInt>", {Passing::kOneInteger, READ_NOTHING, "SymInt?"}},
+    // Non-trivial too, and laid out as optional<at::Tensor>: an 8-byte payload and a flag.
+    {"c10::optional<c10::SymInt>", {Passing::kOneInteger, READ_OPTIONAL_POINTED_WORD, "SymInt?"}},
+    {"std::optional<c10::SymInt>", {Passing::kOneInteger, READ_OPTIONAL_POINTED_WORD, "SymInt?"}},
     {"c10::optional<at::Generator>", {Passing::kOneInteger, READ_NOTHING, "Generator?"}},
     {"std::optional<at::Generator>", {Passing::kOneInteger, READ_NOTHING, "Generator?"}},
     {"c10::Storage", {Passing::kOneInteger, READ_NOTHING, "Storage"}},
@@ -88,9 +90,9 @@ constexpr KnownParameter kKnownParameters[] = {
     // INTEGER; libstdc++'s union has an empty member instead, so the double stays SSE.
     {"c10::optional<double>", {Passing::kTwoIntegers, READ_NOTHING, "float?"}},
     {"std::optional<double>", {Passing::kIntegerAndSse, READ_NOTHING, "float?"}},
-    {"c10::basic_string_view<char>", {Passing::kTwoIntegers, READ_NOTHING, "str"}},
-    {"std::basic_string_view<char, std::char_traits<char> >",
-     {Passing::kTwoIntegers, READ_NOTHING, "str"}},
+    // c10's is {data, size}, libstdc++'s {size, data}: encode() swaps the latter's places.
+    {"c10::basic_string_view<char>", {Passing::kTwoIntegers, READ_STRING, "str"}},
+    {"std::basic_string_view<char, std::char_traits<char> >", {Passing::kTwoIntegers, READ_STRING, "str"}},
     // Measured as a pointer: c10::string_view is not trivially copyable (though trivial for
     // calls, above), so c10's optional falls back to a storage that is not trivial for calls.
     {"c10::optional<c10::basic_string_view<char> >", {Passing::kOneInteger, READ_NOTHING, "str?"}},
@@ -100,20 +102,31 @@ constexpr KnownParameter kKnownParameters[] = {
 };
 
 // c10's own optional packs optional<ArrayRef<T>> into the ArrayRef's 16 bytes (an impossible
-// {nullptr, 1} means nullopt); std::optional adds a flag, 24 bytes in memory.
+// {nullptr, 1} means nullopt); std::optional adds a flag, 24 bytes in memory. Lists of ints
+// are read; lists of anything else only placed.
 constexpr ParameterAbi kC10OptionalArrayRef{Passing::kTwoIntegers};
 constexpr ParameterAbi kStdOptionalArrayRef{Passing::kMemory, READ_NOTHING, {}, 3};
+constexpr ParameterAbi kC10OptionalIntArrayRef{Passing::kTwoIntegers, READ_OPTIONAL_INT_LIST, "int[]? SymInt[]?"};
+constexpr ParameterAbi kStdOptionalIntArrayRef{Passing::kMemory, READ_STD_OPTIONAL_INT_LIST, "int[]? SymInt[]?", 3};
+
+bool is_optional_int_array_ref(std::string_view cxx_type) {
+  for (const std::string_view element : {"<long>", "<c10::SymInt>", "<c10::ArrayRef<long> >", "<c10::ArrayRef<c10::SymInt> >"})
+    if (cxx_type.ends_with(element)) return true;
+  return false;
+}
 
 std::optional<ParameterAbi> classify_parameter(std::string_view cxx_type,
                                                OptionalAbi optional_abi) {
   for (const KnownParameter& known : kKnownParameters) {
     if (known.cxx_type == cxx_type) return known.abi;
   }
-  const ParameterAbi& optional_array_ref =
-      optional_abi == OptionalAbi::kC10Optional ? kC10OptionalArrayRef : kStdOptionalArrayRef;
-  if (cxx_type.starts_with("c10::OptionalArrayRef<")) return optional_array_ref;
-  if (cxx_type.starts_with("c10::optional<c10::ArrayRef<")) return kC10OptionalArrayRef;
-  if (cxx_type.starts_with("std::optional<c10::ArrayRef<")) return kStdOptionalArrayRef;
+  const bool of_ints = is_optional_int_array_ref(cxx_type);
+  const bool c10_optional = cxx_type.starts_with("c10::optional<c10::ArrayRef<") ||
+                            (cxx_type.starts_with("c10::OptionalArrayRef<") && optional_abi == OptionalAbi::kC10Optional);
+  const bool std_optional = cxx_type.starts_with("std::optional<c10::ArrayRef<") ||
+                            (cxx_type.starts_with("c10::OptionalArrayRef<") && optional_abi == OptionalAbi::kStdOptional);
+  if (c10_optional) return of_ints ? kC10OptionalIntArrayRef : kC10OptionalArrayRef;
+  if (std_optional) return of_ints ? kStdOptionalIntArrayRef : kStdOptionalArrayRef;
   // {T*, size_t} for any T: Scalar[], Dimname[], float[].
   if (cxx_type.starts_with("c10::ArrayRef<")) return ParameterAbi{Passing::kTwoIntegers};
   if (cxx_type.ends_with('&') || cxx_type.ends_with('*')) return ParameterAbi{Passing::kOneInteger};
@@ -220,6 +233,7 @@ class ArgumentPlacer {
   // The locations of the parameter's first two eightbytes; LOCATION_NONE for those in xmm
   // registers and those a read never needs.
   std::array<argument_location, 2> place(const ParameterAbi& abi) {
+    last_sse_register_.reset();
     switch (abi.passing) {
       case Passing::kOneInteger:
         if (integer_registers_left() >= 1) return {take_integer_register(), kNowhere};
@@ -237,7 +251,7 @@ class ArgumentPlacer {
         }
       case Passing::kSse:
         if (sse_registers_used_ < kSseRegisters) {
-          ++sse_registers_used_;
+          last_sse_register_ = static_cast<unsigned>(sse_registers_used_++);
           return {kNowhere, kNowhere};
         }
         return {take_stack_slots(1), kNowhere};
@@ -249,12 +263,16 @@ class ArgumentPlacer {
         }
         take_stack_slots(2);
         return {kNowhere, kNowhere};
-      case Passing::kMemory:
-        take_stack_slots(abi.memory_slots);
-        return {kNowhere, kNowhere};
+      case Passing::kMemory: {
+        argument_location first = take_stack_slots(abi.memory_slots);
+        return {first, {LOCATION_STACK, static_cast<uint8_t>(first.index + 1)}};
+      }
     }
     return {kNowhere, kNowhere};
   }
+
+  // The xmm register the last parameter placed arrived in, if it came in one alone.
+  std::optional<unsigned> last_sse_register() const { return last_sse_register_; }
 
  private:
   static constexpr int kIntegerRegisters = 6;
@@ -275,15 +293,24 @@ class ArgumentPlacer {
 
   int integer_registers_used_;
   int sse_registers_used_ = 0;
+  std::optional<unsigned> last_sse_register_;
   int stack_slots_used_ = 0;
 };
 
-argument_plan encode(argument_read read, const std::array<argument_location, 2>& places) {
+argument_plan encode(argument_read read, std::string_view cxx_type, const std::array<argument_location, 2>& places) {
   argument_plan encoded{};
   if (read == READ_NOTHING) return encoded;
   encoded.read = read;
   encoded.word = places[0];
-  if (read == READ_TENSOR_LIST || read == READ_INT_LIST) encoded.length = places[1];
+  if (read == READ_STRING) {
+    const bool size_first = cxx_type.starts_with("std::");
+    encoded.word = places[size_first ? 1 : 0];
+    encoded.length = places[size_first ? 0 : 1];
+    return encoded;
+  }
+  if (read == READ_TENSOR_LIST || read == READ_INT_LIST || read == READ_OPTIONAL_INT_LIST ||
+      read == READ_STD_OPTIONAL_INT_LIST)
+    encoded.length = places[1];
   return encoded;
 }
 
@@ -321,7 +348,7 @@ OpArgumentPlan plan_op_arguments(std::string_view schema, const char* mangled_ca
   }
   for (const SchemaArgument& argument : *arguments) {
     plan.inputs.push_back(
-        {std::string(argument.name), without_alias_annotations(argument.type), {}, {}});
+        {std::string(argument.name), without_alias_annotations(argument.type), {}, {}, {}});
   }
   for (const SchemaArgument& r : *returns)
     plan.return_types.push_back(without_alias_annotations(r.type));
@@ -365,7 +392,8 @@ OpArgumentPlan plan_op_arguments(std::string_view schema, const char* mangled_ca
                             "arguments are not read";
       break;
     }
-    plan.inputs[i].bpf = encode(parameters[i]->read, placer.place(*parameters[i]));
+    plan.inputs[i].bpf = encode(parameters[i]->read, plan.inputs[i].cxx_type, placer.place(*parameters[i]));
+    if (parameters[i]->passing == Passing::kSse) plan.inputs[i].xmm_register = placer.last_sse_register();
   }
 
   plan.bpf.argument_count =
@@ -375,6 +403,24 @@ OpArgumentPlan plan_op_arguments(std::string_view schema, const char* mangled_ca
   plan.bpf.output_count = return_abi->count;
   plan.bpf.output_word_mask = return_abi->word_mask;
   return plan;
+}
+
+bool read_where_saved(OpArgumentPlan& plan, size_t input, const SpilledRegister& spill) {
+  if (input >= plan.bpf.argument_count || spill.displacement < INT16_MIN || spill.displacement > INT16_MAX) return false;
+  argument_plan& encoded = plan.inputs[input].bpf;
+  encoded = {};
+  encoded.read = READ_WORD;
+  switch (spill.base) {
+    case SpillBase::kFramePointer: encoded.word.kind = LOCATION_FRAME_POINTER_SLOT; break;
+    case SpillBase::kStackPointer: encoded.word.kind = LOCATION_STACK_POINTER_SLOT; break;
+    case SpillBase::kGeneralRegister:
+      encoded.word.kind = LOCATION_SAVED_REGISTER;
+      encoded.word.index = static_cast<uint8_t>(spill.general_register);
+      break;
+  }
+  encoded.displacement = static_cast<int16_t>(spill.displacement);
+  plan.bpf.arguments[input] = encoded;
+  return true;
 }
 
 }  // namespace tprof::symbolizer

@@ -16,6 +16,7 @@
 
 #include "bpf/op_arguments.h"
 #include "symbolizer/aten/op_catalog.h"
+#include "symbolizer/binary/register_spills.h"
 
 namespace tprof::symbolizer {
 
@@ -38,6 +39,9 @@ struct PlannedArgument {
   std::string cxx_type;     // the call's C++ parameter type: "at::Tensor const&"; how a
                             // READ_WORD value is laid out ("c10::optional<c10::ScalarType>")
   argument_plan bpf{};      // how BPF reads it (READ_NOTHING when it cannot)
+  // A double that arrives in this xmm register, which the entry probe cannot read: where the
+  // op's code saves it, read_where_saved plans its read.
+  std::optional<unsigned> xmm_register;
 };
 
 struct OpArgumentPlan {
@@ -55,5 +59,10 @@ struct OpArgumentPlan {
 // Tensor") and its mangled call symbol, whose parameters are the schema's arguments in order.
 OpArgumentPlan plan_op_arguments(std::string_view schema, const char* mangled_call_symbol,
                                  OptionalAbi optional_abi);
+
+// Reads input `input` (a double that came in an xmm register) where the op's entry block saved
+// it, at the op's spill probe (LOCATION_*_POINTER_SLOT, LOCATION_SAVED_REGISTER). False when the
+// input is past what BPF is told about or the slot is out of the plan's reach.
+bool read_where_saved(OpArgumentPlan& plan, size_t input, const SpilledRegister& spill);
 
 }  // namespace tprof::symbolizer

@@ -75,4 +75,19 @@ std::vector<size_t> X86Disassembler::written_registers(const cs_insn* instructio
   return indexes;
 }
 
+std::vector<unsigned> X86Disassembler::written_vector_registers(const cs_insn* instruction) const {
+  cs_regs read{}, written{};
+  uint8_t read_count = 0, written_count = 0;
+  std::vector<unsigned> numbers;
+  if (cs_regs_access(handle_, instruction, read, &read_count, written, &written_count) != CS_ERR_OK) {
+    for (unsigned number = 0; number < 32; ++number) numbers.push_back(number);
+    return numbers;
+  }
+  for (uint8_t i = 0; i < written_count; ++i) {
+    for (const unsigned first : {X86_REG_XMM0, X86_REG_YMM0, X86_REG_ZMM0})
+      if (written[i] >= first && written[i] < first + 32) numbers.push_back(written[i] - first);
+  }
+  return numbers;
+}
+
 }  // namespace tprof::symbolizer

@@ -46,6 +46,10 @@ class X86Disassembler {
   // capstone cannot tell.
   std::vector<size_t> written_registers(const cs_insn* instruction) const;
 
+  // The vector registers (xmm, ymm or zmm number) the instruction writes; all 32 when capstone
+  // cannot tell.
+  std::vector<unsigned> written_vector_registers(const cs_insn* instruction) const;
+
  private:
   csh handle_ = 0;
   cs_insn* instruction_ = nullptr;

@@ -427,14 +427,103 @@ TEST(ArgumentDecoder, OptionalEnumsWithThePayloadFirst) {
 }
 
 TEST(ArgumentDecoder, WordsOfOtherSchemaTypesAreUnknown) {
-  const std::vector<Value> values = decode_words({"str", "Device?", "int?", "float"}, {0x1234, 0x0101, 0x0101, 0});
-  ASSERT_EQ(values.size(), 4u);
-  const std::vector<std::string> types = {"str", "Device?", "int?", "float"};
+  // A str comes as ARGUMENT_STRING and an int? is not read: a word of either says nothing.
+  const std::vector<Value> values = decode_words({"str", "int?", "Generator?"}, {0x1234, 0x0101, 0x0101});
+  ASSERT_EQ(values.size(), 3u);
+  const std::vector<std::string> types = {"str", "int?", "Generator?"};
   for (size_t i = 0; i < values.size(); ++i) {
     SCOPED_TRACE(types[i]);
     EXPECT_EQ(values[i].kind, ValueKind::kUnknown);
     EXPECT_EQ(values[i].schema_type, types[i]);
   }
+}
+
+TEST(ArgumentDecoder, DevicesAreSpelledAsDeviceStrDoes) {
+  // c10::Device {DeviceType, DeviceIndex}: CPU 0 and CUDA 1, index -1 for none; the bytes
+  // above the two are not defined.
+  const std::vector<Value> values = decode_words({"Device", "Device", "Device?", "Device?", "Device?"},
+                                                 {0xabcd'ff00, 0x0301, 0x00'ff'00'01, 0x00'00'00'00, 0x01'01'01});
+  ASSERT_EQ(values.size(), 5u);
+  EXPECT_EQ(values[0].kind, ValueKind::kDevice);
+  EXPECT_EQ(values[0].text, "cpu");
+  EXPECT_EQ(values[1].text, "cuda:3");
+  EXPECT_EQ(values[2].kind, ValueKind::kDevice);  // c10::optional: flag first
+  EXPECT_EQ(values[2].text, "cpu");
+  EXPECT_EQ(values[3].kind, ValueKind::kNone);
+  EXPECT_EQ(values[4].text, "cuda:1");
+  EXPECT_EQ(values[4].schema_type, "Device?");
+}
+
+TEST(ArgumentDecoder, OptionalDevicesWithThePayloadFirst) {
+  // std::optional<Device>: type, index, then the engaged flag.
+  const std::vector<Value> values = decode_words({"Device?", "Device?"}, {0x01'ff'00, 0x00'ff'00}, payload_first_layout());
+  ASSERT_EQ(values.size(), 2u);
+  EXPECT_EQ(values[0].kind, ValueKind::kDevice);
+  EXPECT_EQ(values[0].text, "cpu");
+  EXPECT_EQ(values[1].kind, ValueKind::kNone);
+}
+
+TEST(ArgumentDecoder, BoolArraysGiveOneBoolPerByte) {
+  const std::vector<Value> values = decode_words({"bool[3]", "bool[2]"}, {0xee'01'01'00, 0x0101});
+  ASSERT_EQ(values.size(), 2u);
+  EXPECT_EQ(values[0].kind, ValueKind::kBoolList);
+  EXPECT_EQ(values[0].list_length, 3u);
+  EXPECT_EQ(tprof::testing::as_vector(values[0].ints), (std::vector<int64_t>{0, 1, 1}));
+  EXPECT_EQ(tprof::testing::as_vector(values[1].ints), (std::vector<int64_t>{1, 1}));
+}
+
+TEST(ArgumentDecoder, FloatWordsAreTheDoublesBits) {
+  const std::vector<Value> values = decode_words({"float", "float"}, {std::bit_cast<uint64_t>(0.1), std::bit_cast<uint64_t>(-1e-5)});
+  ASSERT_EQ(values.size(), 2u);
+  EXPECT_EQ(values[0].kind, ValueKind::kDouble);
+  EXPECT_EQ(values[0].real, 0.1);
+  EXPECT_EQ(values[1].real, -1e-5);
+}
+
+TEST(ArgumentDecoder, AnEngagedOptionalSymIntIsItsInt) {
+  // BPF reports a nullopt one absent, an engaged one as its payload word.
+  const std::vector<Value> values = decode_words({"SymInt?"}, {7});
+  ASSERT_EQ(values.size(), 1u);
+  EXPECT_EQ(values[0].kind, ValueKind::kInt);
+  EXPECT_EQ(tprof::testing::as_vector(values[0].ints), std::vector<int64_t>{7});
+}
+
+argument_value string_at(uint8_t first_int, uint32_t length, uint8_t words) {
+  argument_value raw{};
+  raw.status = ARGUMENT_STRING;
+  raw.first_int = first_int;
+  raw.length = length;
+  raw.int_count = words;
+  return raw;
+}
+
+TEST(ArgumentDecoder, StringsAreWrittenOnlyWhole) {
+  op_arguments arguments = record_of({string_at(2, 4, 4), string_at(6, 40, 4), string_at(0, 4, 0)});
+  std::memcpy(&arguments.int_values[2], "none", 4);
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({"str", "str", "str"})});
+  const std::vector<Value> values = decoder.decode(0, false, arguments);
+  ASSERT_EQ(values.size(), 3u);
+  EXPECT_EQ(values[0].kind, ValueKind::kString);
+  EXPECT_EQ(values[0].text, "none");
+  EXPECT_EQ(values[1].kind, ValueKind::kUnknown);  // 40 bytes: only 32 were copied
+  EXPECT_EQ(values[2].kind, ValueKind::kUnknown);  // the copy failed
+}
+
+TEST(ArgumentDecoder, SpilledDoublesCompleteTheInputsTheyArePresentFor) {
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({"Tensor", "float", "float"})});
+  std::vector<Value> inputs = decoder.decode(0, false, record_of({with_status(ARGUMENT_UNKNOWN), with_status(ARGUMENT_UNKNOWN),
+                                                                   with_status(ARGUMENT_UNKNOWN)}));
+  ASSERT_EQ(inputs.size(), 3u);
+  spilled_arguments spilled{};
+  spilled.present = 1u << 1;  // the first double; the second was not readable
+  spilled.words[1] = std::bit_cast<uint64_t>(0.1);
+  spilled.words[2] = std::bit_cast<uint64_t>(2.0);
+  decoder.complete(0, spilled, inputs);
+  EXPECT_EQ(inputs[0].kind, ValueKind::kUnknown);
+  EXPECT_EQ(inputs[1].kind, ValueKind::kDouble);
+  EXPECT_EQ(inputs[1].real, 0.1);
+  EXPECT_EQ(inputs[1].schema_type, "float");
+  EXPECT_EQ(inputs[2].kind, ValueKind::kUnknown);
 }
 
 // ---- lists and scalars ---------------------------------------------------------------------------

@@ -48,6 +48,10 @@ std::string read_text(uint8_t read) {
     case READ_TENSOR_LIST: return "tensor_list";
     case READ_INT_LIST: return "int_list";
     case READ_SCALAR: return "scalar";
+    case READ_OPTIONAL_POINTED_WORD: return "optional_pointed_word";
+    case READ_OPTIONAL_INT_LIST: return "optional_int_list";
+    case READ_STD_OPTIONAL_INT_LIST: return "std_optional_int_list";
+    case READ_STRING: return "string";
     default: return "read?" + std::to_string(read);
   }
 }
@@ -236,7 +240,30 @@ TEST(ArgumentPlan113, TensorListReturnIsAVector) {
 TEST(ArgumentPlan113, OptionalIntListPacksIntoTwoRegisters) {
   OpArgumentPlan plan = plan_of(torch_1_13(), "sum_dim_IntList");
   EXPECT_EQ(argument_lines(plan),
-            (Texts{"self tensor rsi", "dim -", "keepdim word r8", "dtype word r9"}));
+            (Texts{"self tensor rsi", "dim optional_int_list rdx,rcx", "keepdim word r8", "dtype word r9"}));
+}
+
+TEST(ArgumentPlan113, StringViewsAreDataThenSize) {
+  EXPECT_EQ(argument_lines(plan_of(torch_1_13(), "gelu")), (Texts{"self tensor rsi", "approximate string rdx,rcx"}));
+}
+
+TEST(ArgumentPlan113, DoublesAreLeftToTheSpillProbeWithTheirXmmRegister) {
+  OpArgumentPlan plan = plan_of(torch_1_13(), "batch_norm");
+  EXPECT_EQ(argument_lines(plan), (Texts{"input tensor rsi", "weight optional_tensor rdx", "bias optional_tensor rcx",
+                                         "running_mean optional_tensor r8", "running_var optional_tensor r9",
+                                         "training word stack0", "momentum -", "eps -", "cudnn_enabled word stack1"}));
+  EXPECT_EQ(plan.inputs.at(6).xmm_register, 0u);
+  EXPECT_EQ(plan.inputs.at(7).xmm_register, 1u);
+  EXPECT_FALSE(plan.inputs.at(5).xmm_register.has_value());
+  // Where the entry block saved them: read there, at the spill probe.
+  ASSERT_TRUE(read_where_saved(plan, 6, {0, SpillBase::kFramePointer, -0x110, 0}));
+  ASSERT_TRUE(read_where_saved(plan, 7, {1, SpillBase::kGeneralRegister, 0, 15}));
+  EXPECT_EQ(plan.bpf.arguments[6].read, READ_WORD);
+  EXPECT_EQ(plan.bpf.arguments[6].word.kind, LOCATION_FRAME_POINTER_SLOT);
+  EXPECT_EQ(plan.bpf.arguments[6].displacement, -0x110);
+  EXPECT_EQ(plan.bpf.arguments[7].word.kind, LOCATION_SAVED_REGISTER);
+  EXPECT_EQ(plan.bpf.arguments[7].word.index, 15);
+  EXPECT_FALSE(read_where_saved(plan, 7, {1, SpillBase::kStackPointer, 0x10000, 0}));  // out of an int16's reach
 }
 
 TEST(ArgumentPlan113, FactoryOptionalsAreWords) {
@@ -301,18 +328,18 @@ TEST(ArgumentPlan26, SymIntsGoByReference) {
                    "length pointed_word r8"}));
   OpArgumentPlan slice = plan_of(torch_2_6(), "slice_Tensor");
   EXPECT_EQ(slice.inputs.at(2).cxx_type, "std::optional<c10::SymInt>");
-  EXPECT_EQ(argument_lines(slice), (Texts{"self tensor rsi", "dim word rdx", "start -", "end -",
-                                          "step pointed_word r9"}));
+  EXPECT_EQ(argument_lines(slice), (Texts{"self tensor rsi", "dim word rdx", "start optional_pointed_word rcx",
+                                          "end optional_pointed_word r8", "step pointed_word r9"}));
 }
 
 TEST(ArgumentPlan26, OptionalIntListGoesToTheStackInMemory) {
   SKIP_WITHOUT_TORCH_2_6();
-  // std::optional<ArrayRef> is 24 bytes: dim takes stack slots 0-2 and no register.
+  // std::optional<ArrayRef> is 24 bytes: dim takes stack slots 0-2 (data, size, flag) and no register.
   EXPECT_EQ(argument_lines(plan_of(torch_2_6(), "sum_dim_IntList")),
-            (Texts{"self tensor rsi", "dim -", "keepdim word rdx", "dtype word rcx"}));
+            (Texts{"self tensor rsi", "dim std_optional_int_list stack0,stack1", "keepdim word rdx", "dtype word rcx"}));
   EXPECT_EQ(argument_lines(plan_of(torch_2_6(), "convolution_backward")),
             (Texts{"grad_output tensor rsi", "input tensor rdx", "weight tensor rcx",
-                   "bias_sizes -", "stride int_list r8,r9", "padding int_list stack3,stack4",
+                   "bias_sizes std_optional_int_list stack0,stack1", "stride int_list r8,r9", "padding int_list stack3,stack4",
                    "dilation int_list stack5,stack6", "transposed word stack7",
                    "output_padding int_list stack8,stack9", "groups pointed_word stack10",
                    "output_mask word stack11"}));
@@ -342,7 +369,7 @@ TEST(ArgumentPlan26, SymIntReturnComesBackThroughMemory) {
 TEST(ArgumentPlan26, StdOptionalStringViewGoesToTheStackInMemory) {
   SKIP_WITHOUT_TORCH_2_6();
   EXPECT_EQ(argument_lines(plan_of(torch_2_6(), "fft_ihfft2")),
-            (Texts{"self tensor rsi", "s -", "dim int_list rdx,rcx", "norm -"}));
+            (Texts{"self tensor rsi", "s std_optional_int_list stack0,stack1", "dim int_list rdx,rcx", "norm -"}));
 }
 
 // ---- what cannot be planned -------------------------------------------------------------------

@@ -11,6 +11,7 @@
 #include "op_arguments.h"
 #include "op_record.h"
 #include "python_stack.h"
+#include "tests/support/int_lists.h"
 #include "tests/support/recording_sink.h"
 #include "userspace/ingest/record_consumer.h"
 
@@ -75,7 +76,7 @@ class RecordDecoderTest : public ::testing::Test {
   RecordDecoder decoder_{closer_,
                          {.on_new_thread = [this](uint32_t tid) { new_threads_.push_back(tid); },
                           .on_stack_id = [this](uint64_t id) { stack_ids_.push_back(id); },
-                          .decode_arguments = [](uint32_t, bool, const op_arguments&) { return std::vector<model::Value>{}; },
+                          .decode_arguments = [](uint32_t, bool, const op_arguments&) { return std::vector<model::Value>(2); },
                           .annotation_operator = [this](std::string_view name) {
                             annotation_names_.emplace_back(name);
                             return 50u;
@@ -88,6 +89,11 @@ class RecordDecoderTest : public ::testing::Test {
                           },
                           .on_python_stack = [this](uint64_t id, const python_stack& stack) {
                             sent_stacks_.push_back({id, stack.depth, stack.frames[0].code});
+                          },
+                          .complete_arguments = [](uint32_t, const spilled_arguments& spilled,
+                                                   std::vector<model::Value>& inputs) {
+                            inputs.at(1).kind = model::ValueKind::kInt;
+                            inputs.at(1).ints = {static_cast<int64_t>(spilled.words[1])};
                           }}};
 
   struct SentStack {
@@ -123,6 +129,29 @@ TEST_F(RecordDecoderTest, OpEntriesAndExitsBecomeSpansWithTheirExitCause) {
   EXPECT_EQ(spans[1].end_ns, 30u);
   EXPECT_TRUE(spans[1].unwound);
   EXPECT_EQ(looked_up_stacks_, std::vector<uint64_t>{42});
+}
+
+// An op's spill probe fires a few instructions after its entry probe: what it read completes
+// that entry's inputs, and one that finds no such entry (tprof attached between the two) is
+// counted.
+TEST_F(RecordDecoderTest, SpilledArgumentsCompleteTheirThreadsNewestEntry) {
+  op_arguments arguments{};
+  spilled_arguments spilled{};
+  spilled.present = 1u << 1;
+  spilled.words[1] = 77;
+  decoder_.decode(bytes_of(head(OP_RECORD_SPILLED_ARGUMENTS, 7, 5, 3), spilled));  // its entry came before attach
+  decoder_.decode(bytes_of(head(OP_RECORD_ENTER, 7, 10, 3), arguments));
+  decoder_.decode(bytes_of(head(OP_RECORD_SPILLED_ARGUMENTS, 7, 11, 3), spilled));
+  decoder_.decode(bytes_of(head(OP_RECORD_EXIT, 7, 20, 3)));
+  EXPECT_EQ(decoder_.unmatched_spilled_arguments(), 1u);
+  EXPECT_EQ(decoder_.malformed_records(), 0u);
+  const std::vector<model::OpSpan> spans = build();
+  ASSERT_EQ(spans.size(), 1u);
+  ASSERT_EQ(spans[0].inputs.size(), 2u);
+  EXPECT_EQ(spans[0].inputs[1].kind, model::ValueKind::kInt);
+  EXPECT_EQ(tprof::testing::as_vector(spans[0].inputs[1].ints), std::vector<int64_t>{77});
+  decoder_.decode(bytes_of(head(OP_RECORD_SPILLED_ARGUMENTS, 7, 30, 3)));  // no payload
+  EXPECT_EQ(decoder_.malformed_records(), 1u);
 }
 
 TEST_F(RecordDecoderTest, AnnotationsAreNamedAtEntryAndClosedByTheirHandle) {

@@ -90,6 +90,42 @@ TEST(SpanCloser, NestsCallsAndHandsOnInnerRangesFirst) {
   EXPECT_EQ(c.closer.counts().unmatched_returns, 0u);
 }
 
+OpEvent with_inputs(OpEvent event, size_t count) {
+  event.has_arguments = true;
+  event.arguments.resize(count);
+  return event;
+}
+
+OpEvent sample_at(uint64_t ns) {
+  OpEvent event;
+  event.monotonic_ns = ns;
+  event.is_sample = true;
+  return event;
+}
+
+// What an op's spill probe read joins the entry its thread recorded just before, over other
+// threads' records and a stack sample in between; anything else that came last refuses it.
+TEST(SpanCloser, CompletesTheNewestEntryOfItsThreadOnly) {
+  Closer c;
+  const auto set_double = [](std::vector<model::Value>& inputs) { inputs.at(1).kind = model::ValueKind::kDouble; };
+  c.closer.add(7, with_inputs(enter(10, 1), 2));
+  c.closer.add(8, with_inputs(enter(11, 2), 2));
+  c.closer.add(7, sample_at(12));
+  EXPECT_TRUE(c.closer.complete_newest_entry(7, 1, set_double));
+  EXPECT_FALSE(c.closer.complete_newest_entry(7, 2, set_double));  // another op's entry
+  EXPECT_FALSE(c.closer.complete_newest_entry(9, 1, set_double));  // a thread with no record
+  c.closer.add(8, leave(13, 2));
+  EXPECT_FALSE(c.closer.complete_newest_entry(8, 2, set_double));  // its newest record is an exit
+  c.closer.add(7, leave(14, 1));
+  c.closer.finish(100);
+  ASSERT_EQ(c.sink.ops.size(), 2u);
+  for (const RecordingSink::Op& op : c.sink.ops) {
+    SCOPED_TRACE(op.name);
+    ASSERT_EQ(op.span.inputs.size(), 2u);
+    EXPECT_EQ(op.span.inputs[1].kind, op.name == "aten::op1" ? model::ValueKind::kDouble : model::ValueKind::kUnknown);
+  }
+}
+
 TEST(SpanCloser, SeparatesInterleavedThreads) {
   Closer c;
   c.closer.add(1, enter(10, 1));

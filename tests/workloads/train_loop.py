@@ -56,6 +56,11 @@ def parse_args():
     parser.add_argument("--execution-trace-out", metavar="FILE",
                         help="run the steps under torch.profiler.ExecutionTraceObserver (torch 2.x), "
                              "write its Execution Trace to FILE and exit without waiting")
+    parser.add_argument("--kineto-trace-out", metavar="FILE",
+                        help="run the steps under torch.profiler.profile (CPU, record_shapes=True) and "
+                             "export its Kineto Chrome trace to FILE, then exit without waiting; with "
+                             "--execution-trace-out, the same run also records torch's Execution Trace "
+                             "(the profiler's execution_trace_observer) to that FILE (torch 2.x)")
     parser.add_argument("--annotate-steps", action="store_true",
                         help='wrap each measured step k in record_function("## LOOP k ##"), as '
                              "torch's test_execution_trace.py does")
@@ -160,6 +165,20 @@ def write_execution_trace(run_steps, path):
     observer.unregister_callback()
 
 
+def write_kineto_trace(run_steps, path, execution_trace_path=None):
+    """torch.profiler's own Kineto trace of the steps, and with execution_trace_path its
+    Execution Trace of the same run: the reference for tprof's input values. No with_stack:
+    Debian's torch 2.6 segfaults in its Python tracer (see profiled_events)."""
+    from torch.profiler import ProfilerActivity, profile
+    observer = None
+    if execution_trace_path:
+        observer = torch.profiler.ExecutionTraceObserver().register_callback(execution_trace_path)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+                 execution_trace_observer=observer) as profiler:
+        run_steps()
+    profiler.export_chrome_trace(path)
+
+
 def run_by_autograd_engine(event):
     """Whether the autograd engine ran this op (it lies inside an evaluate_function range).
     torch gives such backward ops the Python stack of the forward call, not the one that was
@@ -201,6 +220,9 @@ def main():
         reference["torch"] = torch.__version__
         with open(args.reference_out, "w") as out:
             json.dump(reference, out)
+        return 0
+    if args.kineto_trace_out:
+        write_kineto_trace(run_measured_steps, args.kineto_trace_out, args.execution_trace_out)
         return 0
     if args.execution_trace_out:
         write_execution_trace(run_measured_steps, args.execution_trace_out)

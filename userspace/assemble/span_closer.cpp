@@ -29,6 +29,24 @@ void SpanCloser::add(uint32_t tid, OpEvent event) {
   inbox_.push_back({tid, next_arrival_++, std::move(event)});
 }
 
+bool SpanCloser::complete_newest_entry(uint32_t tid, uint32_t op_id,
+                                       const std::function<void(std::vector<model::Value>&)>& complete) {
+  // Other threads' records interleave; a thread's newest one lies further back than this only
+  // when that thread has been silent, and then it is not the entry sought.
+  constexpr size_t kRecordsSearched = 4096;
+  const size_t searched = std::min(inbox_.size(), kRecordsSearched);
+  for (size_t back = 1; back <= searched; ++back) {
+    Pending& pending = inbox_[inbox_.size() - back];
+    // A stack sample can fall between an op's two probes.
+    if (pending.tid != tid || pending.event.is_sample) continue;
+    OpEvent& event = pending.event;
+    if (event.is_exit || event.op_id != op_id || !event.has_arguments) return false;
+    complete(event.arguments);
+    return true;
+  }
+  return false;
+}
+
 // A thread is announced at its first record (or step), taking the next entry id, so that its
 // announcement precedes its ranges in the entry order.
 SpanCloser::ThreadState& SpanCloser::thread(uint32_t tid) {

@@ -76,6 +76,12 @@ class SpanCloser {
              std::function<std::string(uint32_t tid)> thread_name, model::TraceSink& sink);
 
   void add(uint32_t tid, OpEvent event);  // records in any order
+  // Hands `complete` the arguments of `tid`'s newest record (stack samples aside) when it is an
+  // entry of op `op_id` with arguments, not yet processed; false otherwise. For values a later
+  // probe in the same call read, which arrive right after their entry (one thread's records
+  // keep their order).
+  bool complete_newest_entry(uint32_t tid, uint32_t op_id,
+                             const std::function<void(std::vector<model::Value>&)>& complete);
   // The range that top-level ranges of `tid` nest in until finish(), or until step detection
   // ends it, such as ProfilerStep#0 from the window's start; it takes its record id now.
   void open_step(uint32_t tid, uint32_t operator_index, uint64_t start_monotonic_ns);

@@ -1,6 +1,7 @@
 #include "userspace/ingest/argument_decoder.h"
 
 #include <bit>
+#include <optional>
 #include <string_view>
 
 #include "symbolizer/aten/scalar_types.h"
@@ -34,6 +35,20 @@ bool is_symbolic(uint64_t word) { return (word & kSymIntMask) == kSymIntIsSymbol
 std::string_view without_optional(std::string_view type) {
   if (type.ends_with('?')) type.remove_suffix(1);
   return type;
+}
+
+Value none_value() {
+  Value none;
+  none.kind = ValueKind::kNone;
+  return none;
+}
+
+// N of "bool[N]", a std::array<bool, N> passed in one register; nullopt for any other type.
+std::optional<unsigned> bool_array_length(std::string_view type) {
+  if (!type.starts_with("bool[") || !type.ends_with(']') || type.size() != 7) return std::nullopt;
+  const char digit = type[5];
+  if (digit < '1' || digit > '8') return std::nullopt;
+  return static_cast<unsigned>(digit - '0');
 }
 
 // Schema types passed as one-byte enums (possibly optional) in an integer register.
@@ -71,36 +86,75 @@ std::optional<model::TensorValue> ArgumentDecoder::tensor_at(const op_arguments&
   return tensor;
 }
 
+// The payload bytes of an optional packed in one word (`payload_bytes` long), or nullopt for
+// nullopt. c10::optional keeps the flag first, std::optional (torch >= 2.2) after the payload,
+// like optional<Tensor>.
+std::optional<uint64_t> ArgumentDecoder::optional_payload(uint64_t word, unsigned payload_bytes) const {
+  const uint64_t payload_mask = (uint64_t{1} << (8 * payload_bytes)) - 1;
+  if (layout_.optional_payload_first) {
+    if (((word >> (8 * payload_bytes)) & 0xff) == 0) return std::nullopt;
+    return word & payload_mask;
+  }
+  if ((word & 0xff) == 0) return std::nullopt;
+  return (word >> 8) & payload_mask;
+}
+
 Value ArgumentDecoder::word_value(uint64_t word, const std::string& schema_type) const {
   const std::string_view type = schema_type;
+  if (without_optional(type) == "Device") {
+    // c10::Device: {DeviceType (int8), DeviceIndex (int8)}.
+    std::optional<uint64_t> device = word & 0xffff;
+    if (type.ends_with('?')) device = optional_payload(word, 2);
+    if (!device) return none_value();
+    Value result;
+    result.kind = ValueKind::kDevice;
+    result.text = symbolizer::device_string(static_cast<int8_t>(*device & 0xff), static_cast<int8_t>(*device >> 8));
+    return result;
+  }
+  if (type == "float") {
+    Value result;
+    result.kind = ValueKind::kDouble;
+    result.real = std::bit_cast<double>(word);
+    return result;
+  }
+  if (const auto count = bool_array_length(type)) {
+    // std::array<bool, N>: one byte per element, the first lowest.
+    Value result;
+    result.kind = ValueKind::kBoolList;
+    result.list_length = *count;
+    for (unsigned i = 0; i < *count; ++i) result.ints.push_back((word >> (8 * i)) & 0xff ? 1 : 0);
+    return result;
+  }
   if (is_small_enum(type)) {
     // One payload byte, and for an optional its engaged flag: c10::optional keeps the flag
     // first, std::optional (torch >= 2.2) after the payload, like optional<Tensor>.
-    uint8_t payload = static_cast<uint8_t>(word);
-    if (type.ends_with('?')) {
-      const uint8_t first = static_cast<uint8_t>(word);
-      const uint8_t second = static_cast<uint8_t>(word >> 8);
-      const uint8_t engaged = layout_.optional_payload_first ? second : first;
-      payload = layout_.optional_payload_first ? first : second;
-      if (!engaged) {
-        Value none;
-        none.kind = ValueKind::kNone;
-        return none;
-      }
-    }
+    std::optional<uint64_t> payload = word & 0xff;
+    if (type.ends_with('?')) payload = optional_payload(word, 1);
+    if (!payload) return none_value();
     if (without_optional(type) == "bool") {
       Value result;
       result.kind = ValueKind::kBool;
-      result.boolean = payload != 0;
+      result.boolean = *payload != 0;
       return result;
     }
-    return int_value(payload);
+    return int_value(static_cast<int64_t>(*payload));
   }
-  if (type == "int" || type == "SymInt") {
-    if (type == "SymInt" && is_symbolic(word)) return Value{};
+  // int, SymInt, and an engaged SymInt? (its payload: BPF reports a nullopt one absent).
+  if (type == "int" || type == "SymInt" || type == "SymInt?") {
+    if (type != "int" && is_symbolic(word)) return Value{};
     return int_value(static_cast<int64_t>(word));
   }
   return Value{};
+}
+
+void ArgumentDecoder::complete(uint32_t op_id, const spilled_arguments& spilled, std::vector<Value>& inputs) const {
+  if (op_id >= plans_.size()) return;
+  const symbolizer::OpArgumentPlan& plan = plans_[op_id];
+  for (size_t i = 0; i < inputs.size() && i < plan.inputs.size() && i < OP_ARGUMENTS_MAX; ++i) {
+    if (!(spilled.present & (1u << i))) continue;
+    inputs[i] = word_value(spilled.words[i], plan.inputs[i].schema_type);
+    inputs[i].schema_type = plan.inputs[i].schema_type;
+  }
 }
 
 Value ArgumentDecoder::decode_one(const argument_value& raw, const op_arguments& arguments,
@@ -138,6 +192,13 @@ Value ArgumentDecoder::decode_one(const argument_value& raw, const op_arguments&
       }
       break;
     }
+    case ARGUMENT_STRING:
+      // Written only when whole: a cut string would be another value.
+      if (raw.length <= STRING_BYTES_MAX && raw.int_count * 8 >= raw.length && raw.first_int + raw.int_count <= INT_LIST_VALUES_MAX) {
+        value.kind = ValueKind::kString;
+        value.text.assign(reinterpret_cast<const char*>(&arguments.int_values[raw.first_int]), raw.length);
+      }
+      break;
     case ARGUMENT_SCALAR:
       if (raw.length == kScalarTagInt) {
         value = int_value(static_cast<int64_t>(raw.value));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "model/trace_model.h"
@@ -24,11 +25,16 @@ class ArgumentDecoder {
 
   static constexpr uint32_t kAutogradNodeInputs = UINT32_MAX;
 
+  // Fills in op `op_id`'s `inputs` (as decode gave them) with the arguments its spill probe
+  // read (the doubles its entry probe could not).
+  void complete(uint32_t op_id, const spilled_arguments& spilled, std::vector<model::Value>& inputs) const;
+
  private:
   model::Value decode_one(const argument_value& raw, const op_arguments& arguments, std::string schema_type) const;
   // The tensor in slot `slot`, or nullopt when its bytes do not decode.
   std::optional<model::TensorValue> tensor_at(const op_arguments& arguments, uint32_t slot, bool* defined) const;
   model::Value word_value(uint64_t word, const std::string& schema_type) const;
+  std::optional<uint64_t> optional_payload(uint64_t word, unsigned payload_bytes) const;
 
   symbolizer::TensorImplLayout layout_;
   std::vector<symbolizer::OpArgumentPlan> plans_;

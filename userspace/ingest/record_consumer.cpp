@@ -120,6 +120,22 @@ void RecordDecoder::consume_python_stack(uint64_t stack_id, const unsigned char*
   if (callbacks_.on_python_stack) callbacks_.on_python_stack(stack_id, stack_);
 }
 
+// Arguments an op's spill probe read a few instructions after its entry probe, on the same
+// thread: they belong to that thread's newest record, its entry.
+void RecordDecoder::consume_spilled_arguments(const op_record& head, const unsigned char* payload,
+                                              size_t payload_size) {
+  const auto spilled = payload_as<spilled_arguments>(payload, payload_size);
+  if (!spilled) {
+    ++malformed_;
+    return;
+  }
+  if (!callbacks_.complete_arguments) return;
+  const bool completed = spans_.complete_newest_entry(head.tid, head.op_id, [&](std::vector<model::Value>& inputs) {
+    callbacks_.complete_arguments(head.op_id, *spilled, inputs);
+  });
+  if (!completed) ++unmatched_spilled_arguments_;
+}
+
 void RecordDecoder::consume(const op_record& head, const unsigned char* payload, size_t payload_size) {
   // GPU activity comes from the CUPTI library's thread, which is no thread of the trace.
   if (head.kind == OP_RECORD_DEVICE_ACTIVITY) {
@@ -129,6 +145,10 @@ void RecordDecoder::consume(const op_record& head, const unsigned char* payload,
   // A stack is no event of its thread: only its contents matter.
   if (head.kind == OP_RECORD_PYTHON_STACK) {
     consume_python_stack(head.python_stack_id, payload, payload_size);
+    return;
+  }
+  if (head.kind == OP_RECORD_SPILLED_ARGUMENTS) {
+    consume_spilled_arguments(head, payload, payload_size);
     return;
   }
   if (seen_threads_.insert(head.tid).second) callbacks_.on_new_thread(head.tid);

@@ -49,6 +49,9 @@ class RecordDecoder {
     // A stack the walker stored for the first time, sent ahead of the records that name it
     // (frames past its depth are stale); empty: ignored.
     std::function<void(uint64_t stack_id, const python_stack& stack)> on_python_stack;
+    // Fills in op `op_id`'s decoded inputs with what its spill probe read; empty: ignored.
+    std::function<void(uint32_t op_id, const spilled_arguments& spilled, std::vector<model::Value>& inputs)>
+        complete_arguments;
   };
   RecordDecoder(SpanCloser& spans, Callbacks callbacks) : spans_(spans), callbacks_(std::move(callbacks)) {}
 
@@ -61,11 +64,15 @@ class RecordDecoder {
   uint64_t last_timestamp_ns() const { return last_timestamp_ns_; }
   uint64_t python_samples() const { return python_samples_; }
   uint64_t malformed_records() const { return malformed_; }
+  // Spill-probe records whose op entry was not the thread's last record (attached between
+  // the two probes, or the entry record was lost).
+  uint64_t unmatched_spilled_arguments() const { return unmatched_spilled_arguments_; }
 
  private:
   void consume(const op_record& head, const unsigned char* payload, size_t payload_size);
   void consume_device_activity(const unsigned char* payload, size_t payload_size);
   void consume_python_stack(uint64_t stack_id, const unsigned char* payload, size_t payload_size);
+  void consume_spilled_arguments(const op_record& head, const unsigned char* payload, size_t payload_size);
   // The op arguments in a payload of `size` bytes; none (and counted malformed) if it is cut short.
   std::vector<model::Value> decode_arguments(uint32_t op_id, bool returns, const unsigned char* payload,
                                              size_t size);
@@ -84,6 +91,7 @@ class RecordDecoder {
   uint64_t last_timestamp_ns_ = 0;
   uint64_t python_samples_ = 0;
   uint64_t malformed_ = 0;
+  uint64_t unmatched_spilled_arguments_ = 0;
 };
 
 class RecordConsumer {

@@ -76,6 +76,11 @@ void OpTracer::set_op_plan(uint32_t op_id, const op_plan& plan) {
     throw Error(errno_message("cannot store the argument plan of op " + std::to_string(op_id), errno));
 }
 
+void OpTracer::attach_spilled_arguments(const UprobeSites& sites) {
+  if (!sites.offsets.empty())
+    spill_links_ = attach_uprobe_multi(skeleton_->progs.op_spilled_arguments, target_pid_, sites);
+}
+
 void OpTracer::attach_annotations(const UprobeSites& name_kernels, const UprobeSites& constructor,
                                   const UprobeSites& end) {
   // The end probe first, then the constructor, then the names: an annotation is only opened
@@ -135,6 +140,7 @@ void OpTracer::stop_recording() { skeleton_->bss->recording = 0; }
 void OpTracer::detach() {
   stop_recording();
   op_links_ = {};
+  spill_links_ = {};
   record_function_links_.clear();
   exit_links_.clear();
   sampler_links_.clear();

@@ -79,6 +79,9 @@ class OpTracer {
 
   // The argument plan of op `op_id` (only with `tensors` set). Call before attach_ops.
   void set_op_plan(uint32_t op_id, const op_plan& plan);
+  // The ops' spill probes (userspace/loader/spill_probes.h): cookies are op ids. Attach before
+  // their entries, so that no entry misses its doubles.
+  void attach_spilled_arguments(const UprobeSites& sites);
   // record_function() ranges: the kernels whose second argument is the name, at::RecordFunction's
   // constructor and its end().
   // Single sites go through uprobe_multi links too: a classic uprobe costs several times more
@@ -101,6 +104,7 @@ class OpTracer {
   std::unique_ptr<op_tracer, SkeletonDeleter> skeleton_;
   pid_t target_pid_;
   BpfLink op_links_;
+  BpfLink spill_links_;
   std::vector<BpfLink> exit_links_;
   std::vector<UniqueFd> sampler_events_;
   std::vector<BpfLink> sampler_links_;

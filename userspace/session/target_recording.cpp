@@ -26,6 +26,7 @@
 #include "userspace/cli/error.h"
 #include "userspace/loader/cuda_api_probes.h"
 #include "userspace/loader/exit_probes.h"
+#include "userspace/loader/spill_probes.h"
 #include "userspace/cli/op_summary.h"
 #include "userspace/loader/op_tracer.h"
 #include "userspace/session/privileges.h"
@@ -428,6 +429,7 @@ struct AttachPlan {
   std::optional<OpProbes> ops;
   std::optional<RangeProbes> range_probes;
   std::optional<ExitProbes> exits;
+  SpillProbes spills;                          // where ops' doubles are read, with shapes
   std::optional<MappedLibrary> cupti_library;  // libtprof_cupti.so, where the target loaded it
   CudaApiProbes cuda_api;                      // without it: CUDA API calls through uprobes
   std::string gpu;                             // what the trace says of GPU timing
@@ -471,6 +473,13 @@ void plan_range_probes(AttachPlan& plan, const TargetProcess& target, Console& c
   if (!plan.ops) return;
   plan.range_probes.emplace(plan.ops->library, target.pid(), console);
   plan.exits = plan_range_exits(*plan.ops, *plan.range_probes, target, console);
+  if (plan.ops->tensor_layout) {
+    plan.spills = plan_spill_probes(plan.ops->plan.sites.binary_path, plan.range_probes->library_index().sections,
+                                    plan.ops->plan.addresses, plan.ops->argument_plans);
+    if (plan.spills.doubles_unplanned > 0)
+      console.line(std::to_string(plan.spills.doubles_unplanned) +
+                   " float arguments of ops are not stored where tprof can read them; they are recorded as unknown");
+  }
   plan.range_probes->release_library_pages();
 }
 
@@ -479,6 +488,7 @@ void plan_range_probes(AttachPlan& plan, const TargetProcess& target, Console& c
 void attach_probes(OpTracer& tracer, AttachPlan& plan, uint32_t sample_hz) {
   if (plan.exits) tracer.attach_exits(plan.exits->returns, plan.exits->catches);
   for (const UprobeSites& returns : plan.cuda_api.returns) tracer.attach_exits(returns, {});
+  tracer.attach_spilled_arguments(plan.spills.sites);
   if (plan.ops) tracer.attach_ops(plan.ops->plan.sites);
   for (const UprobeSites& entries : plan.cuda_api.entries) tracer.attach_api_calls(entries);
   if (plan.range_probes) plan.range_probes->attach(tracer);
@@ -644,6 +654,10 @@ class RecordingPipeline {
             .on_python_stack =
                 [this](uint64_t stack_id, const python_stack& stack) {
                   if (stacks_) stacks_->add(stack_id, stack);
+                },
+            .complete_arguments =
+                [this](uint32_t op_id, const spilled_arguments& spilled, std::vector<model::Value>& inputs) {
+                  if (argument_decoder_) argument_decoder_->complete(op_id, spilled, inputs);
                 }};
   }
 
