@@ -164,6 +164,22 @@ static __always_inline void record_int_list(struct op_arguments *args, struct ar
 	args->int_count = (__u8)(first + count);
 }
 
+/*
+ * c10::Scalar {Tag tag; union {double; int64_t; c10::complex<double>; ...} v;} at `scalar`: the
+ * union holds a complex<double>, aligned to 16, so the payload is at 16, not 8.
+ */
+static __always_inline void record_scalar(struct argument_value *value, __u64 scalar)
+{
+	__u64 words[3] = {};
+	if (bpf_probe_read_user(words, sizeof(words), (const void *)scalar)) {
+		value->status = ARGUMENT_UNREADABLE;
+		return;
+	}
+	value->status = ARGUMENT_SCALAR;
+	value->length = (__u32)words[0];
+	value->value = words[2];
+}
+
 #define STRING_WORDS (STRING_BYTES_MAX / 8)
 
 static __always_inline void record_string(struct op_arguments *args, struct argument_value *value, __u64 data,
@@ -267,6 +283,17 @@ static long read_argument(__u32 index, void *context)
 		record_int_list(walk->args, value, word, length);
 		break;
 	}
+	case READ_OPTIONAL_WORD_PAIR: {
+		/* `word` is the first eightbyte, `length` the second: the flag is in the one at the
+		 * offset optional<at::Tensor> keeps it at. */
+		if (!location_word(&walk->registers, plan->length, &length))
+			break;
+		bool flag_first = tensor_config.optional_tensor_flag < 8;
+		__u64 flag = flag_first ? word : length;
+		value->status = (flag & 0xff) ? ARGUMENT_WORD : ARGUMENT_ABSENT;
+		value->value = flag_first ? length : word;
+		break;
+	}
 	case READ_STRING:
 		if (!location_word(&walk->registers, plan->length, &length))
 			break;
@@ -283,19 +310,9 @@ static long read_argument(__u32 index, void *context)
 		value->status = engaged ? ARGUMENT_WORD : ARGUMENT_ABSENT;
 		break;
 	}
-	case READ_SCALAR: {
-		/* c10::Scalar {Tag tag; union {double; int64_t; c10::complex<double>; ...} v;}: the
-		 * union holds a complex<double>, aligned to 16, so the payload is at 16, not 8. */
-		__u64 scalar[3] = {};
-		if (bpf_probe_read_user(scalar, sizeof(scalar), (const void *)word)) {
-			value->status = ARGUMENT_UNREADABLE;
-			break;
-		}
-		value->status = ARGUMENT_SCALAR;
-		value->length = (__u32)scalar[0];
-		value->value = scalar[2];
+	case READ_SCALAR:
+		record_scalar(value, word);
 		break;
-	}
 	}
 	return 0;
 }
@@ -431,6 +448,11 @@ static __always_inline void read_op_outputs(__u64 result, const struct op_plan *
 		}
 		break;
 	}
+	case OUTPUT_SCALAR:
+		args->argument_count = 1;
+		__builtin_memset(&args->arguments[0], 0, sizeof(args->arguments[0]));
+		record_scalar(&args->arguments[0], result);
+		break;
 	case OUTPUT_TENSOR_VECTOR: {
 		__u64 bounds[2] = {};
 		if (bpf_probe_read_user(bounds, sizeof(bounds), (const void *)result))

@@ -60,6 +60,8 @@ enum argument_read {
 				     * and {nullptr, n != 0} is nullopt */
 	READ_STD_OPTIONAL_INT_LIST = 10, /* the same over std::optional, 24 bytes on the stack: data, length,
 					  * then the engaged flag in the slot after `length` */
+	READ_OPTIONAL_WORD_PAIR = 12, /* a 16-byte optional<int64_t or double> in two eightbytes, word and `length`:
+				       * the flag's and the payload's, in optional<at::Tensor>'s order */
 	READ_STRING = 11,          /* a string_view: word = data, `length` = its length (c10's and libstdc++'s
 				    * order their two fields differently; the plan says which is where) */
 };
@@ -80,6 +82,7 @@ enum output_read {
 				    * last element first, 8 bytes each; output_word_mask marks the ints */
 	OUTPUT_TENSOR_REF_TUPLE = 3, /* std::tuple<Tensor&...>: as above, each element a pointer to a Tensor */
 	OUTPUT_TENSOR_VECTOR = 4,  /* rax points at std::vector<at::Tensor>: {begin, end, capacity} */
+	OUTPUT_SCALAR = 5,         /* rax points at a c10::Scalar (the sret slot): as READ_SCALAR */
 };
 
 /* One op's plan: the value type of the op_plans map, keyed by op id. */

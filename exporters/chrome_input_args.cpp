@@ -52,6 +52,7 @@ std::string_view input_type(const Value& input) {
     case ValueKind::kNone:
     case ValueKind::kDevice:
     case ValueKind::kString:
+    case ValueKind::kObject:
     case ValueKind::kUndefinedTensor: return "";
     case ValueKind::kUnknown: break;
   }

@@ -104,6 +104,7 @@ class ValueFormatter {
         return;
       case ValueKind::kDevice:
       case ValueKind::kString: append_json_string(out, value.text); return;
+      case ValueKind::kObject: append_json_string(out, "<" + value.text + ">"); return;  // convertIValue's "<TagKind>"
       case ValueKind::kInt: append_json_integer(out, value.ints.at(0)); return;
       case ValueKind::kBool: out += value.boolean ? "true" : "false"; return;
       case ValueKind::kDouble:
@@ -179,6 +180,7 @@ class ValueFormatter {
         break;
       case ValueKind::kDevice: out += "Device"; break;
       case ValueKind::kString: out += "String"; break;
+      case ValueKind::kObject: out += value.text; break;
       case ValueKind::kInt: out += "Int"; break;
       case ValueKind::kBool: out += "Bool"; break;
       case ValueKind::kDouble: out += "Double"; break;

@@ -64,6 +64,7 @@ enum class ValueKind {
   kDouble,
   kDevice,           // a c10::Device: `text`
   kString,           // a str: `text`
+  kObject,           // an object torch shows by its type's name only, `text`: "Generator"
   kTensorList,
   kIntList,
   kBoolList,         // bool[N]: `ints` holds 0 or 1 per element

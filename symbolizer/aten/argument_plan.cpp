@@ -78,17 +78,18 @@ constexpr KnownParameter kKnownParameters[] = {
     // Non-trivial too, and laid out as optional<at::Tensor>: an 8-byte payload and a flag.
     {"c10::optional<c10::SymInt>", {Passing::kOneInteger, READ_OPTIONAL_POINTED_WORD, "SymInt?"}},
     {"std::optional<c10::SymInt>", {Passing::kOneInteger, READ_OPTIONAL_POINTED_WORD, "SymInt?"}},
-    {"c10::optional<at::Generator>", {Passing::kOneInteger, READ_NOTHING, "Generator?"}},
-    {"std::optional<at::Generator>", {Passing::kOneInteger, READ_NOTHING, "Generator?"}},
+    // A Generator is an intrusive_ptr: its optional is laid out as optional<at::Tensor>'s.
+    {"c10::optional<at::Generator>", {Passing::kOneInteger, READ_OPTIONAL_POINTED_WORD, "Generator?"}},
+    {"std::optional<at::Generator>", {Passing::kOneInteger, READ_OPTIONAL_POINTED_WORD, "Generator?"}},
     {"c10::Storage", {Passing::kOneInteger, READ_NOTHING, "Storage"}},
     // {Device, StreamId (int64_t)}.
     {"c10::Stream", {Passing::kTwoIntegers, READ_NOTHING, "Stream"}},
-    // 16 bytes, flag and value in one eightbyte each; BPF has no read for them.
-    {"c10::optional<long>", {Passing::kTwoIntegers, READ_NOTHING, "int? SymInt?"}},
-    {"std::optional<long>", {Passing::kTwoIntegers, READ_NOTHING, "int? SymInt?"}},
+    // 16 bytes, flag and value in one eightbyte each, in optional<at::Tensor>'s order.
+    {"c10::optional<long>", {Passing::kTwoIntegers, READ_OPTIONAL_WORD_PAIR, "int? SymInt?"}},
+    {"std::optional<long>", {Passing::kTwoIntegers, READ_OPTIONAL_WORD_PAIR, "int? SymInt?"}},
     // c10's optional keeps the value in a union with a char, which makes the double's eightbyte
     // INTEGER; libstdc++'s union has an empty member instead, so the double stays SSE.
-    {"c10::optional<double>", {Passing::kTwoIntegers, READ_NOTHING, "float?"}},
+    {"c10::optional<double>", {Passing::kTwoIntegers, READ_OPTIONAL_WORD_PAIR, "float?"}},
     {"std::optional<double>", {Passing::kIntegerAndSse, READ_NOTHING, "float?"}},
     // c10's is {data, size}, libstdc++'s {size, data}: encode() swaps the latter's places.
     {"c10::basic_string_view<char>", {Passing::kTwoIntegers, READ_STRING, "str"}},
@@ -212,8 +213,9 @@ std::optional<ReturnAbi> classify_returns(const std::vector<SchemaArgument>& ret
   if (only.type.find('!') != only.type.npos) return std::nullopt;  // torchgen returns none
   std::string type = without_alias_annotations(only.type);
   if (type == "Tensor[]") return ReturnAbi{true, OUTPUT_TENSOR_VECTOR};
-  // std::vector<T>; c10::Scalar (32 bytes); c10::SymInt and optional<at::Tensor> (non-trivial).
-  if (type.ends_with("[]") || type == "Scalar" || type == "SymInt" || type == "Tensor?") {
+  if (type == "Scalar") return ReturnAbi{true, OUTPUT_SCALAR};  // item(), _local_scalar_dense()
+  // std::vector<T>; c10::SymInt and optional<at::Tensor> (non-trivial).
+  if (type.ends_with("[]") || type == "SymInt" || type == "Tensor?") {
     return ReturnAbi{true};
   }
   // int64_t, bool and enums in rax, double in xmm0.
@@ -309,7 +311,7 @@ argument_plan encode(argument_read read, std::string_view cxx_type, const std::a
     return encoded;
   }
   if (read == READ_TENSOR_LIST || read == READ_INT_LIST || read == READ_OPTIONAL_INT_LIST ||
-      read == READ_STD_OPTIONAL_INT_LIST)
+      read == READ_STD_OPTIONAL_INT_LIST || read == READ_OPTIONAL_WORD_PAIR)
     encoded.length = places[1];
   return encoded;
 }

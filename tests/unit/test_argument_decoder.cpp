@@ -427,10 +427,10 @@ TEST(ArgumentDecoder, OptionalEnumsWithThePayloadFirst) {
 }
 
 TEST(ArgumentDecoder, WordsOfOtherSchemaTypesAreUnknown) {
-  // A str comes as ARGUMENT_STRING and an int? is not read: a word of either says nothing.
-  const std::vector<Value> values = decode_words({"str", "int?", "Generator?"}, {0x1234, 0x0101, 0x0101});
+  // A str comes as ARGUMENT_STRING, and the others are not read: a word of any says nothing.
+  const std::vector<Value> values = decode_words({"str", "Storage", "Dimname"}, {0x1234, 0x0101, 0x0101});
   ASSERT_EQ(values.size(), 3u);
-  const std::vector<std::string> types = {"str", "int?", "Generator?"};
+  const std::vector<std::string> types = {"str", "Storage", "Dimname"};
   for (size_t i = 0; i < values.size(); ++i) {
     SCOPED_TRACE(types[i]);
     EXPECT_EQ(values[i].kind, ValueKind::kUnknown);
@@ -480,12 +480,19 @@ TEST(ArgumentDecoder, FloatWordsAreTheDoublesBits) {
   EXPECT_EQ(values[1].real, -1e-5);
 }
 
-TEST(ArgumentDecoder, AnEngagedOptionalSymIntIsItsInt) {
-  // BPF reports a nullopt one absent, an engaged one as its payload word.
-  const std::vector<Value> values = decode_words({"SymInt?"}, {7});
-  ASSERT_EQ(values.size(), 1u);
+TEST(ArgumentDecoder, EngagedOptionalsAreTheirPayload) {
+  // BPF reports a nullopt one absent, an engaged one as its payload word; a Generator is shown
+  // by its type's name, as torch's ET does.
+  const std::vector<Value> values =
+      decode_words({"SymInt?", "int?", "float?", "Generator?"}, {7, static_cast<uint64_t>(-2), std::bit_cast<uint64_t>(0.5), 0x5555});
+  ASSERT_EQ(values.size(), 4u);
   EXPECT_EQ(values[0].kind, ValueKind::kInt);
   EXPECT_EQ(tprof::testing::as_vector(values[0].ints), std::vector<int64_t>{7});
+  EXPECT_EQ(tprof::testing::as_vector(values[1].ints), std::vector<int64_t>{-2});
+  EXPECT_EQ(values[2].kind, ValueKind::kDouble);
+  EXPECT_EQ(values[2].real, 0.5);
+  EXPECT_EQ(values[3].kind, ValueKind::kObject);
+  EXPECT_EQ(values[3].text, "Generator");
 }
 
 argument_value string_at(uint8_t first_int, uint32_t length, uint8_t words) {

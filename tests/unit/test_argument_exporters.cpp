@@ -202,12 +202,13 @@ TEST(ExecutionTraceValues, WritesTorchsFourArraysForAMixOfValues) {
   EXPECT_EQ(next_id, 14u);
 }
 
-// What torch 2.6's own trace and ET write for a Device, a str and a bool[3] (convolution_backward's
-// output_mask): the ET names them, the Chrome trace shows the bool list only.
+// What torch 2.6's own trace and ET write for a Device, a str, a bool[3] (convolution_backward's
+// output_mask) and a Generator: the ET names them, the Chrome trace shows the bool list only.
 std::vector<Value> device_string_and_bool_list() {
   return {{.kind = ValueKind::kDevice, .schema_type = "Device?", .text = "cpu"},
           {.kind = ValueKind::kString, .schema_type = "str", .text = "tanh"},
-          {.kind = ValueKind::kBoolList, .schema_type = "bool[3]", .ints = {0, 1, 1}, .list_length = 3}};
+          {.kind = ValueKind::kBoolList, .schema_type = "bool[3]", .ints = {0, 1, 1}, .list_length = 3},
+          {.kind = ValueKind::kObject, .schema_type = "Generator?", .text = "Generator"}};
 }
 
 TEST(ExecutionTraceValues, WritesDevicesStringsAndBoolListsAsTorchDoes) {
@@ -216,16 +217,17 @@ TEST(ExecutionTraceValues, WritesDevicesStringsAndBoolListsAsTorchDoes) {
   std::string out;
   append_execution_trace_values(out, device_string_and_bool_list(), ids);
   EXPECT_EQ(out,
-            "{\"values\": [\"cpu\", \"tanh\", [false,true,true]], \"shapes\": [[], [], [[],[],[]]], "
-            "\"types\": [\"Device\", \"String\", \"GenericList[Bool,Bool,Bool]\"], \"strides\": [[], [], [[],[],[]]]}");
+            "{\"values\": [\"cpu\", \"tanh\", [false,true,true], \"<Generator>\"], \"shapes\": [[], [], [[],[],[]], []], "
+            "\"types\": [\"Device\", \"String\", \"GenericList[Bool,Bool,Bool]\", \"Generator\"], "
+            "\"strides\": [[], [], [[],[],[]], []]}");
 }
 
 TEST(ChromeInputArgs, ShowsBoolListsButNotDevicesOrStrings) {
   std::string out;
   append_input_args(out, device_string_and_bool_list());
   EXPECT_EQ(out,
-            ", \"Input Dims\": [[], [], []], \"Input type\": [\"\", \"\", \"ScalarList\"], "
-            "\"Input Strides\": [[], [], []], \"Concrete Inputs\": [\"\", \"\", \"[False, True, True]\"]");
+            ", \"Input Dims\": [[], [], [], []], \"Input type\": [\"\", \"\", \"ScalarList\", \"\"], "
+            "\"Input Strides\": [[], [], [], []], \"Concrete Inputs\": [\"\", \"\", \"[False, True, True]\", \"\"]");
 }
 
 TEST(ExecutionTraceValues, IsValidJsonWithParallelArrays) {

@@ -52,6 +52,7 @@ std::string read_text(uint8_t read) {
     case READ_OPTIONAL_INT_LIST: return "optional_int_list";
     case READ_STD_OPTIONAL_INT_LIST: return "std_optional_int_list";
     case READ_STRING: return "string";
+    case READ_OPTIONAL_WORD_PAIR: return "optional_word_pair";
     default: return "read?" + std::to_string(read);
   }
 }
@@ -243,6 +244,15 @@ TEST(ArgumentPlan113, OptionalIntListPacksIntoTwoRegisters) {
             (Texts{"self tensor rsi", "dim optional_int_list rdx,rcx", "keepdim word r8", "dtype word r9"}));
 }
 
+TEST(ArgumentPlan113, ScalarReturnsAreReadThroughTheirSlot) {
+  // et_replay builds aten::item from its output's type: torch writes the Scalar as a Double.
+  for (const char* op : {"item", "_local_scalar_dense"}) {
+    const OpArgumentPlan plan = plan_of(torch_1_13(), op);
+    EXPECT_EQ(plan.bpf.output_read, OUTPUT_SCALAR) << op;
+    EXPECT_EQ(argument_lines(plan), (Texts{"self tensor rsi"})) << op;  // rdi: the Scalar's slot
+  }
+}
+
 TEST(ArgumentPlan113, StringViewsAreDataThenSize) {
   EXPECT_EQ(argument_lines(plan_of(torch_1_13(), "gelu")), (Texts{"self tensor rsi", "approximate string rdx,rcx"}));
 }
@@ -289,7 +299,8 @@ TEST(ArgumentPlan113, C10OptionalDoubleTakesTwoIntegerRegisters) {
   // goes to the stack, and out takes r9.
   OpArgumentPlan plan = plan_of(torch_1_13(), "nan_to_num_out");
   EXPECT_EQ(argument_lines(plan),
-            (Texts{"self tensor rdi", "nan -", "posinf -", "neginf -", "out tensor r9"}));
+            (Texts{"self tensor rdi", "nan optional_word_pair rsi,rdx", "posinf optional_word_pair rcx,r8",
+                   "neginf optional_word_pair stack0,stack1", "out tensor r9"}));
 }
 
 TEST(ArgumentPlan113, C10OptionalStringViewGoesByReference) {

@@ -139,9 +139,23 @@ Value ArgumentDecoder::word_value(uint64_t word, const std::string& schema_type)
     }
     return int_value(static_cast<int64_t>(*payload));
   }
-  // int, SymInt, and an engaged SymInt? (its payload: BPF reports a nullopt one absent).
-  if (type == "int" || type == "SymInt" || type == "SymInt?") {
-    if (type != "int" && is_symbolic(word)) return Value{};
+  // An engaged Generator? (BPF reports a nullopt one absent): torch shows its type alone.
+  if (type == "Generator?") {
+    Value result;
+    result.kind = ValueKind::kObject;
+    result.text = "Generator";
+    return result;
+  }
+  // An engaged float? of c10's optional, which keeps the double in an integer eightbyte.
+  if (type == "float?") {
+    Value result;
+    result.kind = ValueKind::kDouble;
+    result.real = std::bit_cast<double>(word);
+    return result;
+  }
+  // int, SymInt, and the payload of an engaged int? or SymInt? (BPF reports a nullopt one absent).
+  if (type == "int" || type == "SymInt" || type == "int?" || type == "SymInt?") {
+    if (type.starts_with("SymInt") && is_symbolic(word)) return Value{};
     return int_value(static_cast<int64_t>(word));
   }
   return Value{};
@@ -223,7 +237,7 @@ std::vector<Value> ArgumentDecoder::decode(uint32_t op_id, bool returns, const o
   if (op_id >= plans_.size()) return values;
   const symbolizer::OpArgumentPlan& plan = plans_[op_id];
   if (returns) {
-    // BPF reads Tensor returns only; a Tensor[] return comes back as one list.
+    // BPF reads Tensor and Scalar returns (and ints inside a tuple); a Tensor[] comes back as one list.
     for (uint32_t i = 0; i < captured; ++i) {
       std::string type = i < plan.return_types.size() ? plan.return_types[i] : "Tensor";
       values.push_back(decode_one(arguments.arguments[i], arguments, std::move(type)));
