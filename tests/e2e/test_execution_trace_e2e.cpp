@@ -77,6 +77,8 @@ TEST_F(ExecutionTraceEndToEndTest, WritesAnExecutionTraceThatLinksToTheChromeTra
   const TraceJson chrome = load_trace(trace_path);
   const nlohmann::json et = load_json(et_path);
   EXPECT_EQ(et.at("schema"), "1.1.1-chakra.0.0.4");
+  // Every value in a form et_replay can hand to torch, none a placeholder.
+  EXPECT_EQ(validate_execution_trace(et), std::vector<std::string>{});
   EXPECT_EQ(et.at("pid"), chrome.at("traceEvents").at(0).at("pid").get<int64_t>());
 
   // torch's get_kineto_rf_ids: every cpu_op and user_annotation.
@@ -299,6 +301,9 @@ TEST_F(ExecutionTraceEndToEndTest, AgreesWithTorchsOwnExecutionTraceOnTorch26InC
             << record_workload_with_tprof(environment, {"--steps", std::to_string(kSteps)}, trace_path);
   const nlohmann::json torch_et = load_json(environment.scratch_for_us / "torch.et.json");
   const nlohmann::json tprof_et = load_json(environment.scratch_for_us / "execution_trace" / "tprof.et.json");
+  // The consumers' value rules hold for both, torch's own as the control.
+  EXPECT_EQ(validate_execution_trace(torch_et), std::vector<std::string>{});
+  EXPECT_EQ(validate_execution_trace(tprof_et), std::vector<std::string>{});
   const auto torch_threads = aten_nodes_by_thread(torch_et);  // points into torch_et
   const auto tprof_threads = aten_nodes_by_thread(tprof_et);
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -433,6 +434,112 @@ std::vector<std::string> validate_trace_file(const std::filesystem::path& path) 
   auto document_violations = validate_trace_text(text);
   violations.insert(violations.end(), document_violations.begin(), document_violations.end());
   return violations;
+}
+
+namespace {
+
+// The element types of "GenericList[Int,Int]" or "Tuple[...]"; nullopt for any other type.
+std::optional<std::vector<std::string>> list_element_types(const std::string& type) {
+  for (const std::string_view prefix : {"GenericList[", "Tuple["}) {
+    if (!type.starts_with(prefix) || !type.ends_with(']')) continue;
+    std::vector<std::string> elements;
+    const std::string inside = type.substr(prefix.size(), type.size() - prefix.size() - 1);
+    int depth = 0;
+    std::string element;
+    for (const char c : inside) {
+      depth += c == '[' || c == '(' ? 1 : c == ']' || c == ')' ? -1 : 0;
+      if (c == ',' && depth == 0) {
+        elements.push_back(element);
+        element.clear();
+      } else {
+        element += c;
+      }
+    }
+    if (!inside.empty()) elements.push_back(element);
+    return elements;
+  }
+  return std::nullopt;
+}
+
+bool is_tensor_tuple(const nlohmann::json& value) {
+  if (!value.is_array() || value.size() != 6) return false;
+  for (size_t i = 0; i < 5; ++i)
+    if (!value[i].is_number_integer()) return false;
+  return value[5].is_string();
+}
+
+// Whether `value` has the form convertIValue gives a value of `type`; `why` says what is off.
+bool value_fits_type(const nlohmann::json& value, const std::string& type, std::string* why) {
+  if (type == "Unknown" || value == "<Unknown>") {
+    *why = "a placeholder where torch records a value";
+    return false;
+  }
+  bool fits = true;
+  if (type.starts_with("Tensor(")) fits = is_tensor_tuple(value);
+  else if (type == "Int") fits = value.is_number_integer();
+  else if (type == "Double") fits = value.is_number() || value == "inf" || value == "-inf" || value == "nan";
+  else if (type == "Bool") fits = value.is_boolean();
+  else if (type == "String" || type == "Device") fits = value.is_string();
+  else if (type == "None") fits = value == "<None>";
+  else if (const auto elements = list_element_types(type)) {
+    if (!value.is_array() || value.size() != elements->size()) {
+      *why = "a list of " + std::to_string(elements->size()) + " elements expected";
+      return false;
+    }
+    for (size_t i = 0; i < elements->size(); ++i)
+      if (!value_fits_type(value[i], (*elements)[i], why)) return false;
+    return true;
+  } else {
+    fits = value == "<" + type + ">";  // an object torch shows by its type alone: "<Generator>"
+  }
+  if (!fits) *why = "not the form torch gives a " + type;
+  return fits;
+}
+
+void check_value_arrays(const nlohmann::json& node, const char* side, ViolationList& violations) {
+  const std::string where = "node " + node.value("name", std::string("?")) + " " + side;
+  if (!node.contains(side) || !node[side].is_object()) {
+    violations.add("et-arrays", where + " is not an object");
+    return;
+  }
+  const nlohmann::json& arrays = node[side];
+  for (const char* key : {"values", "shapes", "types", "strides"}) {
+    if (!arrays.contains(key) || !arrays[key].is_array()) {
+      violations.add("et-arrays", where + "." + key + " is not an array");
+      return;
+    }
+  }
+  const size_t count = arrays["values"].size();
+  if (arrays["shapes"].size() != count || arrays["types"].size() != count || arrays["strides"].size() != count) {
+    violations.add("et-arrays", where + ": values, shapes, types and strides differ in length");
+    return;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const nlohmann::json& type = arrays["types"][i];
+    std::string why;
+    if (!type.is_string()) {
+      violations.add("et-value-type", where + "[" + std::to_string(i) + "]: the type is not a string");
+    } else if (!value_fits_type(arrays["values"][i], type.get<std::string>(), &why)) {
+      violations.add(type == "Unknown" || arrays["values"][i] == "<Unknown>" ? "et-placeholder" : "et-value-type",
+                     where + "[" + std::to_string(i) + "] " + arrays["values"][i].dump() + " of type " + type.dump() +
+                         ": " + why);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> validate_execution_trace(const nlohmann::json& et) {
+  ViolationList violations;
+  if (!et.contains("nodes") || !et["nodes"].is_array()) {
+    violations.add("et-arrays", "no nodes array");
+    return std::move(violations).take();
+  }
+  for (const nlohmann::json& node : et["nodes"]) {
+    check_value_arrays(node, "inputs", violations);
+    check_value_arrays(node, "outputs", violations);
+  }
+  return std::move(violations).take();
 }
 
 TraceJson load_trace(const std::filesystem::path& path) {

@@ -32,6 +32,14 @@ std::vector<std::string> validate_trace_text(const std::string& text);
 // gzip data while any other name holds plain JSON. I/O errors are reported as violations.
 std::vector<std::string> validate_trace_file(const std::filesystem::path& path);
 
+// Every rule of PARAM's et_replay and Chakra that the Execution Trace's node values break
+// (shared/docs/formats.md §3.4, §5): the four arrays of inputs and outputs run in parallel, each
+// value has the form convertIValue gives its type (an "Int" is an integer, a "Device" a string,
+// a "GenericList[...]" a list of that many elements...), since et_replay hands values straight
+// to torch; and no value is the placeholder "<Unknown>" of type "Unknown", which torch never
+// writes. Empty means valid.
+std::vector<std::string> validate_execution_trace(const nlohmann::json& et);
+
 // Parses a trace file (plain or gzip). Throws on I/O or JSON errors.
 TraceJson load_trace(const std::filesystem::path& path);
 

@@ -45,7 +45,7 @@ SpillProbes plan_spill_probes(const std::string& binary_path, const symbolizer::
     const auto offset = spills ? sections.file_offset_of(spills->probe_address) : std::nullopt;
     const size_t planned = offset ? plan_reads(plans[op_id], wanted, *spills) : 0;
     probes.doubles_planned += planned;
-    probes.doubles_unplanned += wanted.inputs.size() - planned;
+    if (planned < wanted.inputs.size()) probes.ops_with_unread_doubles.push_back(op_id);
     if (planned == 0) continue;
     probes.sites.offsets.push_back(*offset);
     probes.sites.cookies.push_back(op_id);

@@ -1,5 +1,5 @@
-// The ops' second probe: where each op that takes doubles has stored them in its frame, a few
-// instructions after its entry (symbolizer/binary/register_spills.h). A uprobe's pt_regs holds
+// The ops' second probe: where each op that takes doubles has saved them, in its frame or a
+// register, a few instructions after its entry (symbolizer/binary/register_spills.h). A uprobe's pt_regs holds
 // no xmm register, so the entry probe cannot read them; this one reads them from the frame
 // (bpf/op_tracer.bpf.c op_spilled_arguments) for the entry record sent just before.
 #pragma once
@@ -17,7 +17,7 @@ namespace tprof {
 struct SpillProbes {
   UprobeSites sites;             // one per op with a double read there; cookie = op id
   size_t doubles_planned = 0;    // arguments read at those sites
-  size_t doubles_unplanned = 0;  // doubles whose store was not found: they stay unknown
+  std::vector<uint32_t> ops_with_unread_doubles;  // no saved place found for some: they stay unknown
 };
 
 // For op `op_id` at `function_addresses[op_id]`: plans (in `plans[op_id]`) the read of each

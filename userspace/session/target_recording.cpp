@@ -168,6 +168,17 @@ std::optional<OpProbes> plan_torch_probes(const TargetProcess& target, bool reco
   return probes;
 }
 
+// Ops whose float arguments stay unknown: tprof found no place their code saves them.
+void report_unread_doubles(const SpillProbes& spills, const std::vector<model::Operator>& operators, Console& console) {
+  if (spills.ops_with_unread_doubles.empty()) return;
+  std::set<std::string> names;
+  for (const uint32_t op_id : spills.ops_with_unread_doubles) names.insert(operators.at(op_id).name);
+  std::string listed;
+  for (const std::string& name : names) listed += (listed.empty() ? "" : ", ") + name;
+  console.line("float arguments of " + listed + " are recorded as unknown: their code keeps them where tprof "
+               "does not look");
+}
+
 // Where the ranges of the ops and autograd functions end: their `ret`s and the catch. A function
 // without a `ret` (one that always throws) is closed by the catch.
 ExitProbes plan_range_exits(const OpProbes& ops, const RangeProbes& ranges, const TargetProcess& target,
@@ -476,9 +487,7 @@ void plan_range_probes(AttachPlan& plan, const TargetProcess& target, Console& c
   if (plan.ops->tensor_layout) {
     plan.spills = plan_spill_probes(plan.ops->plan.sites.binary_path, plan.range_probes->library_index().sections,
                                     plan.ops->plan.addresses, plan.ops->argument_plans);
-    if (plan.spills.doubles_unplanned > 0)
-      console.line(std::to_string(plan.spills.doubles_unplanned) +
-                   " float arguments of ops are not stored where tprof can read them; they are recorded as unknown");
+    report_unread_doubles(plan.spills, plan.ops->plan.operators, console);
   }
   plan.range_probes->release_library_pages();
 }
