@@ -116,6 +116,7 @@ struct OpSpan {
                                   // annotation); 0: none
   uint32_t operator_index = 0;  // into the operator table
   uint32_t depth = 0;           // number of enclosing ops on this thread
+  uint64_t step = 0;            // the N of the ProfilerStep#N open when it began (a step: its own)
   bool closed_at_stop = false;  // still running when recording stopped; end_ns is the stop time
   bool unwound = false;         // a C++ exception ended it; end_ns is when a handler caught it
   bool return_missing = false;  // neither its return nor its unwinding was seen (longjmp, a

@@ -100,7 +100,7 @@ TEST(ValueAgreement, EveryNonTensorInputAgreesWithTorchsProfilerOnTorch26InChroo
   const fs::path trace_path = environment.scratch_for_us / "tprof.pt.trace.json";
   record_workload_with_tprof(environment, {"--steps", std::to_string(kSteps)}, trace_path);
   const CommandResult comparison = run_command(
-      {"python3", testing::source_dir() + "/tests/e2e/scripts/compare_values.py", "--torch-trace",
+      {"/usr/bin/python3", testing::source_dir() + "/tests/e2e/scripts/compare_values.py", "--torch-trace",
        (environment.scratch_for_us / "torch.pt.trace.json").string(), "--torch-et",
        (environment.scratch_for_us / "torch.et.json").string(), "--tprof-trace", trace_path.string(), "--tprof-et",
        (environment.scratch_for_us / "execution_trace" / "tprof.et.json").string()},

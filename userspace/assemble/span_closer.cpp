@@ -111,6 +111,7 @@ void SpanCloser::begin_next_step(ThreadState& state, uint64_t start_ns, const St
   step.span.start_ns = start_ns;
   step.span.record_id = next_entry_id_++;
   step.span.operator_index = step_detection_->step_operator(++last_step_number_);
+  step.span.step = last_step_number_;
   state.steps.push_back(std::move(step));
   state.ranges_in_step = false;
   step_thread_ = state.tid;
@@ -215,6 +216,7 @@ void SpanCloser::enter(ThreadState& state, OpEvent& event) {
                           : !state.steps.empty() ? state.steps.back().span.record_id
                                                  : 0;
   span.operator_index = event.op_id;
+  span.step = last_step_number_;
   span.depth = static_cast<uint32_t>(state.open.size());
   span.arguments_recorded = event.has_arguments;
   span.inputs = std::move(event.arguments);

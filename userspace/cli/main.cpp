@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "exporters/partial_recovery.h"
+#include "userspace/assemble/step_schedule.h"
 #include "userspace/session/attach_session.h"
 #include "userspace/session/doctor.h"
 #include "userspace/session/launch.h"
@@ -33,15 +34,24 @@ constexpr const char* kAttachFooter =
     "                                                   # (and execution_trace/step.et.json.gz)\n"
     "  sudo tprof attach --match train.py --output-dir traces/  # every rank of a job\n"
     "  sudo tprof attach 12345 --children -d 30         # and the workers it starts\n"
+    "  sudo tprof attach 12345 --schedule wait=1,warmup=1,active=2,repeat=3 --output-dir traces/\n"
+    "                                    # 3 cycles of 2 steps, a trace each, then detach\n"
     "\nWith several targets each gets its own files, named after its host, pid and rank (RANK in\n"
     "its environment), with one baseTimeNanoseconds and distributedInfo filled in, so that HTA\n"
     "analyses the ranks together. Recording stops when all of them have exited.\n"
+    "\nSteps: each return from an optimizer's step() (any torch.optim optimizer) ends one\n"
+    "iteration, written as ProfilerStep#N (N from 0 at attach). --schedule keeps only the steps\n"
+    "torch.profiler.schedule(wait, warmup, active, repeat, skip_first) would record, counted in\n"
+    "those N, and writes each cycle once its last step ends, named as tensorboard_trace_handler\n"
+    "names it (<host>_<pid>.<unix_ns>.pt.trace.json in --output-dir); with repeat=R tprof\n"
+    "detaches after the R-th cycle, with repeat=0 it cycles until stopped.\n"
     "\nRecording stops at --duration, on Ctrl-C/SIGTERM, or when the target exits; whatever\n"
     "was recorded is then written. Events the ring buffer could not hold are counted and\n"
     "reported (raise --buffer-mb if any are dropped).\n"
     "\nLike torch.profiler with record_shapes=True, each op carries its inputs' shapes, dtypes\n"
-    "and strides and the ints and bools among them (reported as unknown where they are out of\n"
-    "reach, e.g. floats passed in xmm registers); --no-shapes leaves them out. record_function()\n"
+    "and strides and the other values among them (ints, floats, bools, devices, strings; reported\n"
+    "as unknown where they are out of reach, e.g. a list of optional tensors); --no-shapes leaves\n"
+    "them out. record_function()\n"
     "ranges appear as user_annotation events and the autograd engine's backward nodes as\n"
     "cpu_op events, as torch's profiler shows them.\n"
     "\nA PyTorch Execution Trace (schema 1.1.1-chakra.0.0.4, for Chakra and PARAM) is written\n"
@@ -293,7 +303,17 @@ int main(int argc, char** argv) {
                      "Where each target's files go, named <host>_<pid>[_rank<R>].<unix_ns>.pt.trace.json "
                      "(default: the current directory)")
       ->check(CLI::ExistingDirectory);
+  std::string schedule_text;
+  CLI::Option* schedule =
+      attach->add_option("--schedule", schedule_text,
+                         "wait=W,warmup=U,active=A[,repeat=R][,skip_first=S]: record as torch.profiler.schedule "
+                         "does, one trace per cycle in --output-dir")
+          ->check([](const std::string& text) -> std::string {
+            std::string error;
+            return tprof::StepSchedule::parse(text, &error) ? "" : error;
+          });
   add_recording_options(*attach, options, flags);
+  schedule->excludes("--output");
 
   std::vector<std::string> command;
   CLI::App* record = app.add_subcommand(
@@ -342,6 +362,10 @@ int main(int argc, char** argv) {
   if (doctor->parsed())
     return print_doctor_report(doctor->count("pid") > 0 ? std::optional<pid_t>(doctor_pid) : std::nullopt);
   apply_recording_flags(record->parsed() ? *record : *attach, flags, options);
+  if (attach->parsed() && !schedule_text.empty()) {
+    std::string error;
+    options.schedule = tprof::StepSchedule::parse(schedule_text, &error);
+  }
   if (attach->parsed() && options.pids.empty() && options.match.empty()) {
     std::fprintf(stderr, "tprof: error: attach needs a pid or --match REGEX (see tprof attach --help)\n");
     return 2;

@@ -57,6 +57,19 @@ class Recordings {
     return true;
   }
 
+  // --schedule: every target still running has written its schedule's last cycle.
+  bool all_schedules_done() const {
+    bool any = false;
+    for (const auto& recording : recordings_) {
+      if (recording->schedule_done()) {
+        any = true;
+      } else if (!recording->target().has_exited()) {
+        return false;
+      }
+    }
+    return any;
+  }
+
   uint64_t records() const {
     uint64_t total = 0;
     for (const auto& recording : recordings_) total += recording->records();
@@ -197,7 +210,8 @@ int run_attach(const AttachOptions& options) {
                                      [&](double elapsed_s) {
                                        console.status(elapsed_s, recordings.records(), recordings.dropped());
                                      },
-                                 .all_targets_exited = [&] { return recordings.all_exited(); }});
+                                 .all_targets_exited = [&] { return recordings.all_exited(); },
+                                 .schedule_done = [&] { return recordings.all_schedules_done(); }});
   } catch (const std::exception& error) {
     reason = StopReason::kFault;
     fault = error.what();

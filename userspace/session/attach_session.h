@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "userspace/assemble/step_schedule.h"
 #include "userspace/cli/op_summary.h"
 
 namespace tprof {
@@ -32,6 +33,9 @@ struct AttachOptions {
   bool python_stacks = true;          // --no-python turns stacks and python_function spans off
   uint32_t sample_hz = 1000;          // the stack sampler's rate per CPU
   bool record_shapes = true;          // --no-shapes: ops without their inputs and outputs
+  // --schedule: keep only the steps torch.profiler.schedule would record, and write each cycle
+  // into output_directory as tensorboard_trace_handler would; none: one trace of everything.
+  std::optional<StepSchedule> schedule;
   bool quiet = false;
   SummaryOptions summary;            // the table printed at the end
 };

@@ -42,6 +42,7 @@ const char* describe(StopReason reason) {
     case StopReason::kDuration: return "duration elapsed";
     case StopReason::kSignal: return "interrupted";
     case StopReason::kTargetExited: return "target exited";
+    case StopReason::kScheduleDone: return "schedule complete";
     case StopReason::kFault: return "recording failed";
   }
   return "";
@@ -75,6 +76,7 @@ StopReason run_recording_loop(const UniqueFd& stop_signals, std::optional<double
     // Checked on the drain timer (every kDrainPeriodMs) rather than on pidfds: targets come
     // and go (--children), and a target's last records are drained by then anyway.
     if (hooks.all_targets_exited()) return StopReason::kTargetExited;
+    if (hooks.schedule_done && hooks.schedule_done()) return StopReason::kScheduleDone;
     const uint64_t now_ns = monotonic_now_ns();
     if (now_ns - start_ns >= duration_ns) return StopReason::kDuration;
     if (now_ns - last_status_ns >= kStatusPeriodNs) {

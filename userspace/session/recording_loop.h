@@ -1,5 +1,6 @@
 // The wait while recording: drains the ring buffers on a timer and returns when --duration
-// elapses, a stop signal arrives, or every target has exited.
+// elapses, a stop signal arrives, every target has exited, or --schedule has written its last
+// cycle.
 #pragma once
 
 #include <functional>
@@ -9,7 +10,7 @@
 
 namespace tprof {
 
-enum class StopReason { kDuration, kSignal, kTargetExited, kFault };
+enum class StopReason { kDuration, kSignal, kTargetExited, kScheduleDone, kFault };
 
 const char* describe(StopReason reason);
 
@@ -17,6 +18,7 @@ struct RecordingLoopHooks {
   std::function<void()> drain;                         // every drain period
   std::function<void(double elapsed_s)> show_status;  // a few times a second
   std::function<bool()> all_targets_exited;           // asked after every drain
+  std::function<bool()> schedule_done;                // likewise: --schedule wrote its last cycle
 };
 
 // Throws tprof::Error when waiting or draining fails.

@@ -36,6 +36,7 @@
 #include "userspace/assemble/python_stack_store.h"
 #include "userspace/loader/python_walker_config.h"
 #include "userspace/assemble/range_operators.h"
+#include "userspace/assemble/scheduled_sink.h"
 #include "userspace/loader/range_probes.h"
 #include "userspace/session/recording_loop.h"
 #include "userspace/assemble/device_correlator.h"
@@ -208,17 +209,9 @@ std::string describe_attachment(const TargetProcess& target, const std::optional
   return text + " in " + milliseconds + " ms";
 }
 
-// The files a session writes, created before anything is attached so that an unwritable
-// destination fails at once.
-struct OutputFiles {
-  OutputFiles(const AttachOptions& options, const TargetProcess& target)
-      : trace(options.output_path.empty() ? default_output_path(options.output_directory, target, unix_now_ns())
-                                          : options.output_path,
-              options.output_mode) {
-    if (!options.stacks_path.empty()) {
-      if (options.stacks_path == trace.path()) throw Error("--stacks names the trace file itself: " + trace.path());
-      stacks.emplace(options.stacks_path, options.output_mode);
-    }
+// A trace and, unless --no-et, its Execution Trace, created new at once.
+struct TraceFiles {
+  TraceFiles(const std::string& trace_path, const AttachOptions& options) : trace(trace_path, options.output_mode) {
     if (!options.execution_trace) return;
     const std::string execution_trace_path = options.execution_trace_path.empty()
                                                  ? default_execution_trace_path(trace.path())
@@ -230,6 +223,30 @@ struct OutputFiles {
 
   exporters::OutputFile trace;
   std::optional<exporters::OutputFile> execution_trace;
+};
+
+// The files a session writes, created before anything is attached so that an unwritable
+// destination fails at once. With --schedule each cycle makes its own trace files as it begins
+// (ScheduledSink), so only the directory is checked now.
+struct OutputFiles {
+  OutputFiles(const AttachOptions& options, const TargetProcess& target) {
+    if (options.schedule) {
+      const std::string directory = options.output_directory.empty() ? "." : options.output_directory;
+      if (::access(directory.c_str(), W_OK | X_OK) != 0)
+        throw Error(errno_message("cannot write into --output-dir " + directory, errno));
+    } else {
+      whole.emplace(options.output_path.empty() ? default_output_path(options.output_directory, target, unix_now_ns())
+                                                : options.output_path,
+                    options);
+    }
+    if (!options.stacks_path.empty()) {
+      if (whole && options.stacks_path == whole->trace.path())
+        throw Error("--stacks names the trace file itself: " + whole->trace.path());
+      stacks.emplace(options.stacks_path, options.output_mode);
+    }
+  }
+
+  std::optional<TraceFiles> whole;  // none with --schedule
   std::optional<exporters::OutputFile> stacks;
 };
 
@@ -273,55 +290,115 @@ model::SessionInfo session_info(const TargetProcess& target, const std::optional
 }
 
 // The sinks a recording streams into: the trace, the ET if asked for, and the console table.
-class SessionSinks {
+// The Chrome trace and Execution Trace writers of one set of trace files.
+class TraceFileSinks {
  public:
-  SessionSinks(OutputFiles& outputs, bool group_by_shape)
-      : outputs_(outputs),
-        chrome_(outputs.trace, exporters::chrome_trace_name(outputs.trace.path())),
-        totals_(group_by_shape) {
-    std::vector<model::TraceSink*> sinks{&chrome_, &totals_};
-    if (outputs.execution_trace) {
-      execution_trace_.emplace(*outputs.execution_trace);
+  explicit TraceFileSinks(TraceFiles& files)
+      : files_(files), chrome_(files.trace, exporters::chrome_trace_name(files.trace.path())) {
+    std::vector<model::TraceSink*> sinks{&chrome_};
+    if (files.execution_trace) {
+      execution_trace_.emplace(*files.execution_trace);
       sinks.push_back(&*execution_trace_);
     }
+    fan_out_.emplace(std::move(sinks));
+  }
+
+  model::TraceSink& sink() { return *fan_out_; }
+
+  void commit() {
+    files_.trace.commit();
+    if (files_.execution_trace) files_.execution_trace->commit();
+  }
+
+  std::string written() const {
+    return files_.trace.path() + (files_.execution_trace ? " and " + files_.execution_trace->path() : "");
+  }
+
+ private:
+  TraceFiles& files_;
+  exporters::ChromeTraceWriter chrome_;
+  std::optional<exporters::ExecutionTraceWriter> execution_trace_;
+  std::optional<model::FanOutSink> fan_out_;
+};
+
+// One --schedule cycle's files, named as tensorboard_trace_handler names them, and their writers.
+class CycleOutput final : public ScheduledSink::Cycle {
+ public:
+  CycleOutput(const std::string& trace_path, const AttachOptions& options) : files_(trace_path, options), sinks_(files_) {}
+  model::TraceSink& sink() override { return sinks_.sink(); }
+  void commit() override { sinks_.commit(); }
+  std::string written() const override { return sinks_.written(); }
+
+ private:
+  TraceFiles files_;
+  TraceFileSinks sinks_;
+};
+
+// Every sink of a session: the trace files (one set, or one per --schedule cycle), the table's
+// totals and the folded stacks.
+class SessionSinks {
+ public:
+  SessionSinks(OutputFiles& outputs, const AttachOptions& options, const TargetProcess& target,
+               ScheduledSink::SummarySoFar summary_so_far)
+      : outputs_(outputs), totals_(options.summary.group_by_shape) {
+    std::vector<model::TraceSink*> sinks{&totals_};
     if (outputs.stacks) {
       stacks_.emplace(*outputs.stacks);
       sinks.push_back(&*stacks_);
     }
+    if (outputs.whole) {
+      whole_.emplace(*outputs.whole);
+      sinks.push_back(&whole_->sink());
+    }
     fan_out_.emplace(std::move(sinks));
+    if (!options.schedule) return;
+    scheduled_.emplace(
+        *options.schedule,
+        [&options, &target] {
+          return std::make_unique<CycleOutput>(default_output_path(options.output_directory, target, unix_now_ns()),
+                                               options);
+        },
+        std::move(summary_so_far), *fan_out_);
   }
-  model::TraceSink& sink() { return *fan_out_; }
+  model::TraceSink& sink() { return scheduled_ ? static_cast<model::TraceSink&>(*scheduled_) : *fan_out_; }
   const OperatorTotalsSink& totals() const { return totals_; }
+  // --schedule with repeat=R: the last cycle is written.
+  bool schedule_done() const { return scheduled_ && scheduled_->done(); }
 
   // At most once per kFlushPeriodNs: what was handed on so far reaches the partial files.
   void flush_if_due(uint64_t now_ns) {
     if (now_ns - last_flush_ns_ < kFlushPeriodNs) return;
-    fan_out_->flush();
+    sink().flush();
     last_flush_ns_ = now_ns;
   }
 
   void commit() {
-    outputs_.trace.commit();
-    if (outputs_.execution_trace) outputs_.execution_trace->commit();
+    if (whole_) whole_->commit();
     if (outputs_.stacks) outputs_.stacks->commit();
   }
 
   std::string written() const {
-    std::string paths = outputs_.trace.path();
-    if (outputs_.execution_trace) paths += (outputs_.stacks ? ", " : " and ") + outputs_.execution_trace->path();
-    if (outputs_.stacks) paths += " and " + outputs_.stacks->path();
-    return paths;
+    std::vector<std::string> parts;
+    if (whole_) parts.push_back(whole_->written());
+    if (scheduled_) {
+      for (const std::string& cycle : scheduled_->written()) parts.push_back(cycle);
+      if (scheduled_->written().empty()) parts.push_back("no trace (no scheduled step was recorded)");
+    }
+    if (outputs_.stacks) parts.push_back(outputs_.stacks->path());
+    std::string text;
+    for (size_t i = 0; i < parts.size(); ++i) text += (i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ") + parts[i];
+    return text;
   }
 
  private:
   static constexpr uint64_t kFlushPeriodNs = 1'000'000'000;
 
   OutputFiles& outputs_;
-  exporters::ChromeTraceWriter chrome_;
-  std::optional<exporters::ExecutionTraceWriter> execution_trace_;
+  std::optional<TraceFileSinks> whole_;
   std::optional<exporters::FoldedStacksWriter> stacks_;
   OperatorTotalsSink totals_;
   std::optional<model::FanOutSink> fan_out_;
+  std::optional<ScheduledSink> scheduled_;
   uint64_t last_flush_ns_ = 0;
 };
 
@@ -524,15 +601,17 @@ void start_recording(OpTracer& tracer, AttachPlan& plan, Console& console) {
 class RecordingPipeline {
  public:
   RecordingPipeline(AttachPlan& plan, const TargetProcess& target, OpTracer& tracer, OutputFiles& outputs,
-                    MonotonicToUnix clock, const SummaryOptions& summary_options)
+                    MonotonicToUnix clock, const AttachOptions& options)
       : target_(target),
-        summary_options_(summary_options),
+        tracer_(tracer),
+        summary_options_(options.summary),
         operators_(plan.ops ? std::move(plan.ops->plan.operators) : std::vector<model::Operator>{}),
         range_operators_(operators_,
                          [range_probes = plan.range_probes ? &*plan.range_probes : nullptr](uint64_t vptr) {
                            return range_probes ? range_probes->node_name(vptr) : std::string();
                          }),
-        sinks_(outputs, summary_options.group_by_shape),
+        sinks_(outputs, options, target,
+               [this](uint64_t cycle_end_unix_ns) { return summary_at(cycle_end_unix_ns, tracer_.losses()); }),
         closer_(operators_, stack_lookup(plan, tracer), clock, [this](uint32_t tid) { return thread_name(tid); },
                 sinks_.sink()),
         decoder_(closer_, decoder_callbacks()),
@@ -585,8 +664,19 @@ class RecordingPipeline {
   model::RunSummary finish(uint64_t stop_ns, const LossCounts& losses, const MonotonicToUnix& clock) {
     closer_.finish(stop_ns);
     if (device_correlator_) device_correlator_->finish();
+    const model::RunSummary summary = summary_at(clock.to_unix(stop_ns), losses);
+    sinks_.sink().finish(summary);
+    sinks_.commit();
+    return summary;
+  }
+
+  // --schedule with repeat=R: every cycle is written, so recording can stop.
+  bool schedule_done() const { return sinks_.schedule_done(); }
+
+  // The end-of-run facts as they stand now.
+  model::RunSummary summary_at(uint64_t window_end_unix_ns, const LossCounts& losses) const {
     model::RunSummary summary;
-    summary.window_end_unix_ns = clock.to_unix(stop_ns);
+    summary.window_end_unix_ns = window_end_unix_ns;
     summary.dropped_records = losses.ring_buffer_full;
     summary.unmatched_returns = closer_.counts().unmatched_returns;
     summary.late_records = closer_.counts().late_records;
@@ -602,8 +692,6 @@ class RecordingPipeline {
     summary.arguments_lost = losses.arguments_unreadable;
     summary.python_timeline_lost = closer_.counts().python_timeline_lost;
     if (device_correlator_) summary.device_records_dropped = device_correlator_->counts().dropped_by_cupti;
-    sinks_.sink().finish(summary);
-    sinks_.commit();
     return summary;
   }
 
@@ -671,6 +759,7 @@ class RecordingPipeline {
   }
 
   const TargetProcess& target_;
+  const OpTracer& tracer_;
   const SummaryOptions summary_options_;
   std::optional<PythonFrameResolver> frame_resolver_;
   std::optional<PythonStackStore> stacks_;
@@ -722,7 +811,7 @@ TargetRecording::TargetRecording(const AttachOptions& options, pid_t pid, const 
   if (s.plan.ops && s.plan.ops->tensor_layout)
     for (uint32_t op_id = 0; op_id < s.plan.ops->argument_plans.size(); ++op_id)
       s.tracer->set_op_plan(op_id, s.plan.ops->argument_plans[op_id].bpf);
-  s.pipeline = std::make_unique<RecordingPipeline>(s.plan, s.target, *s.tracer, *s.outputs, s.clock, s.options.summary);
+  s.pipeline = std::make_unique<RecordingPipeline>(s.plan, s.target, *s.tracer, *s.outputs, s.clock, s.options);
 }
 
 TargetRecording::~TargetRecording() = default;
@@ -758,6 +847,8 @@ const TargetProcess& TargetRecording::target() const { return state_->target; }
 void TargetRecording::drain(uint64_t time_limit_ns) { state_->pipeline->drain(time_limit_ns); }
 
 uint64_t TargetRecording::records() const { return state_->pipeline->records(); }
+
+bool TargetRecording::schedule_done() const { return state_->pipeline->schedule_done(); }
 
 uint64_t TargetRecording::dropped() const { return state_->tracer->losses().ring_buffer_full; }
 

@@ -47,6 +47,8 @@ class TargetRecording {
   std::string stop(StopReason reason);
 
   const TargetProcess& target() const;
+  // --schedule with repeat=R: its last cycle is written.
+  bool schedule_done() const;
   uint64_t records() const;
   uint64_t dropped() const;
 

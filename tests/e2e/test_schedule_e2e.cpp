@@ -1,0 +1,119 @@
+// End to end: --schedule on the training loop (torch 1.13, 12 steps). With
+// wait=1,warmup=1,active=2,repeat=2 tprof writes exactly two traces, named as
+// tensorboard_trace_handler names them, holding steps 2-3 and 6-7 (where torch.profiler.schedule
+// records, as test_step_schedule checks against torch's own function), each with its ET, and
+// detaches by itself once the second is written.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/support/process_harness.h"
+#include "tests/support/recorded_workload.h"
+#include "tests/support/test_environment.h"
+#include "tests/support/trace_validator.h"
+
+namespace tprof::test {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+constexpr auto kStartTimeout = 180s;
+constexpr auto kRunTimeout = 600s;
+
+// The ProfilerStep numbers a trace holds, and how many Optimizer.step ranges.
+struct StepContents {
+  std::set<int> steps;
+  size_t optimizer_steps = 0;
+};
+
+StepContents step_contents(const TraceJson& trace) {
+  StepContents contents;
+  for (const auto& event : trace.at("traceEvents")) {
+    const std::string name = event.value("name", "");
+    if (event.value("cat", "") != "user_annotation") continue;
+    if (name.starts_with("ProfilerStep#")) contents.steps.insert(std::stoi(name.substr(13)));
+    if (name.starts_with("Optimizer.step#")) ++contents.optimizer_steps;
+  }
+  return contents;
+}
+
+TEST(Schedule, WritesOneTracePerCycleOfTheStepsTorchsScheduleRecordsThenDetaches) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; --schedule is NOT tested ***";
+  ScratchDirectory scratch;
+  const fs::path traces = scratch.path() / "traces";
+  fs::create_directory(traces);
+  const WorkloadEnvironment environment = host_workload(scratch.path());
+  ChildProcess workload({.argv = workload_command(environment, {"--steps", "12", "--trigger", "stdin"}),
+                         .pipe_stdin = true,
+                         .pipe_stdout = true});
+  const auto ready = workload.stdout_lines().read_line_containing("READY", kStartTimeout);
+  ASSERT_TRUE(ready.has_value()) << workload.stdout_lines().transcript();
+  const std::string pid = ready->substr(ready->find(' ') + 1);
+
+  ChildProcess tprof({.argv = {testing::tprof_binary(), "attach", pid, "--schedule", "wait=1,warmup=1,active=2,repeat=2",
+                               "--output-dir", traces.string()},
+                      .pipe_stderr = true});
+  ASSERT_TRUE(tprof.stderr_lines().read_line_containing("attached", kStartTimeout)) << tprof.stderr_lines().transcript();
+  workload.write_stdin("go\n");
+  ASSERT_TRUE(workload.stdout_lines().read_line_containing("DONE", kRunTimeout)) << workload.stdout_lines().transcript();
+  // No signal: the schedule's end stops it.
+  tprof.stderr_lines().read_to_end(kRunTimeout);
+  const auto status = tprof.wait_for_exit(kRunTimeout);
+  const std::string transcript = tprof.stderr_lines().transcript();
+  workload.close_stdin();
+  workload.wait_for_exit(kRunTimeout);
+  std::cout << transcript;
+  ASSERT_TRUE(status.has_value() && status->succeeded()) << transcript;
+  EXPECT_NE(transcript.find("stopped: schedule complete"), std::string::npos);
+
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(traces))
+    if (entry.is_regular_file()) files.push_back(entry.path());
+  std::sort(files.begin(), files.end());  // the names carry the time each cycle began
+  ASSERT_EQ(files.size(), 2u) << "one trace per cycle";
+  const std::regex handler_name(R"([^/]+_)" + pid + R"(\.\d+\.pt\.trace\.json)");
+  const std::vector<std::set<int>> expected_steps = {{2, 3}, {6, 7}};
+  for (size_t cycle = 0; cycle < files.size(); ++cycle) {
+    SCOPED_TRACE(files[cycle].string());
+    EXPECT_TRUE(std::regex_match(files[cycle].filename().string(), handler_name));
+    EXPECT_EQ(validate_trace_file(files[cycle]), std::vector<std::string>{});
+    const StepContents contents = step_contents(load_trace(files[cycle]));
+    EXPECT_EQ(contents.steps, expected_steps[cycle]);
+    EXPECT_EQ(contents.optimizer_steps, 2u) << "each step holds its optimizer step";
+    std::string stem = files[cycle].filename().string();
+    stem.resize(stem.size() - std::string(".pt.trace.json").size());
+    EXPECT_TRUE(fs::exists(traces / "execution_trace" / (stem + ".et.json")));
+  }
+}
+
+TEST(Schedule, RefusesASingleOutputFileAndABadScheduleWithOneLine) {
+  for (const std::vector<std::string>& arguments :
+       {std::vector<std::string>{"--schedule", "wait=1,warmup=1,active=2", "-o", "x.pt.trace.json"},
+        std::vector<std::string>{"--schedule", "wait=1,active=2"}}) {
+    SCOPED_TRACE(arguments.back());
+    std::vector<std::string> argv = {testing::tprof_binary(), "attach", std::to_string(::getpid())};
+    argv.insert(argv.end(), arguments.begin(), arguments.end());
+    ChildProcess tprof({.argv = argv, .pipe_stderr = true});
+    tprof.stderr_lines().read_to_end(30s);
+    const auto status = tprof.wait_for_exit(30s);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_TRUE(status->exited_normally) << status->describe();
+    EXPECT_NE(status->code, 0);
+    const std::string text = tprof.stderr_lines().transcript();
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+    EXPECT_TRUE(text.starts_with("tprof: error: --schedule")) << text;
+  }
+}
+
+}  // namespace
+}  // namespace tprof::test

@@ -1,0 +1,199 @@
+// --schedule: the step schedule against torch.profiler.schedule itself (torch 1.13's, run in
+// python3) over a grid of parameters, its parsing, and the sink that keeps the recording steps
+// and writes one trace per cycle.
+#include "userspace/assemble/step_schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/support/process_harness.h"
+#include "tests/support/recording_sink.h"
+#include "tests/support/torch_libraries.h"
+#include "userspace/assemble/scheduled_sink.h"
+
+namespace tprof {
+namespace {
+
+using Action = StepSchedule::Action;
+
+// torch's ProfilerAction values in the order of StepSchedule::Action.
+constexpr const char* kTorchGrid = R"py(
+import itertools, sys
+from torch.profiler import schedule, ProfilerAction
+order = [ProfilerAction.NONE, ProfilerAction.WARMUP, ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE]
+for wait, warmup, active, repeat, skip_first in itertools.product(range(3), range(3), range(1, 4), range(3), range(3)):
+    fn = schedule(wait=wait, warmup=warmup, active=active, repeat=repeat, skip_first=skip_first)
+    print(wait, warmup, active, repeat, skip_first, "".join(str(order.index(fn(step))) for step in range(40)))
+)py";
+
+TEST(StepSchedule, AgreesWithTorchsScheduleOverAGrid) {
+  std::vector<std::string> command = testing::debian_torch113().python;
+  command.insert(command.end(), {"-W", "ignore", "-c", kTorchGrid});
+  const test::CommandResult torch = test::run_command(command, std::chrono::seconds(120));
+  if (!torch.status || !torch.status->succeeded())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: python3 with torch could not run torch.profiler.schedule; the schedule is "
+                    "NOT compared with torch's ***";
+  ASSERT_EQ(torch.stdout_lines.size(), 3u * 3 * 3 * 3 * 3);
+  size_t compared = 0;
+  for (const std::string& line : torch.stdout_lines) {
+    std::istringstream fields(line);
+    StepSchedule schedule;
+    std::string actions;
+    fields >> schedule.wait >> schedule.warmup >> schedule.active >> schedule.repeat >> schedule.skip_first >> actions;
+    SCOPED_TRACE(schedule.describe());
+    ASSERT_EQ(actions.size(), 40u);
+    for (uint64_t step = 0; step < 40; ++step) {
+      EXPECT_EQ(static_cast<int>(schedule.action(step)), actions[step] - '0') << "step " << step;
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 243u * 40);
+}
+
+TEST(StepSchedule, ParsesTorchsKeywords) {
+  std::string error;
+  const auto schedule = StepSchedule::parse("wait=1,warmup=2,active=3,repeat=4,skip_first=5", &error);
+  ASSERT_TRUE(schedule.has_value()) << error;
+  EXPECT_EQ(schedule->describe(), "wait=1,warmup=2,active=3,repeat=4,skip_first=5");
+  const auto defaults = StepSchedule::parse("active=2,wait=0,warmup=1", &error);
+  ASSERT_TRUE(defaults.has_value()) << error;
+  EXPECT_EQ(defaults->describe(), "wait=0,warmup=1,active=2,repeat=0,skip_first=0");
+}
+
+TEST(StepSchedule, RefusesWhatTorchRefusesWithAReason) {
+  const std::map<std::string, std::string> refused = {
+      {"wait=1,warmup=1", "missing active=N"},
+      {"wait=1,warmup=1,active=0", "active must be at least 1"},
+      {"wait=1,warmup=1,active=x", "'active=x': active takes a whole number"},
+      {"wait=1,warmup=1,active=2,every=3", "'every=3' is not one of"},
+      {"wait=-1,warmup=1,active=2", "'wait=-1': wait takes a whole number"},
+      {"", "missing wait=N"}};
+  for (const auto& [text, reason] : refused) {
+    std::string error;
+    EXPECT_FALSE(StepSchedule::parse(text, &error).has_value()) << text;
+    EXPECT_NE(error.find(reason), std::string::npos) << text << ": " << error;
+  }
+}
+
+// ---- the sink ---------------------------------------------------------------------------------
+
+// What one cycle received; the test keeps it after the sink has let its cycle go.
+struct CycleRecord {
+  std::string name;
+  test::RecordingSink recorded;
+  bool committed = false;
+};
+
+struct FakeCycle final : ScheduledSink::Cycle {
+  explicit FakeCycle(CycleRecord& record) : record(record) {}
+  model::TraceSink& sink() override { return record.recorded; }
+  void commit() override { record.committed = true; }
+  std::string written() const override { return record.name; }
+  CycleRecord& record;
+};
+
+struct ScheduledRun {
+  explicit ScheduledRun(const std::string& schedule_text) {
+    std::string error;
+    sink = std::make_unique<ScheduledSink>(
+        *StepSchedule::parse(schedule_text, &error),
+        [this] {
+          cycles.push_back(std::make_unique<CycleRecord>());
+          cycles.back()->name = "cycle" + std::to_string(cycles.size() - 1);
+          return std::make_unique<FakeCycle>(*cycles.back());
+        },
+        [](uint64_t end_ns) { return model::RunSummary{.window_end_unix_ns = end_ns}; }, every_cycle);
+    sink->begin({});
+    sink->thread({.tid = 7, .name = "main", .entry_id = 1});
+  }
+
+  // Step `step` on thread 7 from `start` to `start + 10`: one op, then its ProfilerStep range.
+  void run_step(uint64_t step, uint64_t start) {
+    model::OpSpan op{.start_ns = start + 1, .end_ns = start + 9, .operator_index = 0, .step = step};
+    sink->op({7, op, kOp});
+    model::OpSpan range{.start_ns = start, .end_ns = start + 10, .operator_index = 1, .step = step};
+    const model::Operator name{"ProfilerStep#" + std::to_string(step), "", model::RangeKind::kUserAnnotation};
+    sink->op({7, range, name});
+  }
+
+  static std::vector<std::string> names(const CycleRecord& cycle) {
+    std::vector<std::string> names;
+    for (const auto& op : cycle.recorded.ops) names.push_back(op.name);
+    return names;
+  }
+
+  inline static const model::Operator kOp{"aten::mm", ""};
+  std::vector<std::unique_ptr<CycleRecord>> cycles;
+  test::RecordingSink every_cycle;
+  std::unique_ptr<ScheduledSink> sink;
+};
+
+TEST(ScheduledSink, WritesEachCycleOfTheRecordingStepsOnceItsLastStepCloses) {
+  ScheduledRun run("wait=1,warmup=1,active=2,repeat=2");
+  for (uint64_t step = 0; step < 12; ++step) {
+    run.run_step(step, 100 * step);
+    if (step == 3) {
+      ASSERT_EQ(run.sink->written(), std::vector<std::string>{"cycle0"});  // written at step 3's end
+      EXPECT_FALSE(run.sink->done());
+    }
+  }
+  EXPECT_TRUE(run.sink->done());
+  EXPECT_EQ(run.sink->written(), (std::vector<std::string>{"cycle0", "cycle1"}));
+  run.sink->finish({});
+  EXPECT_EQ(run.sink->written().size(), 2u) << "nothing after the last cycle";
+}
+
+TEST(ScheduledSink, ACycleHoldsItsActiveStepsAndTheThreadsAnnouncedBefore) {
+  ScheduledRun run("wait=1,warmup=1,active=2,repeat=2");
+  for (uint64_t step = 0; step < 8; ++step) run.run_step(step, 100 * step);
+  ASSERT_EQ(run.cycles.size(), 2u);
+  EXPECT_EQ(ScheduledRun::names(*run.cycles[0]),
+            (std::vector<std::string>{"aten::mm", "ProfilerStep#2", "aten::mm", "ProfilerStep#3"}));
+  EXPECT_EQ(ScheduledRun::names(*run.cycles[1]),
+            (std::vector<std::string>{"aten::mm", "ProfilerStep#6", "aten::mm", "ProfilerStep#7"}));
+  for (size_t i = 0; i < 2; ++i) {
+    const CycleRecord& cycle = *run.cycles[i];
+    SCOPED_TRACE(cycle.name);
+    EXPECT_TRUE(cycle.committed);
+    EXPECT_EQ(cycle.recorded.begins, 1);
+    EXPECT_EQ(cycle.recorded.finishes, 1);
+    EXPECT_EQ(cycle.recorded.threads.size(), 1u);
+    EXPECT_EQ(cycle.recorded.session.window_start_unix_ns, i == 0 ? 201u : 601u);  // its first range's start
+    EXPECT_EQ(cycle.recorded.summary.window_end_unix_ns, i == 0 ? 310u : 710u);  // its last step's end
+  }
+  EXPECT_EQ(run.every_cycle.ops.size(), 8u) << "the table sees the recorded steps only";
+}
+
+TEST(ScheduledSink, AStopMidCycleWritesWhatItHasAndPythonSpansBeginWithTheCycle) {
+  ScheduledRun run("wait=0,warmup=1,active=3");
+  run.run_step(0, 0);
+  run.run_step(1, 100);
+  run.sink->python_span(7, {.start_ns = 50, .end_ns = 150, .python_id = 1, .name = "train.py(3): step"});
+  run.sink->python_span(7, {.start_ns = 20, .end_ns = 60, .python_id = 2, .name = "before the cycle"});
+  ASSERT_EQ(run.cycles.size(), 1u);
+  const CycleRecord& cycle = *run.cycles.back();
+  run.sink->finish({.window_end_unix_ns = 190});
+  EXPECT_TRUE(cycle.committed);
+  EXPECT_EQ(run.sink->written(), std::vector<std::string>{"cycle0"});
+  ASSERT_EQ(cycle.recorded.python_spans.size(), 1u);
+  EXPECT_EQ(cycle.recorded.python_spans[0].span.start_ns, 100u) << "cut to where its first step began";
+  EXPECT_EQ(cycle.recorded.summary.window_end_unix_ns, 190u);
+}
+
+TEST(ScheduledSink, KeepsNothingOfStepsThatDoNotRecord) {
+  ScheduledRun run("wait=5,warmup=0,active=1,repeat=1");
+  for (uint64_t step = 0; step < 5; ++step) run.run_step(step, 100 * step);
+  EXPECT_TRUE(run.cycles.empty());
+  EXPECT_TRUE(run.every_cycle.ops.empty());
+  run.sink->finish({});
+  EXPECT_TRUE(run.sink->written().empty());
+}
+
+}  // namespace
+}  // namespace tprof

@@ -1,0 +1,113 @@
+#include "userspace/assemble/scheduled_sink.h"
+
+#include <algorithm>
+
+namespace tprof {
+namespace {
+
+bool is_step_range(const model::ClosedOp& op) {
+  return op.op.kind == model::RangeKind::kUserAnnotation && op.op.name.starts_with("ProfilerStep#");
+}
+
+}  // namespace
+
+ScheduledSink::ScheduledSink(StepSchedule schedule, CycleFactory make_cycle, SummarySoFar summary_so_far,
+                             model::TraceSink& every_cycle)
+    : schedule_(schedule),
+      make_cycle_(std::move(make_cycle)),
+      summary_so_far_(std::move(summary_so_far)),
+      every_cycle_(every_cycle) {}
+
+void ScheduledSink::begin(const model::SessionInfo& session) {
+  session_ = session;
+  every_cycle_.begin(session);
+}
+
+void ScheduledSink::thread(const model::ThreadInfo& thread) {
+  threads_.push_back(thread);
+  every_cycle_.thread(thread);
+  if (cycle_) cycle_->output->sink().thread(thread);
+}
+
+bool ScheduledSink::keeps_step(uint64_t step) const {
+  const StepSchedule::Action action = schedule_.action(step);
+  return action == StepSchedule::Action::kRecord || action == StepSchedule::Action::kRecordAndSave;
+}
+
+// The sink of the cycle `step` belongs to, begun now if it is a later one than the open cycle
+// (which then ends); null for a step that does not record, or one of a cycle already ended
+// (a late range).
+model::TraceSink* ScheduledSink::cycle_sink_for(uint64_t step, uint64_t start_unix_ns) {
+  if (!keeps_step(step)) return nullptr;
+  const uint64_t index = schedule_.cycle(step);
+  if ((last_ended_ && index <= *last_ended_) || (cycle_ && index < cycle_->index)) return nullptr;
+  if (cycle_ && index > cycle_->index) end_cycle(summary_so_far_(start_unix_ns));
+  if (!cycle_) {
+    cycle_.emplace(OpenCycle{index, start_unix_ns, make_cycle_()});
+    model::SessionInfo session = session_;
+    session.window_start_unix_ns = start_unix_ns;
+    model::TraceSink& sink = cycle_->output->sink();
+    sink.begin(session);
+    for (const model::ThreadInfo& thread : threads_) sink.thread(thread);
+    for (const model::DeviceProperties& device : devices_) sink.device_properties(device);
+  }
+  cycle_->start_unix_ns = std::min(cycle_->start_unix_ns, start_unix_ns);
+  return &cycle_->output->sink();
+}
+
+void ScheduledSink::op(const model::ClosedOp& op) {
+  model::TraceSink* sink = cycle_sink_for(op.span.step, op.span.start_ns);
+  if (!sink) return;
+  sink->op(op);
+  every_cycle_.op(op);
+  if (is_step_range(op) && schedule_.action(op.span.step) == StepSchedule::Action::kRecordAndSave)
+    end_cycle(summary_so_far_(op.span.end_ns));
+}
+
+void ScheduledSink::python_span(uint32_t tid, const model::PythonSpan& span) {
+  if (!cycle_ || span.end_ns <= cycle_->start_unix_ns) return;
+  model::PythonSpan cut = span;
+  cut.start_ns = std::max(span.start_ns, cycle_->start_unix_ns);
+  cycle_->output->sink().python_span(tid, cut);
+  every_cycle_.python_span(tid, cut);
+}
+
+void ScheduledSink::flow(const model::ForwardBackwardFlow& flow) {
+  if (!cycle_ || flow.forward_start_ns < cycle_->start_unix_ns) return;
+  cycle_->output->sink().flow(flow);
+  every_cycle_.flow(flow);
+}
+
+void ScheduledSink::device_activity(const model::DeviceActivity& activity) {
+  if (!cycle_) return;
+  cycle_->output->sink().device_activity(activity);
+  every_cycle_.device_activity(activity);
+}
+
+void ScheduledSink::device_properties(const model::DeviceProperties& device) {
+  devices_.push_back(device);
+  every_cycle_.device_properties(device);
+  if (cycle_) cycle_->output->sink().device_properties(device);
+}
+
+void ScheduledSink::flush() {
+  if (cycle_) cycle_->output->sink().flush();
+  every_cycle_.flush();
+}
+
+// A cycle cut short by the stop is written too, as torch writes the one recording when its
+// profiler exits.
+void ScheduledSink::finish(const model::RunSummary& summary) {
+  if (cycle_) end_cycle(summary);
+  every_cycle_.finish(summary);
+}
+
+void ScheduledSink::end_cycle(const model::RunSummary& summary) {
+  cycle_->output->sink().finish(summary);
+  cycle_->output->commit();
+  written_.push_back(cycle_->output->written());
+  last_ended_ = cycle_->index;
+  cycle_.reset();
+}
+
+}  // namespace tprof

@@ -1,0 +1,77 @@
+// --schedule: torch.profiler's schedule with tensorboard_trace_handler, from outside. Ranges
+// arrive from the closer stamped with the step they ran in (OpSpan::step); this sink passes on
+// those of recording steps only, to the sinks of the cycle they belong to, and ends each cycle
+// (its files written and renamed into place) once its last step has closed, as torch saves a
+// cycle at RECORD_AND_SAVE. Python spans, flows and GPU activity go to the cycle open when they
+// arrive, python spans cut to begin with it. Memory: one cycle's sinks and the thread list.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/trace_sink.h"
+#include "userspace/assemble/step_schedule.h"
+
+namespace tprof {
+
+class ScheduledSink final : public model::TraceSink {
+ public:
+  // One cycle's output: its own sinks and files.
+  class Cycle {
+   public:
+    virtual ~Cycle() = default;
+    virtual model::TraceSink& sink() = 0;
+    virtual void commit() = 0;           // after finish(): the files take their final names
+    virtual std::string written() const = 0;  // "a.pt.trace.json and execution_trace/a.et.json"
+  };
+  // Makes the next cycle's output when its first range arrives.
+  using CycleFactory = std::function<std::unique_ptr<Cycle>()>;
+  // The end-of-run facts as they stand, for a cycle that ends while recording goes on.
+  using SummarySoFar = std::function<model::RunSummary(uint64_t cycle_end_unix_ns)>;
+  // `every_cycle` (the table, folded stacks) sees what every cycle sees, and the session's
+  // begin and finish.
+  ScheduledSink(StepSchedule schedule, CycleFactory make_cycle, SummarySoFar summary_so_far,
+                model::TraceSink& every_cycle);
+
+  void begin(const model::SessionInfo& session) override;
+  void thread(const model::ThreadInfo& thread) override;
+  void op(const model::ClosedOp& op) override;
+  void python_span(uint32_t tid, const model::PythonSpan& span) override;
+  void flow(const model::ForwardBackwardFlow& flow) override;
+  void device_activity(const model::DeviceActivity& activity) override;
+  void device_properties(const model::DeviceProperties& device) override;
+  void flush() override;
+  void finish(const model::RunSummary& summary) override;
+
+  // Cycles written so far, and what each wrote.
+  const std::vector<std::string>& written() const { return written_; }
+  // The schedule's last cycle (repeat=R) has been written: nothing more will be kept.
+  bool done() const { return last_ended_ && schedule_.finished_after(*last_ended_ + 1); }
+
+ private:
+  struct OpenCycle {
+    uint64_t index = 0;
+    uint64_t start_unix_ns = 0;  // python spans are cut to begin here
+    std::unique_ptr<Cycle> output;
+  };
+  bool keeps_step(uint64_t step) const;
+  model::TraceSink* cycle_sink_for(uint64_t step, uint64_t start_unix_ns);
+  void end_cycle(const model::RunSummary& summary);
+
+  StepSchedule schedule_;
+  CycleFactory make_cycle_;
+  SummarySoFar summary_so_far_;
+  model::TraceSink& every_cycle_;
+  model::SessionInfo session_;
+  std::vector<model::ThreadInfo> threads_;
+  std::vector<model::DeviceProperties> devices_;
+  std::optional<OpenCycle> cycle_;
+  std::vector<std::string> written_;
+  std::optional<uint64_t> last_ended_;  // the index of the last cycle written
+};
+
+}  // namespace tprof
