@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
   for (int variant = 0; variant < 3; ++variant) {
     ResolvedStack frames = stack_of_depth_12(variant);
     model::PythonStack printable;
-    for (const ResolvedFrame& frame : frames) printable.push_back({frame.file, frame.line, frame.function});
+    for (const ResolvedFrame& frame : frames) printable.push_back({frame.file, frame.line, frame.function, frame.qualified_name});
     stacks.push_back({std::move(frames), std::move(printable)});
   }
 

@@ -202,8 +202,8 @@ void ChromeTraceWriter::write_metadata_event(std::string_view name, uint32_t pid
 }
 
 // profiler_kineto.cpp AddTensorboardFields: "Python parent id" (null at the top),
-// "Python id", and "Python module id" on nn.Module calls. No External id: python_function
-// events are not ops.
+// "Python id", and "Python module id" on nn.Module calls; and "Qualified name" where co_qualname
+// says more than the name. No External id: python_function events are not ops.
 void ChromeTraceWriter::python_span(uint32_t tid, const model::PythonSpan& span) {
   begin_event("python_function", span.name, session_.pid, tid, span.start_ns, span.end_ns);
   line_ += "\"Python parent id\": ";
@@ -217,6 +217,10 @@ void ChromeTraceWriter::python_span(uint32_t tid, const model::PythonSpan& span)
   if (span.module_id >= 0) {
     line_ += ", \"Python module id\": ";
     append_json_integer(line_, static_cast<uint64_t>(span.module_id));
+  }
+  if (!span.qualified_name.empty()) {  // tprof's own: torch names the frame by co_name alone
+    line_ += ", \"Qualified name\": ";
+    append_json_string(line_, span.qualified_name);
   }
   line_ += ", \"Ev Idx\": ";
   append_json_integer(line_, next_event_index_++);

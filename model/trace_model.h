@@ -87,7 +87,8 @@ struct Value {
 struct PythonFrame {
   std::string file;
   int line = 0;           // the line executing in that frame (the call site); 0 if unknown
-  std::string function;   // co_qualname (co_name before 3.11)
+  std::string function;   // co_name, as torch's profiler names frames (CodeLocation)
+  std::string qualified_name;  // co_qualname (3.11+; co_name before)
   bool operator==(const PythonFrame&) const = default;
 };
 
@@ -103,7 +104,8 @@ struct PythonSpan {
   uint64_t parent_python_id = 0;  // the enclosing python_function's id; 0: none
   int64_t module_id = -1;         // "Python module id" of nn.Module calls; -1 otherwise
   uint32_t depth = 0;             // enclosing python spans on this thread
-  std::string name;               // "path(line): function", "nn.Module: Linear_0", ...
+  std::string name;               // "path(line): co_name", "nn.Module: Linear_0", ...
+  std::string qualified_name;     // co_qualname where it says more than co_name: "Conv2d._conv_forward"
 };
 
 // One op invocation on one thread. Times are wall-clock Unix nanoseconds.

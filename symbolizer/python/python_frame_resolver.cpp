@@ -33,7 +33,8 @@ ResolvedStack PythonFrameResolver::resolve(const python_stack& raw) {
     resolved.frame_address = frame.frame;
     resolved.code_address = frame.code;
     resolved.file = code->filename;
-    resolved.function = code->qualname;
+    resolved.function = code->name;
+    resolved.qualified_name = code->qualname;
     resolved.instruction = frame.instruction;
     if (code->loops) resolved.loops = &*code->loops;
     resolved.line = std::max(symbolizer::line(*code, frame.instruction), 0);
@@ -58,7 +59,7 @@ ResolvedStack PythonFrameResolver::resolve(const python_stack& raw) {
     ResolvedFrame& inner = stack[i];
     const ResolvedFrame& outer = stack[i + 1];
     if (inner.module_class && outer.module_class && inner.module_self == outer.module_self &&
-        inner.function == "Module._call_impl" && outer.function == "Module._wrapped_call_impl")
+        inner.qualified_name == "Module._call_impl" && outer.qualified_name == "Module._wrapped_call_impl")
       inner.module_class.reset();
   }
   return stack;

@@ -15,7 +15,8 @@ struct ResolvedFrame {
   uint64_t frame_address = 0;  // the invocation's frame: same address + code = same call
   uint64_t code_address = 0;
   std::string file;
-  std::string function;  // co_qualname (co_name before 3.11)
+  std::string function;        // co_name: what torch's profiler names a frame by
+  std::string qualified_name;  // co_qualname (3.11+; co_name before): "Conv2d._conv_forward"
   uint32_t instruction = 0;  // the instruction executing now, in the walker's units
   // Where its code jumps backwards (owned by the code object cache); null when unknown.
   const std::vector<symbolizer::BackwardJump>* loops = nullptr;

@@ -315,8 +315,8 @@ std::vector<TracedOp> ops_with_python_chains(const TraceJson& trace, int64_t tid
 
 // The comparable part of one stack entry, or nullopt for entries to ignore: torch-internal
 // frames (files under torch/) and C functions ("<built-in ...>", which tprof cannot see).
-// Files compare by base name (torch shortens paths) and functions by their last name
-// component (tprof shows co_qualname, torch co_name).
+// Files compare by base name (torch shortens paths) and functions by name: both write co_name
+// (a qualified name here would not match: tprof keeps those in python_function args only).
 std::optional<std::string> user_frame_key(const std::string& entry, bool with_line) {
   if (entry.starts_with("<built-in")) return std::nullopt;
   if (entry.starts_with("nn.Module: ")) return entry;
@@ -326,8 +326,7 @@ std::optional<std::string> user_frame_key(const std::string& entry, bool with_li
   const std::string file = entry.substr(0, open_paren);
   if (file.starts_with("torch/") || file.find("/torch/") != std::string::npos) return std::nullopt;
   const std::string line = entry.substr(open_paren + 1, separator - open_paren - 1);
-  std::string function = entry.substr(separator + 3);
-  if (const auto dot = function.rfind('.'); dot != std::string::npos) function = function.substr(dot + 1);
+  const std::string function = entry.substr(separator + 3);
   std::string key = fs::path(file).filename().string() + ":" + function;
   return with_line ? key + "(" + line + ")" : key;
 }

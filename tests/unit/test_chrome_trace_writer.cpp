@@ -340,6 +340,29 @@ TEST_F(ChromeTraceWriterTest, IncompleteSpansCarryTheirFlagOnly) {
   EXPECT_EQ(slice_with_id(slices, 2)["args"].size(), 3u);  // a complete op has no flag at all
 }
 
+TEST_F(ChromeTraceWriterTest, PythonFunctionsCarryTheirIdsAndAQualifiedNameWhereItSaysMore) {
+  model::Trace trace = make_sample_trace();
+  const uint64_t start = trace.session.window_start_unix_ns;
+  trace.threads[0].python_spans = {
+      {.start_ns = start, .end_ns = start + 9000, .python_id = 1, .depth = 0, .name = "train.py(10): main"},
+      {.start_ns = start + 100, .end_ns = start + 8000, .python_id = 2, .parent_python_id = 1, .depth = 1,
+       .name = "train.py(85): training_step", .qualified_name = "make_training_step.<locals>.training_step"}};
+  std::vector<ordered_json> python;
+  for (const ordered_json& slice : slices_of(ordered_json::parse(write_trace(trace))))
+    if (slice.at("cat") == "python_function") python.push_back(slice);
+  ASSERT_EQ(python.size(), 2u);
+  // Handed on as they close: the inner one first.
+  std::sort(python.begin(), python.end(), [](const ordered_json& a, const ordered_json& b) {
+    return a.at("args").at("Python id") < b.at("args").at("Python id");
+  });
+  EXPECT_EQ(python[0].at("name"), "train.py(10): main");
+  EXPECT_FALSE(python[0].at("args").contains("Qualified name"));
+  EXPECT_TRUE(python[0].at("args").at("Python parent id").is_null());
+  EXPECT_EQ(python[1].at("name"), "train.py(85): training_step");
+  EXPECT_EQ(python[1].at("args").at("Qualified name"), "make_training_step.<locals>.training_step");
+  EXPECT_EQ(python[1].at("args").at("Python parent id"), 1);
+}
+
 TEST_F(ChromeTraceWriterTest, AnnotationIsAUserAnnotationSlice) {
   const ordered_json step = slice_with_id(slices_of(ordered_json::parse(write_trace(make_sample_trace()))), 1);
   EXPECT_EQ(step, ordered_json::parse(R"({"ph": "X", "cat": "user_annotation",

@@ -69,6 +69,22 @@ const ResolvedFrame kStepA = frame(0x200, 0xb, "step");
 const ResolvedFrame kForward = frame(0x300, 0xc, "forward");
 const ResolvedFrame kLoss = frame(0x300, 0xd, "loss");  // same frame slot, other code
 
+// torch names a frame by co_name (profiler_python.cpp CodeLocation); co_qualname goes along
+// where it says more.
+TEST(PythonTimeline, SpansAreNamedByCoNameAndKeepTheQualifiedName) {
+  ResolvedFrame nested = frame(0x100, 0xa, "training_step", 85);
+  nested.qualified_name = "make_training_step.<locals>.training_step";
+  ResolvedFrame plain = frame(0x200, 0xb, "main", 10);
+  plain.qualified_name = "main";
+  const ResolvedStack frames = stack({plain, nested});
+  const std::vector<model::PythonSpan> spans = build({op(10, 20, frames)});
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_EQ(spans[0].name, "train.py(10): main");
+  EXPECT_EQ(spans[0].qualified_name, "");
+  EXPECT_EQ(spans[1].name, "train.py(85): training_step");
+  EXPECT_EQ(spans[1].qualified_name, "make_training_step.<locals>.training_step");
+}
+
 TEST(PythonTimeline, SharedFramesSpanEveryOpTheyAppearIn) {
   const ResolvedStack in_forward = stack({kMain, kStepA, kForward});
   const ResolvedStack in_loss = stack({kMain, kStepA, kLoss});

@@ -10,7 +10,7 @@ namespace {
 model::PythonStack printable_stack(const ResolvedStack& stack) {
   model::PythonStack frames;
   frames.reserve(stack.size());
-  for (const ResolvedFrame& frame : stack) frames.push_back({frame.file, frame.line, frame.function});
+  for (const ResolvedFrame& frame : stack) frames.push_back({frame.file, frame.line, frame.function, frame.qualified_name});
   return frames;
 }
 

@@ -81,6 +81,7 @@ model::PythonSpan PythonSpanNamer::open(const ResolvedFrame& frame, uint64_t sta
     span.name = "nn.Module: " + *frame.module_class + "_" + std::to_string(span.module_id);
   } else {
     span.name = frame.file + "(" + std::to_string(frame.first_line) + "): " + frame.function;
+    if (frame.qualified_name != frame.function) span.qualified_name = frame.qualified_name;
   }
   return span;
 }
