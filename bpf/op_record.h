@@ -60,6 +60,13 @@ enum range_exit_cause {
 
 #define SEQUENCE_COUNTER_UNKNOWN (~0ULL)
 
+/* How a stack sample was taken (the exit_cause byte of an OP_RECORD_PYTHON_SAMPLE). */
+enum sample_cause {
+	SAMPLE_ON_CPU = 0,  /* the sampler found the thread running */
+	SAMPLE_BLOCKED = 1, /* the thread went off CPU here, waiting (sleep, a lock, I/O, a CUDA sync) */
+	SAMPLE_RESUMED = 2, /* it ran again: the stack it blocked with, which cannot change meanwhile */
+};
+
 /* The record layout is ABI between the BPF object and the userspace consumer. */
 #ifdef __cplusplus
 static_assert(sizeof(struct op_record) == 40, "op_record is 40 bytes");

@@ -5,7 +5,7 @@
  * those functions and of the autograd functions, and one on __cxa_begin_catch: ranges close at
  * their `ret` or at the catch of the exception that unwound them, never through a uretprobe
  * (open_ranges.bpf.h says why). A perf-event sampler looks at the target's Python stacks
- * between ops. With shapes on, op records carry the op's arguments and returns
+ * between ops, and the scheduler's switches at those of threads that wait. With shapes on, op records carry the op's arguments and returns
  * (argument_reader.bpf.h); the doubles of ops that take some are read by a second probe inside
  * the op, where its code has stored them (op_spilled_arguments).
  *
@@ -216,5 +216,72 @@ int python_sample(void *ctx)
 	__u64 stack_id = capture_python_stack(ids.tid, sample_walk_buffer());
 	if (!stack_id)
 		return 0;
-	return emit(ids, 0, OP_RECORD_PYTHON_SAMPLE, stack_id, now, SEQUENCE_COUNTER_UNKNOWN);
+	return emit_sample(ids, stack_id, now, SAMPLE_ON_CPU);
+}
+
+/*
+ * Python stacks across waits. The sampler sees running threads only, so a thread blocked in
+ * sleep, a queue, I/O or a CUDA sync would vanish from the python_function timeline: when a
+ * thread of the target blocks, its stack is recorded (SAMPLE_BLOCKED), and when it runs again
+ * the same stack is recorded at that moment (SAMPLE_RESUMED), since a Python stack cannot
+ * change while its thread is off CPU. A thread that is not a Python thread (torch's intra-op
+ * workers) is looked for again at most once a second.
+ */
+#define NOT_PYTHON_RETRY_NS 1000000000ULL
+#define TASK_RUNNING 0
+
+struct off_cpu_state {
+	__u64 stack_id;            /* the stack it blocked with; 0: not blocked, or not recorded */
+	__u64 not_python_until_ns; /* no Python thread state was found for it: not before this */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct off_cpu_state);
+} off_cpu_states SEC(".maps");
+
+/* `prev` is the current task here: its user memory is the one bpf_probe_read_user sees. A
+ * voluntary switch never lands inside another of its walks (BPF programs do not sleep), so
+ * its op walk buffer is free. */
+static __always_inline void record_blocking(struct task_struct *prev, __u64 now)
+{
+	struct thread_ids ids = current_thread_ids();
+	if (ids.tgid != target_tgid)
+		return;
+	struct off_cpu_state *state =
+		bpf_task_storage_get(&off_cpu_states, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!state || now < state->not_python_until_ns)
+		return;
+	__u64 stack_id = walk_python_stack(ids.tid, op_walk_buffer(), false);
+	state->stack_id = stack_id;
+	if (!stack_id) {
+		state->not_python_until_ns = now + NOT_PYTHON_RETRY_NS;
+		return;
+	}
+	emit_sample(ids, stack_id, now, SAMPLE_BLOCKED);
+}
+
+static __always_inline void record_resuming(struct task_struct *next, __u64 now)
+{
+	struct off_cpu_state *state = bpf_task_storage_get(&off_cpu_states, next, 0, 0);
+	if (!state || !state->stack_id)
+		return;
+	struct thread_ids ids = task_thread_ids(next);
+	if (ids.tgid == target_tgid)
+		emit_sample(ids, state->stack_id, now, SAMPLE_RESUMED);
+	state->stack_id = 0;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(python_switch, bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
+{
+	if (!recording || !python_config.enabled || !target_tgid)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	if (!preempt && prev_state != TASK_RUNNING)
+		record_blocking(prev, now);
+	record_resuming(next, now);
+	return 0;
 }

@@ -153,7 +153,7 @@ static __always_inline bool read_thread_state(struct walk_scratch *scratch, __u6
  * stale entry) and leaves its prefix in scratch->tstate_bytes. False, counted, if there is
  * none: userspace says how many walks found no thread state, and how many of those gave up at
  * the search bound with threads left unexamined, so neither goes unnoticed. */
-static __always_inline bool load_thread_state(struct walk_scratch *scratch, __u32 tid)
+static __always_inline bool load_thread_state(struct walk_scratch *scratch, __u32 tid, bool count_misses)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 fsbase = task->thread.fsbase;
@@ -164,7 +164,8 @@ static __always_inline bool load_thread_state(struct walk_scratch *scratch, __u3
 	__u64 interpreter = read_user_u64(python_config.runtime_address +
 					  python_config.runtime_interpreters_head);
 	if (!interpreter) {
-		count_loss(LOSS_THREAD_STATE_NOT_FOUND);
+		if (count_misses)
+			count_loss(LOSS_THREAD_STATE_NOT_FOUND);
 		return false;
 	}
 	struct thread_search search = {
@@ -174,7 +175,9 @@ static __always_inline bool load_thread_state(struct walk_scratch *scratch, __u3
 	bpf_loop(PYTHON_MAX_THREAD_STATES, thread_search_step, &search, 0);
 	if (!search.found || !read_thread_state(scratch, search.found, fsbase)) {
 		/* A search that stopped with a thread state in hand ran into the bound. */
-		count_loss(!search.found && search.thread_state ? LOSS_THREAD_SEARCH_CUT : LOSS_THREAD_STATE_NOT_FOUND);
+		if (count_misses)
+			count_loss(!search.found && search.thread_state ? LOSS_THREAD_SEARCH_CUT
+									: LOSS_THREAD_STATE_NOT_FOUND);
 		return false;
 	}
 	bpf_map_update_elem(&python_thread_states, &tid, &search.found, BPF_ANY);
@@ -275,8 +278,10 @@ static __always_inline void send_new_stack(struct walk_scratch *scratch, __u64 s
 }
 
 /* Walks the calling thread's Python stack in `scratch` (owned by this walk until it returns)
- * and returns the id the stack is stored under, or 0. */
-static __always_inline __u64 capture_python_stack(__u32 tid, struct walk_scratch *scratch)
+ * and returns the id the stack is stored under, or 0. A thread without a Python thread state
+ * is counted as a loss where a stack was expected (`count_misses`): at an op, not when any
+ * thread of the target blocks. */
+static __always_inline __u64 walk_python_stack(__u32 tid, struct walk_scratch *scratch, bool count_misses)
 {
 	if (!python_config.enabled)
 		return 0;
@@ -284,7 +289,7 @@ static __always_inline __u64 capture_python_stack(__u32 tid, struct walk_scratch
 		count_loss(LOSS_STACK_UNREADABLE);
 		return 0;
 	}
-	if (!load_thread_state(scratch, tid))
+	if (!load_thread_state(scratch, tid, count_misses))
 		return 0; /* counted there, by cause */
 	__u64 frame = field_u64(scratch->tstate_bytes, python_config.thread_frame, PYTHON_TSTATE_READ_MAX);
 	if (python_config.cframe_current_frame >= 0 && frame)
@@ -307,6 +312,11 @@ static __always_inline __u64 capture_python_stack(__u32 tid, struct walk_scratch
 	if (!stored)
 		send_new_stack(scratch, stack_id);
 	return stack_id;
+}
+
+static __always_inline __u64 capture_python_stack(__u32 tid, struct walk_scratch *scratch)
+{
+	return walk_python_stack(tid, scratch, true);
 }
 
 #endif /* TPROF_BPF_PYTHON_WALKER_BPF_H */

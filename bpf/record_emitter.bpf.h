@@ -102,6 +102,15 @@ static __always_inline __u32 number_in_tprof_namespace(struct pid *pid)
 	return (__u32)number.nr;
 }
 
+/* A task's ids as tprof sees them. */
+static __always_inline struct thread_ids task_thread_ids(struct task_struct *task)
+{
+	if (pid_namespace_is_initial)
+		return (struct thread_ids){.tgid = (__u32)task->tgid, .tid = (__u32)task->pid};
+	return (struct thread_ids){.tgid = number_in_tprof_namespace(task->group_leader->thread_pid),
+				   .tid = number_in_tprof_namespace(task->thread_pid)};
+}
+
 /* The current thread's ids as tprof sees them. bpf_get_ns_current_pid_tgid would not do: it
  * answers only for tasks of tprof's own namespace, and a node agent's targets sit in child
  * namespaces (containers). */
@@ -112,9 +121,7 @@ static __always_inline struct thread_ids current_thread_ids(void)
 		__u64 ids = bpf_get_current_pid_tgid();
 		return (struct thread_ids){.tgid = ids >> 32, .tid = (__u32)ids};
 	}
-	struct task_struct *task = bpf_get_current_task_btf();
-	return (struct thread_ids){.tgid = number_in_tprof_namespace(task->group_leader->thread_pid),
-				   .tid = number_in_tprof_namespace(task->thread_pid)};
+	return task_thread_ids(bpf_get_current_task_btf());
 }
 
 static __always_inline void fill_head(struct op_record *head, struct thread_ids ids, __u32 op_id, __u8 kind,
@@ -141,6 +148,20 @@ static __always_inline int emit(struct thread_ids ids, __u32 op_id, __u8 kind, _
 		return 0;
 	}
 	fill_head(rec, ids, op_id, kind, python_stack_id, now, sequence_counter);
+	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/* A stack sample: `stack_id` taken as `cause` (enum sample_cause) says. */
+static __always_inline int emit_sample(struct thread_ids ids, __u64 stack_id, __u64 now, __u8 cause)
+{
+	struct op_record *rec = bpf_ringbuf_reserve(&op_records, sizeof(*rec), 0);
+	if (!rec) {
+		count_loss(LOSS_RING_BUFFER_FULL);
+		return 0;
+	}
+	fill_head(rec, ids, 0, OP_RECORD_PYTHON_SAMPLE, stack_id, now, SEQUENCE_COUNTER_UNKNOWN);
+	rec->exit_cause = cause;
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	return 0;
 }

@@ -351,6 +351,33 @@ ResolvedFrame python_frame(uint64_t address, std::string function) {
   return frame;
 }
 
+// A thread blocked at the stop (its last record the stack it blocked with) is still in those
+// frames: they end with the window. The main thread's outermost frame, running at the attach,
+// begins with it.
+TEST(SpanCloser, FramesOfABlockedThreadLastUntilTheStopAndTheMainThreadsRootFromTheStart) {
+  const StoredStack waiting{{python_frame(0x20, "sleepy"), python_frame(0x10, "<module>")}, {}};
+  Closer c(ops_operators(), [&](uint64_t id) -> const StoredStack* { return id == 1 ? &waiting : nullptr; });
+  c.closer.open_step(7, 0, 5);
+  c.closer.thread_running_since(7, 5);
+  OpEvent blocked{.monotonic_ns = 40, .is_sample = true, .python_stack_id = 1};
+  blocked.blocked = true;
+  c.closer.add(7, blocked);
+  c.closer.finish(100);
+  ASSERT_EQ(c.sink.python_spans.size(), 2u);
+  for (const auto& span : c.sink.python_spans) {
+    SCOPED_TRACE(span.span.name);
+    EXPECT_EQ(span.span.end_ns, 1100u) << "open until the stop";
+    EXPECT_EQ(span.span.start_ns, span.span.depth == 0 ? 1005u : 1040u);
+  }
+  // The same sample not blocked: the frames end where they were last seen.
+  Closer running(ops_operators(), [&](uint64_t id) -> const StoredStack* { return id == 1 ? &waiting : nullptr; });
+  blocked.blocked = false;
+  running.closer.add(7, blocked);
+  running.closer.finish(100);
+  ASSERT_EQ(running.sink.python_spans.size(), 2u);
+  EXPECT_EQ(running.sink.python_spans[0].span.end_ns, 1040u);
+}
+
 // An op's stack observation needs the op's end, so a thread's observations wait until its
 // outermost op closes; a sample between ops goes through at once. Ops carry their stack.
 TEST(SpanCloser, FeedsPythonSpansOnceTheThreadsOutermostOpCloses) {

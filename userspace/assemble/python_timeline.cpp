@@ -118,10 +118,12 @@ void PythonTimeline::observe(const StackObservation& observation, const Emit& em
     open_[depth].last_seen_ns = std::max(open_[depth].last_seen_ns, observation.end_ns);
   for (size_t depth = shared; depth < stack.size(); ++depth) {
     const uint64_t parent_id = depth > 0 ? open_[depth - 1].span.python_id : 0;
-    open_.push_back({namer_->open(frame_at_depth(stack, depth), observation.start_ns, static_cast<uint32_t>(depth),
-                                  parent_id),
+    uint64_t start_ns = observation.start_ns;
+    if (depth == 0 && root_open_since_) start_ns = std::min(start_ns, *root_open_since_);
+    open_.push_back({namer_->open(frame_at_depth(stack, depth), start_ns, static_cast<uint32_t>(depth), parent_id),
                      observation.end_ns});
   }
+  if (!stack.empty()) root_open_since_.reset();
   open_stack_ = &stack;
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -60,6 +61,10 @@ class PythonTimeline {
 
   void observe(const StackObservation& observation, const Emit& emit);
   void finish(const Emit& emit);  // closes every span still open
+  // The outermost frame of the first stack observed began no later than `start_ns`: what the
+  // thread runs in for its whole life (the main thread's <module>), already running when
+  // recording began, as torch opens the frames on the stack when it starts.
+  void root_open_since(uint64_t start_ns) { root_open_since_ = start_ns; }
   // The latest start, later than `after_ns`, of the spans still open whose frames `next` (a
   // stack about to be observed) continues; `after_ns` if none.
   uint64_t latest_continuing_start_after(const ResolvedStack& next, uint64_t after_ns) const;
@@ -78,6 +83,7 @@ class PythonTimeline {
   PythonSpanNamer* namer_;
   std::vector<OpenFrame> open_;
   const ResolvedStack* open_stack_ = nullptr;  // the last stack applied: `open_` mirrors its outer part
+  std::optional<uint64_t> root_open_since_;
   std::vector<EnclosingOp> enclosing_ops_;
 };
 

@@ -58,6 +58,14 @@ SpanCloser::ThreadState& SpanCloser::thread(uint32_t tid) {
   return entry->second;
 }
 
+void SpanCloser::thread_running_since(uint32_t tid, uint64_t start_monotonic_ns) {
+  ThreadState& state = thread(tid);
+  state.timeline.root_open_since(clock_.to_unix(start_monotonic_ns));
+  // Its initial step then stays at the window's start too, around that frame; the first
+  // iteration still moves it inside the loop's frame (begin_next_step).
+  state.step_start_pending = false;
+}
+
 void SpanCloser::open_step(uint32_t tid, uint32_t operator_index, uint64_t start_monotonic_ns) {
   ThreadState& state = thread(tid);
   OpenRange step;
@@ -173,6 +181,8 @@ void SpanCloser::finish(uint64_t stop_monotonic_ns) {
       range.span.closed_at_stop = true;
     }
     close_ranges_down_to(state, 0, kUnknownCounter);
+    // A thread still waiting where it blocked is still in those frames.
+    if (state.blocked_stack) observe(state, {stop_ns, stop_ns, &state.blocked_stack->frames, false}, nullptr);
     flush_observations(state);
     state.timeline.finish([&](const model::PythonSpan& span) { emit_python_span(tid, span); });
     // A detected iteration ends with the thread's last activity, as the Python frames around it
@@ -190,6 +200,7 @@ void SpanCloser::finish(uint64_t stop_monotonic_ns) {
 
 void SpanCloser::process(uint32_t tid, OpEvent& event) {
   ThreadState& state = thread(tid);
+  state.blocked_stack = nullptr;
   if (event.is_sample) {
     sample(state, event);
   } else if (event.is_exit) {
@@ -349,6 +360,7 @@ void SpanCloser::sample(ThreadState& state, const OpEvent& event) {
   note_activity(state, at_ns);
   observe(state, {at_ns, at_ns, &stack->frames, false}, nullptr);
   if (state.open.empty()) flush_observations(state);
+  if (event.blocked) state.blocked_stack = stack;
 }
 
 // The stored stack a record names; null for none, and counted when the record named one that

@@ -44,6 +44,7 @@ struct OpEvent {
   // Op entries and exits: the thread's autograd sequence counter; SEQUENCE_COUNTER_UNKNOWN
   // (all ones) when not read.
   uint64_t sequence_counter = UINT64_MAX;
+  bool blocked = false;  // samples: its thread went off CPU here, in this stack until it runs again
 };
 
 class SpanCloser {
@@ -85,6 +86,10 @@ class SpanCloser {
   // The range that top-level ranges of `tid` nest in until finish(), or until step detection
   // ends it, such as ProfilerStep#0 from the window's start; it takes its record id now.
   void open_step(uint32_t tid, uint32_t operator_index, uint64_t start_monotonic_ns);
+  // `tid` (the main thread) ran before `start_monotonic_ns`: the outermost frame it is first seen
+  // in (its <module>) was already running then, and so was its initial step. Call after
+  // open_step.
+  void thread_running_since(uint32_t tid, uint64_t start_monotonic_ns);
 
   // Iterations, as torch.profiler's ProfilerStep#N: once a range that `is_boundary` accepts
   // (an Optimizer.step annotation) has closed on a thread, the next top-level range that
@@ -152,6 +157,9 @@ class SpanCloser {
     const StoredStack* boundary_stack = nullptr;  // that boundary's Python stack; null: none
     bool step_start_pending = false;  // the initial step starts at the thread's first activity
     uint64_t last_activity_ns = 0;    // the end of its last op or sample
+    // The stack its thread blocked with, when nothing was recorded of it since: its frames are
+    // still open when recording stops.
+    const StoredStack* blocked_stack = nullptr;
     bool ranges_in_step = false;      // a top-level range entered since its step began
   };
   struct ForwardOp {

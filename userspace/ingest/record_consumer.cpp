@@ -171,6 +171,7 @@ void RecordDecoder::consume(const op_record& head, const unsigned char* payload,
       return;
     case OP_RECORD_PYTHON_SAMPLE:
       event.is_sample = true;
+      event.blocked = head.exit_cause == SAMPLE_BLOCKED;
       ++python_samples_;
       spans_.add(head.tid, std::move(event));
       return;

@@ -132,6 +132,9 @@ void OpTracer::attach_python_sampler(uint32_t frequency_hz) {
     sampler_links_.emplace_back(link);
     sampler_events_.push_back(std::move(event));
   }
+  bpf_link* switches = bpf_program__attach(skeleton_->progs.python_switch);
+  if (!switches) throw Error(errno_message("cannot attach to the scheduler's sched_switch tracepoint", errno));
+  sampler_links_.emplace_back(switches);
 }
 
 void OpTracer::start_recording() { skeleton_->bss->recording = 1; }

@@ -63,7 +63,8 @@ class OpTracer {
   // functions, and __cxa_begin_catch (no offsets: not probed). Attach before their entries.
   void attach_exits(const UprobeSites& returns, const UprobeSites& catches);
   // A CPU-clock sampler on every CPU at `frequency_hz` that records the target's Python
-  // stacks between ops. Only with Python stacks enabled.
+  // stacks between ops, and the stacks of its threads as they block and run again (the
+  // sched_switch tracepoint). Only with Python stacks enabled.
   void attach_python_sampler(uint32_t frequency_hz);
   // Probes record only between these two calls: start once everything is attached, stop
   // before detaching, so that all kinds of record begin and end at the same moment.

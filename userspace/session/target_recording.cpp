@@ -632,6 +632,7 @@ class RecordingPipeline {
              [this](uint64_t step) { return range_operators_.annotation("ProfilerStep#" + std::to_string(step)); },
          .boundary_caller_frames = optimizer_caller_frames});
     closer_.open_step(session.pid, range_operators_.annotation("ProfilerStep#0"), window_start_ns);
+    closer_.thread_running_since(session.pid, window_start_ns);
     closer_.estimate_flops([](const model::Operator& op, const std::vector<model::Value>& inputs) {
       return symbolizer::estimate_flops(op.name, inputs).value_or(0);
     });
