@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 
+#include "symbolizer/binary/call_sites.h"
 #include "symbolizer/binary/defined_symbols.h"
 #include "symbolizer/binary/emulated_probe_point.h"
 #include "symbolizer/binary/function_bounds.h"
@@ -30,34 +31,10 @@ constexpr std::string_view kExportedKernelPrefix =
     "_ZN5torch8autograd8profiler25record_function_enter_newE";
 
 constexpr int64_t kUserScope = 7;  // at::RecordScope::USER_SCOPE
-constexpr uint8_t kCallRel32 = 0xe8;
-constexpr size_t kCallLength = 5;
 constexpr size_t kSecondArgument = kRsi;  // System V
+constexpr size_t kCallLength = 5;          // call rel32
 // The kernels call record_function_enter a few instructions after the constructor.
 constexpr int kInstructionsToNextCall = 32;
-
-// Link-time addresses of `call rel32` instructions to any of `targets`, in the executable
-// sections. Byte scanning also hits e8 bytes inside other instructions; the caller keeps only
-// sites that disassembly of the enclosing function confirms.
-std::vector<uint64_t> direct_calls_to(const SectionMap& sections,
-                                      const std::vector<uint64_t>& targets) {
-  std::vector<uint64_t> sites;
-  for (const SectionMap::Section& section : sections.sections()) {
-    if (!section.executable) continue;
-    const std::string_view code = section.bytes;
-    for (size_t at = 0; at + kCallLength <= code.size(); ++at) {
-      if (static_cast<uint8_t>(code[at]) != kCallRel32) continue;
-      int32_t displacement = 0;
-      std::memcpy(&displacement, code.data() + at + 1, sizeof(displacement));
-      const uint64_t site = section.address + at;
-      const uint64_t target = site + kCallLength + static_cast<int64_t>(displacement);
-      if (std::find(targets.begin(), targets.end(), target) != targets.end()) {
-        sites.push_back(site);
-      }
-    }
-  }
-  return sites;
-}
 
 // What a function does around one call of the constructor.
 struct CallSiteFacts {

@@ -2,7 +2,8 @@
 // (tests/workloads/scalar_values.py calls ops with known Scalars), on torch 1.13 and torch 2.6;
 // and on torch 2.6 every non-tensor input value of the training loop, in the Chrome trace and
 // the Execution Trace, agrees with what torch's own profiler and ExecutionTraceObserver record
-// for the same steps (tests/e2e/scripts/compare_values.py). A wrong value is worse than none:
+// for the same steps (tests/e2e/scripts/compare_values.py), and so do the ranges besides ATen
+// ops (autograd's, and C++ scopes such as detach). A wrong value is worse than none:
 // an unknown one is written "" (or "<Unknown>" in the ET), never a guess.
 #include <gtest/gtest.h>
 
@@ -110,6 +111,17 @@ TEST(ValueAgreement, EveryNonTensorInputAgreesWithTorchsProfilerOnTorch26InChroo
   std::cout << table;
   ASSERT_TRUE(comparison.status.has_value()) << "compare_values.py did not finish";
   EXPECT_TRUE(comparison.status->succeeded()) << comparison.status->describe() << "\n" << table;
+
+  // The same traces hold the same ranges besides ATen ops: the autograd engine's and the
+  // named C++ scopes (SGD's momentum buffers go through autograd's detach, 10 a step).
+  const auto non_aten_ranges = [](const fs::path& path) {
+    NameCounts counts = complete_event_name_counts(load_trace(path), "cpu_op");
+    std::erase_if(counts, [](const auto& entry) { return entry.first.starts_with("aten::"); });
+    return counts;
+  };
+  const NameCounts torch_ranges = non_aten_ranges(environment.scratch_for_us / "torch.pt.trace.json");
+  EXPECT_EQ(non_aten_ranges(trace_path), torch_ranges);
+  EXPECT_EQ(torch_ranges.count("detach") ? torch_ranges.at("detach") : 0, 10u * kSteps);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "model/trace_model.h"
 #include "model/trace_sink.h"
 #include "python_stack.h"
+#include "symbolizer/autograd/named_scopes.h"
 #include "symbolizer/aten/flops.h"
 #include "symbolizer/aten/op_catalog.h"
 #include "symbolizer/binary/process_memory.h"
@@ -556,10 +557,26 @@ AttachPlan plan_attach(const AttachOptions& options, const TargetProcess& target
   return plan;
 }
 
-// The probes beyond the ops' entries: annotations, autograd, and where every range ends.
+// The C++ scopes torch's profiler shows besides ops (autograd's detach, ...): probed as ops,
+// each a range named after its scope.
+void add_named_scopes(OpProbes& ops, const symbolizer::LibraryIndex& library) {
+  for (const symbolizer::NamedScope& scope : symbolizer::find_named_scopes(library).scopes) {
+    const auto offset = library.sections.file_offset_of(scope.function_address);
+    const auto& probed = ops.plan.addresses;
+    if (!offset || std::find(probed.begin(), probed.end(), scope.function_address) != probed.end()) continue;
+    ops.plan.sites.offsets.push_back(*offset);
+    ops.plan.sites.cookies.push_back(ops.plan.operators.size());
+    ops.plan.addresses.push_back(scope.function_address);
+    ops.plan.operators.push_back({scope.name, "", model::RangeKind::kOperator});
+  }
+}
+
+// The probes beyond the ops' entries: annotations, autograd, named C++ scopes, and where every
+// range ends.
 void plan_range_probes(AttachPlan& plan, const TargetProcess& target, Console& console) {
   if (!plan.ops) return;
   plan.range_probes.emplace(plan.ops->library, target.pid(), console);
+  add_named_scopes(*plan.ops, plan.range_probes->library_index());
   plan.exits = plan_range_exits(*plan.ops, *plan.range_probes, target, console);
   if (plan.ops->tensor_layout) {
     plan.spills = plan_spill_probes(plan.ops->plan.sites.binary_path, plan.range_probes->library_index().sections,
