@@ -1,4 +1,4 @@
-// End to end: --schedule on the training loop (torch 1.13, 12 steps). With
+// End to end: --step-function, and --schedule on the training loop (torch 1.13, 12 steps). With
 // wait=1,warmup=1,active=2,repeat=2 tprof writes exactly two traces, named as
 // tensorboard_trace_handler names them, holding steps 2-3 and 6-7 (where torch.profiler.schedule
 // records, as test_step_schedule checks against torch's own function), each with its ET, and
@@ -93,6 +93,48 @@ TEST(Schedule, WritesOneTracePerCycleOfTheStepsTorchsScheduleRecordsThenDetaches
     std::string stem = files[cycle].filename().string();
     stem.resize(stem.size() - std::string(".pt.trace.json").size());
     EXPECT_TRUE(fs::exists(traces / "execution_trace" / (stem + ".et.json")));
+  }
+}
+
+// Each call of the function --step-function names is one step: 5 training_step calls give 5
+// steps, each enclosing one call and its optimizer step. A function never called leaves one
+// step over the window.
+TEST(StepFunction, EachCallOfTheNamedFunctionIsOneStep) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; --step-function is NOT tested ***";
+  ScratchDirectory scratch;
+  for (const auto& [function, expected_steps] : {std::pair<std::string, size_t>{"training_step", 5},
+                                                 std::pair<std::string, size_t>{"train_loop:make_training_step.<locals>.training_step", 5},
+                                                 std::pair<std::string, size_t>{"no_such_function", 1}}) {
+    SCOPED_TRACE(function);
+    const fs::path trace_path = scratch.path() / ("steps_" + std::to_string(expected_steps) + "_" +
+                                                  std::to_string(function.size()) + ".pt.trace.json");
+    record_workload_with_tprof(host_workload(scratch.path()), {"--steps", "5"}, trace_path,
+                               {"--step-function", function, "--no-et"});
+    EXPECT_EQ(validate_trace_file(trace_path), std::vector<std::string>{});
+    const TraceJson trace = load_trace(trace_path);
+    struct Range {
+      long double start, end;
+    };
+    std::vector<Range> steps, calls, optimizer_steps;
+    for (const auto& event : trace.at("traceEvents")) {
+      if (event.value("ph", "") != "X") continue;
+      const std::string name = event.at("name");
+      const long double start = event.at("ts").get<long double>(), end = start + event.at("dur").get<long double>();
+      if (name.starts_with("ProfilerStep#")) steps.push_back({start, end});
+      if (name.starts_with("Optimizer.step#")) optimizer_steps.push_back({start, end});
+      if (event.value("cat", "") == "python_function" && name.ends_with("): training_step")) calls.push_back({start, end});
+    }
+    ASSERT_EQ(steps.size(), expected_steps);
+    ASSERT_EQ(calls.size(), 5u);
+    if (expected_steps != 5) continue;
+    const auto inside = [](const Range& inner, const Range& outer) {
+      return inner.start >= outer.start && inner.end <= outer.end;
+    };
+    for (const Range& step : steps) {
+      EXPECT_EQ(std::count_if(calls.begin(), calls.end(), [&](const Range& call) { return inside(call, step); }), 1);
+      EXPECT_EQ(std::count_if(optimizer_steps.begin(), optimizer_steps.end(), [&](const Range& s) { return inside(s, step); }), 1);
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -111,10 +112,17 @@ Recorded read_tprof_trace(const fs::path& path) {
       ++recorded.ops_with_shapes;
       ++recorded.op_shapes[op_key(name, nlohmann::json::parse(args.at("Input Dims").dump()))];
     } else {
-      // Every other cpu_op tprof writes is the autograd engine's.
-      ++recorded.backward_events[name];
+      ++recorded.backward_events[name];  // the autograd engine's, or a named C++ scope (below)
     }
   }
+  // As the reference takes them (train_loop.py autograd_events): evaluate_function ranges and
+  // the nodes they name; named C++ scopes such as detach are neither.
+  std::set<std::string> node_names;
+  for (const auto& [name, count] : recorded.backward_events)
+    if (name.starts_with(kEvaluateFunction)) node_names.insert(name.substr(std::string(kEvaluateFunction).size()));
+  std::erase_if(recorded.backward_events, [&](const auto& entry) {
+    return !entry.first.starts_with(kEvaluateFunction) && !node_names.contains(entry.first);
+  });
   return recorded;
 }
 

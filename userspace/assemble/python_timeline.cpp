@@ -56,6 +56,13 @@ size_t driving_loop_depth(const ResolvedStack& boundary, size_t compared) {
   return found;
 }
 
+bool same_invocations_down_to(const ResolvedStack& before, const ResolvedStack& now, size_t depth) {
+  if (before.size() <= depth || now.size() <= depth) return false;
+  for (size_t level = 0; level <= depth; ++level)
+    if (!same_invocation(before, now, level)) return false;
+  return true;
+}
+
 bool same_iteration(const ResolvedStack& boundary, size_t compared, const ResolvedStack& now) {
   // The function running the loop has returned: the loop is over, and so is the iteration.
   if (const size_t loop_depth = driving_loop_depth(boundary, compared); loop_depth != SIZE_MAX && now.size() <= loop_depth)

@@ -51,6 +51,10 @@ class PythonSpanNamer {
 // the same iteration either once the frame running the loop around it has returned.
 bool same_iteration(const ResolvedStack& boundary, size_t compared, const ResolvedStack& now);
 
+// Whether the frames of `before` and `now` (seen in that order) from the outermost down to
+// `depth` levels below it are the same invocations: none returned and was called anew.
+bool same_invocations_down_to(const ResolvedStack& before, const ResolvedStack& now, size_t depth);
+
 // One thread's python_function spans. Observations come in start order (ops before samples
 // at equal start; an enclosing op before the ops it calls), each op with its end; a span is
 // handed to `emit` once a later observation shows its frame gone, or at finish().

@@ -86,9 +86,40 @@ void SpanCloser::note_activity(ThreadState& state, uint64_t at_ns) {
   if (!state.steps.empty()) state.steps.back().span.start_ns = std::max(state.steps.back().span.start_ns, at_ns);
 }
 
+// --step-function: a stack showing an invocation of the step function other than the last one
+// seen begins the next step, except the first invocation when its step has run nothing yet
+// (recording began between two). Only between top-level ranges, so steps enclose whole ranges.
+void SpanCloser::begin_step_at_new_invocation(ThreadState& state, uint64_t at_ns, const StoredStack* stack) {
+  if (!stack || !state.open.empty()) return;
+  const ResolvedStack& frames = stack->frames;
+  size_t depth = 0;  // the outermost frame of the step function, counted from the outermost frame
+  while (depth < frames.size() && !step_detection_->is_step_frame(frames[frames.size() - 1 - depth])) ++depth;
+  if (depth == frames.size()) {
+    // Outside the step function: once the frames that called it are gone too (the loop around
+    // it has returned), what follows is no step of it.
+    if (last_step_frame_ && last_step_frame_->tid == state.tid &&
+        (last_step_frame_->depth == 0 || !same_invocations_down_to(last_step_frame_->stack->frames, frames,
+                                                                   last_step_frame_->depth - 1))) {
+      last_step_frame_.reset();
+      begin_next_step(state, at_ns, stack);
+    }
+    return;
+  }
+  const bool first = !last_step_frame_ && last_step_number_ == 0;
+  const bool same = !first && last_step_frame_->tid == state.tid && last_step_frame_->depth == depth &&
+                    same_invocations_down_to(last_step_frame_->stack->frames, frames, depth);
+  last_step_frame_ = StepFrame{state.tid, stack, depth};
+  if (same || (first && !state.ranges_in_step)) return;
+  begin_next_step(state, at_ns, stack);
+}
+
 // At a top-level op's entry or a sample between ops (the first Python code of the next
 // iteration may run before its first op).
 void SpanCloser::begin_step_if_iteration_ended(ThreadState& state, uint64_t at_ns, const StoredStack* stack) {
+  if (step_detection_ && step_detection_->is_step_frame) {
+    begin_step_at_new_invocation(state, at_ns, stack);
+    return;
+  }
   if (!state.step_boundary_passed || !state.open.empty() || !iteration_ended(state, stack)) return;
   state.step_boundary_passed = false;
   state.boundary_stack = nullptr;

@@ -101,10 +101,15 @@ class SpanCloser {
   // boundary's iteration (same_iteration, comparing the boundary stack's outermost
   // `boundary_caller_frames(stack)` frames) stays in the current step, so that what the
   // caller of Optimizer.step does after it (and a second optimizer's step) stays in it.
+  //
+  // With `is_step_frame` (--step-function), a step is an invocation of that Python function
+  // instead: each new one, first seen at a top-level range's entry or a sample between ranges,
+  // begins the next step, and `is_boundary` is not asked.
   struct StepDetection {
     std::function<bool(const model::Operator& op)> is_boundary;
     std::function<uint32_t(uint64_t step_number)> step_operator;
     std::function<size_t(const ResolvedStack& boundary)> boundary_caller_frames;
+    std::function<bool(const ResolvedFrame& frame)> is_step_frame = {};
   };
   void detect_steps(StepDetection detection) { step_detection_ = std::move(detection); }
 
@@ -187,6 +192,7 @@ class SpanCloser {
   void hand_on_held_step();
   bool iteration_ended(const ThreadState& thread, const StoredStack* stack) const;
   void begin_step_if_iteration_ended(ThreadState& thread, uint64_t at_ns, const StoredStack* stack);
+  void begin_step_at_new_invocation(ThreadState& thread, uint64_t at_ns, const StoredStack* stack);
   void note_activity(ThreadState& thread, uint64_t at_ns);
 
   const std::vector<model::Operator>& operators_;
@@ -205,6 +211,14 @@ class SpanCloser {
   };
   std::optional<HeldStep> held_step_;  // ended, waiting to see whether the next step is one
   uint64_t last_step_number_ = 0;  // the N of the open ProfilerStep#N
+  // --step-function: the last stack that showed the step function, its thread, and the step
+  // function's depth there (from the outermost frame).
+  struct StepFrame {
+    uint32_t tid;
+    const StoredStack* stack;
+    size_t depth;
+  };
+  std::optional<StepFrame> last_step_frame_;
 
   struct ReadyKey {
     uint64_t time_ns;

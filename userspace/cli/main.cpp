@@ -40,7 +40,8 @@ constexpr const char* kAttachFooter =
     "its environment), with one baseTimeNanoseconds and distributedInfo filled in, so that HTA\n"
     "analyses the ranks together. Recording stops when all of them have exited.\n"
     "\nSteps: each return from an optimizer's step() (any torch.optim optimizer) ends one\n"
-    "iteration, written as ProfilerStep#N (N from 0 at attach). --schedule keeps only the steps\n"
+    "iteration, written as ProfilerStep#N (N from 0 at attach); with --step-function each call of\n"
+    "that Python function is one. --schedule keeps only the steps\n"
     "torch.profiler.schedule(wait, warmup, active, repeat, skip_first) would record, counted in\n"
     "those N, and writes each cycle once its last step ends, named as tensorboard_trace_handler\n"
     "names it (<host>_<pid>.<unix_ns>.pt.trace.json in --output-dir); with repeat=R tprof\n"
@@ -312,6 +313,10 @@ int main(int argc, char** argv) {
             std::string error;
             return tprof::StepSchedule::parse(text, &error) ? "" : error;
           });
+  attach->add_option("--step-function", options.step_function,
+                     "[MODULE:]NAME: a step (ProfilerStep#N) is one call of this Python function, named by its "
+                     "qualified or plain name (Trainer.train_step, train_step; MODULE as in train:train_step), "
+                     "instead of ending at each Optimizer.step");
   add_recording_options(*attach, options, flags);
   schedule->excludes("--output");
 

@@ -36,6 +36,9 @@ struct AttachOptions {
   // --schedule: keep only the steps torch.profiler.schedule would record, and write each cycle
   // into output_directory as tensorboard_trace_handler would; none: one trace of everything.
   std::optional<StepSchedule> schedule;
+  // --step-function [MODULE:]NAME: a step is a call of that Python function; empty: each
+  // Optimizer.step ends one.
+  std::string step_function;
   bool quiet = false;
   SummaryOptions summary;            // the table printed at the end
 };

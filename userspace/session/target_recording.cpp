@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <exception>
 #include <functional>
@@ -503,6 +504,24 @@ bool is_optimizer_step(const model::Operator& op) {
          op.name.ends_with(".step");
 }
 
+// --step-function [MODULE:]NAME: a frame of that function, NAME being its qualified name
+// (Trainer.train_step) or its name (train_step), MODULE a module path matched against the
+// frame's file (pkg.train: .../pkg/train.py).
+std::function<bool(const ResolvedFrame&)> step_frame_matcher(const std::string& spec) {
+  const size_t colon = spec.rfind(':');
+  const std::string name = colon == std::string::npos ? spec : spec.substr(colon + 1);
+  std::string file_suffix;
+  if (colon != std::string::npos) {
+    file_suffix = spec.substr(0, colon);
+    std::replace(file_suffix.begin(), file_suffix.end(), '.', '/');
+    file_suffix += ".py";
+  }
+  return [name, file_suffix](const ResolvedFrame& frame) {
+    if (frame.qualified_name != name && frame.function != name) return false;
+    return file_suffix.empty() || frame.file == file_suffix || frame.file.ends_with("/" + file_suffix);
+  };
+}
+
 // The frames around the code that called Optimizer.step: its stack (innermost first) without
 // torch's own innermost frames (record_function's __enter__, the optimizer's step wrapper).
 size_t optimizer_caller_frames(const ResolvedStack& boundary) {
@@ -622,6 +641,7 @@ class RecordingPipeline {
       : target_(target),
         tracer_(tracer),
         summary_options_(options.summary),
+        step_function_(options.step_function),
         operators_(plan.ops ? std::move(plan.ops->plan.operators) : std::vector<model::Operator>{}),
         range_operators_(operators_,
                          [range_probes = plan.range_probes ? &*plan.range_probes : nullptr](uint64_t vptr) {
@@ -647,7 +667,9 @@ class RecordingPipeline {
         {.is_boundary = [](const model::Operator& op) { return is_optimizer_step(op); },
          .step_operator =
              [this](uint64_t step) { return range_operators_.annotation("ProfilerStep#" + std::to_string(step)); },
-         .boundary_caller_frames = optimizer_caller_frames});
+         .boundary_caller_frames = optimizer_caller_frames,
+         .is_step_frame = step_function_.empty() ? SpanCloser::StepDetection{}.is_step_frame
+                                                 : step_frame_matcher(step_function_)});
     closer_.open_step(session.pid, range_operators_.annotation("ProfilerStep#0"), window_start_ns);
     closer_.thread_running_since(session.pid, window_start_ns);
     closer_.estimate_flops([](const model::Operator& op, const std::vector<model::Value>& inputs) {
@@ -779,6 +801,7 @@ class RecordingPipeline {
   const TargetProcess& target_;
   const OpTracer& tracer_;
   const SummaryOptions summary_options_;
+  const std::string step_function_;  // --step-function; empty: steps end at Optimizer.step
   std::optional<PythonFrameResolver> frame_resolver_;
   std::optional<PythonStackStore> stacks_;
   std::unordered_map<uint32_t, std::string> thread_names_;
