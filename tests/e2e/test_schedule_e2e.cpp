@@ -96,6 +96,32 @@ TEST(Schedule, WritesOneTracePerCycleOfTheStepsTorchsScheduleRecordsThenDetaches
   }
 }
 
+// Without options: 12 iterations of the training loop give exactly 12 ProfilerStep annotations,
+// each enclosing its iteration's Optimizer.step.
+TEST(Steps, TwelveIterationsGiveTwelveStepsEachHoldingItsOptimizerStep) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; steps are NOT tested ***";
+  ScratchDirectory scratch;
+  const fs::path trace_path = scratch.path() / "twelve.pt.trace.json";
+  record_workload_with_tprof(host_workload(scratch.path()), {"--steps", "12"}, trace_path, {"--no-et"});
+  const TraceJson trace = load_trace(trace_path);
+  std::vector<std::pair<long double, long double>> steps, optimizer_steps;
+  for (const auto& event : trace.at("traceEvents")) {
+    if (event.value("ph", "") != "X") continue;
+    const std::string name = event.at("name");
+    const long double start = event.at("ts").get<long double>(), end = start + event.at("dur").get<long double>();
+    if (name.starts_with("ProfilerStep#")) steps.push_back({start, end});
+    if (name.starts_with("Optimizer.step#")) optimizer_steps.push_back({start, end});
+  }
+  ASSERT_EQ(steps.size(), 12u);
+  ASSERT_EQ(optimizer_steps.size(), 12u);
+  for (const auto& [start, end] : steps)
+    EXPECT_EQ(std::count_if(optimizer_steps.begin(), optimizer_steps.end(),
+                            [&](const auto& s) { return s.first >= start && s.second <= end; }),
+              1);
+  EXPECT_EQ(step_contents(trace).steps, (std::set<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+}
+
 // Each call of the function --step-function names is one step: 5 training_step calls give 5
 // steps, each enclosing one call and its optimizer step. A function never called leaves one
 // step over the window.

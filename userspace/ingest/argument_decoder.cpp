@@ -43,6 +43,30 @@ Value none_value() {
   return none;
 }
 
+Value double_value(uint64_t word) {
+  Value result;
+  result.kind = ValueKind::kDouble;
+  result.real = std::bit_cast<double>(word);
+  return result;
+}
+
+// c10::Device: {DeviceType (int8), DeviceIndex (int8)}, spelled as Device::str() spells it.
+Value device_value(uint64_t device) {
+  Value result;
+  result.kind = ValueKind::kDevice;
+  result.text = symbolizer::device_string(static_cast<int8_t>(device & 0xff), static_cast<int8_t>(device >> 8));
+  return result;
+}
+
+// std::array<bool, N>: one byte per element, the first lowest.
+Value bool_list_value(uint64_t word, unsigned count) {
+  Value result;
+  result.kind = ValueKind::kBoolList;
+  result.list_length = count;
+  for (unsigned i = 0; i < count; ++i) result.ints.push_back((word >> (8 * i)) & 0xff ? 1 : 0);
+  return result;
+}
+
 // N of "bool[N]", a std::array<bool, N> passed in one register; nullopt for any other type.
 std::optional<unsigned> bool_array_length(std::string_view type) {
   if (!type.starts_with("bool[") || !type.ends_with(']') || type.size() != 7) return std::nullopt;
@@ -102,29 +126,13 @@ std::optional<uint64_t> ArgumentDecoder::optional_payload(uint64_t word, unsigne
 Value ArgumentDecoder::word_value(uint64_t word, const std::string& schema_type) const {
   const std::string_view type = schema_type;
   if (without_optional(type) == "Device") {
-    // c10::Device: {DeviceType (int8), DeviceIndex (int8)}.
-    std::optional<uint64_t> device = word & 0xffff;
-    if (type.ends_with('?')) device = optional_payload(word, 2);
-    if (!device) return none_value();
-    Value result;
-    result.kind = ValueKind::kDevice;
-    result.text = symbolizer::device_string(static_cast<int8_t>(*device & 0xff), static_cast<int8_t>(*device >> 8));
-    return result;
+    const std::optional<uint64_t> device = type.ends_with('?') ? optional_payload(word, 2) : word & 0xffff;
+    return device ? device_value(*device) : none_value();
   }
-  if (type == "float") {
-    Value result;
-    result.kind = ValueKind::kDouble;
-    result.real = std::bit_cast<double>(word);
-    return result;
-  }
-  if (const auto count = bool_array_length(type)) {
-    // std::array<bool, N>: one byte per element, the first lowest.
-    Value result;
-    result.kind = ValueKind::kBoolList;
-    result.list_length = *count;
-    for (unsigned i = 0; i < *count; ++i) result.ints.push_back((word >> (8 * i)) & 0xff ? 1 : 0);
-    return result;
-  }
+  // A double read where the op's code saved it, or an engaged float? of c10's optional, which
+  // keeps the double in an integer eightbyte.
+  if (type == "float" || type == "float?") return double_value(word);
+  if (const auto count = bool_array_length(type)) return bool_list_value(word, *count);
   if (is_small_enum(type)) {
     // One payload byte, and for an optional its engaged flag: c10::optional keeps the flag
     // first, std::optional (torch >= 2.2) after the payload, like optional<Tensor>.
@@ -144,13 +152,6 @@ Value ArgumentDecoder::word_value(uint64_t word, const std::string& schema_type)
     Value result;
     result.kind = ValueKind::kObject;
     result.text = "Generator";
-    return result;
-  }
-  // An engaged float? of c10's optional, which keeps the double in an integer eightbyte.
-  if (type == "float?") {
-    Value result;
-    result.kind = ValueKind::kDouble;
-    result.real = std::bit_cast<double>(word);
     return result;
   }
   // int, SymInt, and the payload of an engaged int? or SymInt? (BPF reports a nullopt one absent).
@@ -208,18 +209,15 @@ Value ArgumentDecoder::decode_one(const argument_value& raw, const op_arguments&
     }
     case ARGUMENT_STRING:
       // Written only when whole: a cut string would be another value.
-      if (raw.length <= STRING_BYTES_MAX && raw.int_count * 8 >= raw.length && raw.first_int + raw.int_count <= INT_LIST_VALUES_MAX) {
+      if (raw.length <= STRING_BYTES_MAX && raw.int_count * 8u >= raw.length &&
+          raw.first_int + raw.int_count <= INT_LIST_VALUES_MAX) {
         value.kind = ValueKind::kString;
         value.text.assign(reinterpret_cast<const char*>(&arguments.int_values[raw.first_int]), raw.length);
       }
       break;
     case ARGUMENT_SCALAR:
-      if (raw.length == kScalarTagInt) {
-        value = int_value(static_cast<int64_t>(raw.value));
-      } else if (raw.length == kScalarTagDouble) {
-        value.kind = ValueKind::kDouble;
-        value.real = std::bit_cast<double>(raw.value);
-      }
+      if (raw.length == kScalarTagInt) value = int_value(static_cast<int64_t>(raw.value));
+      if (raw.length == kScalarTagDouble) value = double_value(raw.value);
       break;
     default: break;  // unknown or unreadable
   }

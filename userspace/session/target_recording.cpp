@@ -291,7 +291,6 @@ model::SessionInfo session_info(const TargetProcess& target, const std::optional
   return session;
 }
 
-// The sinks a recording streams into: the trace, the ET if asked for, and the console table.
 // The Chrome trace and Execution Trace writers of one set of trace files.
 class TraceFileSinks {
  public:
@@ -326,7 +325,8 @@ class TraceFileSinks {
 // One --schedule cycle's files, named as tensorboard_trace_handler names them, and their writers.
 class CycleOutput final : public ScheduledSink::Cycle {
  public:
-  CycleOutput(const std::string& trace_path, const AttachOptions& options) : files_(trace_path, options), sinks_(files_) {}
+  CycleOutput(const std::string& trace_path, const AttachOptions& options)
+      : files_(trace_path, options), sinks_(files_) {}
   model::TraceSink& sink() override { return sinks_.sink(); }
   void commit() override { sinks_.commit(); }
   std::string written() const override { return sinks_.written(); }
