@@ -10,9 +10,11 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <regex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tests/support/process_harness.h"
@@ -44,6 +46,32 @@ StepContents step_contents(const TraceJson& trace) {
     if (name.starts_with("Optimizer.step#")) ++contents.optimizer_steps;
   }
   return contents;
+}
+
+struct Slice {
+  long double start = 0;
+  long double end = 0;
+};
+
+// The complete events of `trace` whose category and name `keep` accepts.
+std::vector<Slice> slices_of(const TraceJson& trace,
+                             const std::function<bool(const std::string& category, const std::string& name)>& keep) {
+  std::vector<Slice> slices;
+  for (const auto& event : trace.at("traceEvents")) {
+    if (event.value("ph", "") != "X" || !keep(event.value("cat", ""), event.at("name").get<std::string>())) continue;
+    const long double start = event.at("ts").get<long double>();
+    slices.push_back({start, start + event.at("dur").get<long double>()});
+  }
+  return slices;
+}
+
+std::vector<Slice> named(const TraceJson& trace, std::string_view prefix) {
+  return slices_of(trace, [&](const std::string&, const std::string& name) { return name.starts_with(prefix); });
+}
+
+size_t count_inside(const std::vector<Slice>& slices, const Slice& outer) {
+  return std::count_if(slices.begin(), slices.end(),
+                       [&](const Slice& inner) { return inner.start >= outer.start && inner.end <= outer.end; });
 }
 
 TEST(Schedule, WritesOneTracePerCycleOfTheStepsTorchsScheduleRecordsThenDetaches) {
@@ -105,20 +133,10 @@ TEST(Steps, TwelveIterationsGiveTwelveStepsEachHoldingItsOptimizerStep) {
   const fs::path trace_path = scratch.path() / "twelve.pt.trace.json";
   record_workload_with_tprof(host_workload(scratch.path()), {"--steps", "12"}, trace_path, {"--no-et"});
   const TraceJson trace = load_trace(trace_path);
-  std::vector<std::pair<long double, long double>> steps, optimizer_steps;
-  for (const auto& event : trace.at("traceEvents")) {
-    if (event.value("ph", "") != "X") continue;
-    const std::string name = event.at("name");
-    const long double start = event.at("ts").get<long double>(), end = start + event.at("dur").get<long double>();
-    if (name.starts_with("ProfilerStep#")) steps.push_back({start, end});
-    if (name.starts_with("Optimizer.step#")) optimizer_steps.push_back({start, end});
-  }
+  const std::vector<Slice> steps = named(trace, "ProfilerStep#"), optimizer_steps = named(trace, "Optimizer.step#");
   ASSERT_EQ(steps.size(), 12u);
   ASSERT_EQ(optimizer_steps.size(), 12u);
-  for (const auto& [start, end] : steps)
-    EXPECT_EQ(std::count_if(optimizer_steps.begin(), optimizer_steps.end(),
-                            [&](const auto& s) { return s.first >= start && s.second <= end; }),
-              1);
+  for (const Slice& step : steps) EXPECT_EQ(count_inside(optimizer_steps, step), 1u);
   EXPECT_EQ(step_contents(trace).steps, (std::set<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
 }
 
@@ -139,27 +157,16 @@ TEST(StepFunction, EachCallOfTheNamedFunctionIsOneStep) {
                                {"--step-function", function, "--no-et"});
     EXPECT_EQ(validate_trace_file(trace_path), std::vector<std::string>{});
     const TraceJson trace = load_trace(trace_path);
-    struct Range {
-      long double start, end;
-    };
-    std::vector<Range> steps, calls, optimizer_steps;
-    for (const auto& event : trace.at("traceEvents")) {
-      if (event.value("ph", "") != "X") continue;
-      const std::string name = event.at("name");
-      const long double start = event.at("ts").get<long double>(), end = start + event.at("dur").get<long double>();
-      if (name.starts_with("ProfilerStep#")) steps.push_back({start, end});
-      if (name.starts_with("Optimizer.step#")) optimizer_steps.push_back({start, end});
-      if (event.value("cat", "") == "python_function" && name.ends_with("): training_step")) calls.push_back({start, end});
-    }
+    const std::vector<Slice> steps = named(trace, "ProfilerStep#"), optimizer_steps = named(trace, "Optimizer.step#");
+    const std::vector<Slice> calls = slices_of(trace, [](const std::string& category, const std::string& name) {
+      return category == "python_function" && name.ends_with("): training_step");
+    });
     ASSERT_EQ(steps.size(), expected_steps);
     ASSERT_EQ(calls.size(), 5u);
     if (expected_steps != 5) continue;
-    const auto inside = [](const Range& inner, const Range& outer) {
-      return inner.start >= outer.start && inner.end <= outer.end;
-    };
-    for (const Range& step : steps) {
-      EXPECT_EQ(std::count_if(calls.begin(), calls.end(), [&](const Range& call) { return inside(call, step); }), 1);
-      EXPECT_EQ(std::count_if(optimizer_steps.begin(), optimizer_steps.end(), [&](const Range& s) { return inside(s, step); }), 1);
+    for (const Slice& step : steps) {
+      EXPECT_EQ(count_inside(calls, step), 1u);
+      EXPECT_EQ(count_inside(optimizer_steps, step), 1u);
     }
   }
 }
