@@ -43,7 +43,7 @@ struct op_record {
 	__u32 tid;             /* thread id in tprof's PID namespace (the target's, for a sidecar) */
 	__u32 op_id;           /* index into the userspace op table, from the attach cookie */
 	__u8 kind;             /* enum op_record_kind */
-	__u8 exit_cause;       /* exits: enum range_exit_cause; 0 otherwise */
+	__u8 exit_cause;       /* exits: enum range_exit_cause; samples: enum sample_cause; 0 otherwise */
 	__u16 abi_version;     /* OP_RECORD_ABI_VERSION of the BPF object that wrote it */
 	__u32 tgid;            /* process id in tprof's PID namespace: which target, once there are several */
 };

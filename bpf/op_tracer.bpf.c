@@ -5,9 +5,10 @@
  * those functions and of the autograd functions, and one on __cxa_begin_catch: ranges close at
  * their `ret` or at the catch of the exception that unwound them, never through a uretprobe
  * (open_ranges.bpf.h says why). A perf-event sampler looks at the target's Python stacks
- * between ops, and the scheduler's switches at those of threads that wait. With shapes on, op records carry the op's arguments and returns
- * (argument_reader.bpf.h); the doubles of ops that take some are read by a second probe inside
- * the op, where its code has stored them (op_spilled_arguments).
+ * between ops, and the scheduler's switches at those of threads that wait (python_switch).
+ * With shapes on, op records carry the op's arguments and returns (argument_reader.bpf.h); the
+ * doubles of ops that take some are read by a second probe inside the op, where its code has
+ * saved them (op_spilled_arguments).
  *
  * It also records what torch's RecordFunction would show besides ops: record_function()
  * ranges (annotation_probes.bpf.h) and the autograd engine's backward nodes

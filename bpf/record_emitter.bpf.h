@@ -138,9 +138,9 @@ static __always_inline void fill_head(struct op_record *head, struct thread_ids 
 	head->abi_version = OP_RECORD_ABI_VERSION;
 }
 
-/* A record without payload. */
-static __always_inline int emit(struct thread_ids ids, __u32 op_id, __u8 kind, __u64 python_stack_id, __u64 now,
-				__u64 sequence_counter)
+/* A record without payload; `cause` goes in its exit_cause byte. */
+static __always_inline int emit_head(struct thread_ids ids, __u32 op_id, __u8 kind, __u64 python_stack_id, __u64 now,
+				     __u64 sequence_counter, __u8 cause)
 {
 	struct op_record *rec = bpf_ringbuf_reserve(&op_records, sizeof(*rec), 0);
 	if (!rec) {
@@ -148,22 +148,21 @@ static __always_inline int emit(struct thread_ids ids, __u32 op_id, __u8 kind, _
 		return 0;
 	}
 	fill_head(rec, ids, op_id, kind, python_stack_id, now, sequence_counter);
+	rec->exit_cause = cause;
 	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
 	return 0;
+}
+
+static __always_inline int emit(struct thread_ids ids, __u32 op_id, __u8 kind, __u64 python_stack_id, __u64 now,
+				__u64 sequence_counter)
+{
+	return emit_head(ids, op_id, kind, python_stack_id, now, sequence_counter, 0);
 }
 
 /* A stack sample: `stack_id` taken as `cause` (enum sample_cause) says. */
 static __always_inline int emit_sample(struct thread_ids ids, __u64 stack_id, __u64 now, __u8 cause)
 {
-	struct op_record *rec = bpf_ringbuf_reserve(&op_records, sizeof(*rec), 0);
-	if (!rec) {
-		count_loss(LOSS_RING_BUFFER_FULL);
-		return 0;
-	}
-	fill_head(rec, ids, 0, OP_RECORD_PYTHON_SAMPLE, stack_id, now, SEQUENCE_COUNTER_UNKNOWN);
-	rec->exit_cause = cause;
-	bpf_ringbuf_submit(rec, BPF_RB_NO_WAKEUP);
-	return 0;
+	return emit_head(ids, 0, OP_RECORD_PYTHON_SAMPLE, stack_id, now, SEQUENCE_COUNTER_UNKNOWN, cause);
 }
 
 /* Sends the record assembled in `record`: its head and `payload_bytes` of payload. */

@@ -111,7 +111,8 @@ constexpr ParameterAbi kC10OptionalIntArrayRef{Passing::kTwoIntegers, READ_OPTIO
 constexpr ParameterAbi kStdOptionalIntArrayRef{Passing::kMemory, READ_STD_OPTIONAL_INT_LIST, "int[]? SymInt[]?", 3};
 
 bool is_optional_int_array_ref(std::string_view cxx_type) {
-  for (const std::string_view element : {"<long>", "<c10::SymInt>", "<c10::ArrayRef<long> >", "<c10::ArrayRef<c10::SymInt> >"})
+  for (const std::string_view element :
+       {"<long>", "<c10::SymInt>", "<c10::ArrayRef<long> >", "<c10::ArrayRef<c10::SymInt> >"})
     if (cxx_type.ends_with(element)) return true;
   return false;
 }

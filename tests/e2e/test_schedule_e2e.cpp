@@ -147,9 +147,10 @@ TEST(StepFunction, EachCallOfTheNamedFunctionIsOneStep) {
   if (!testing::has_tracing_capabilities())
     GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; --step-function is NOT tested ***";
   ScratchDirectory scratch;
-  for (const auto& [function, expected_steps] : {std::pair<std::string, size_t>{"training_step", 5},
-                                                 std::pair<std::string, size_t>{"train_loop:make_training_step.<locals>.training_step", 5},
-                                                 std::pair<std::string, size_t>{"no_such_function", 1}}) {
+  using Case = std::pair<std::string, size_t>;  // the function named, and the steps it gives
+  for (const auto& [function, expected_steps] : {Case{"training_step", 5},
+                                                 Case{"train_loop:make_training_step.<locals>.training_step", 5},
+                                                 Case{"no_such_function", 1}}) {
     SCOPED_TRACE(function);
     const fs::path trace_path = scratch.path() / ("steps_" + std::to_string(expected_steps) + "_" +
                                                   std::to_string(function.size()) + ".pt.trace.json");
