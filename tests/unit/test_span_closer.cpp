@@ -363,9 +363,13 @@ TEST(SpanCloser, EachNewInvocationOfTheStepFunctionBeginsAStep) {
   ResolvedFrame main_moved = main;
   main_moved.instruction = 4;  // the caller moved on: the slot now holds another call
   const StoredStack second_call{{call, main_moved}, {}};
-  const std::vector<const StoredStack*> stacks = {nullptr, &first_call, &first_call_later, &second_call};
+  // The loop around the calls returns, then another loop (a second epoch) calls it again.
+  const StoredStack after_loop{{python_frame(0x11, "evaluate")}, {}};
+  const StoredStack next_epoch{{call, python_frame(0x12, "epoch")}, {}};
+  const std::vector<const StoredStack*> stacks = {nullptr,      &first_call, &first_call_later, &second_call,
+                                                  &after_loop, &next_epoch};
   std::vector<model::Operator> operators = ops_operators();
-  for (int step = 0; step < 3; ++step)
+  for (int step = 0; step < 4; ++step)
     operators.push_back({"ProfilerStep#" + std::to_string(step), "", model::RangeKind::kUserAnnotation});
   Closer c(operators, [&](uint64_t id) { return id < stacks.size() ? stacks[id] : nullptr; });
   c.closer.detect_steps({.is_boundary = [](const model::Operator&) { return false; },
@@ -379,16 +383,18 @@ TEST(SpanCloser, EachNewInvocationOfTheStepFunctionBeginsAStep) {
     return event;
   };
   c.add_all(1, {op_with_stack(10, 1), leave(20, 1), op_with_stack(30, 2), leave(40, 1), op_with_stack(50, 3),
-                leave(60, 1)});
+                leave(60, 1), op_with_stack(70, 4), leave(75, 1), op_with_stack(80, 5), leave(90, 1)});
   c.closer.finish(100);
   std::vector<std::pair<std::string, uint64_t>> steps;
   for (const auto& op : c.sink.ops)
     if (op.name.starts_with("ProfilerStep#")) steps.push_back({op.name, op.span.start_ns});
   std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
-  ASSERT_EQ(steps.size(), 2u);
+  ASSERT_EQ(steps.size(), 4u);
   EXPECT_EQ(steps[0].first, "ProfilerStep#0");
   EXPECT_EQ(steps[1].first, "ProfilerStep#1");
   EXPECT_EQ(steps[1].second, 1050u) << "the second call begins step 1";
+  EXPECT_EQ(steps[2].second, 1070u) << "what runs after the loop is no call's step";
+  EXPECT_EQ(steps[3].second, 1080u) << "the next epoch's first call begins a step";
 }
 
 // A thread blocked at the stop (its last record the stack it blocked with) is still in those

@@ -106,7 +106,7 @@ void SpanCloser::begin_step_at_new_invocation(ThreadState& state, uint64_t at_ns
     return;
   }
   const bool first = !last_step_frame_ && last_step_number_ == 0;
-  const bool same = !first && last_step_frame_->tid == state.tid && last_step_frame_->depth == depth &&
+  const bool same = last_step_frame_ && last_step_frame_->tid == state.tid && last_step_frame_->depth == depth &&
                     same_invocations_down_to(last_step_frame_->stack->frames, frames, depth);
   last_step_frame_ = StepFrame{state.tid, stack, depth};
   if (same || (first && !state.ranges_in_step)) return;
