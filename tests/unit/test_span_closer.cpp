@@ -351,52 +351,6 @@ ResolvedFrame python_frame(uint64_t address, std::string function) {
   return frame;
 }
 
-// --step-function: each new invocation of the named function begins a step, the first one
-// keeping step 0 when nothing ran in it yet; repeated looks at one invocation do not.
-TEST(SpanCloser, EachNewInvocationOfTheStepFunctionBeginsAStep) {
-  const ResolvedFrame main = python_frame(0x10, "main");
-  ResolvedFrame call = python_frame(0x20, "train_step");
-  const StoredStack first_call{{call, main}, {}};
-  ResolvedFrame later_in_call = call;
-  later_in_call.instruction = 8;
-  const StoredStack first_call_later{{later_in_call, main}, {}};
-  ResolvedFrame main_moved = main;
-  main_moved.instruction = 4;  // the caller moved on: the slot now holds another call
-  const StoredStack second_call{{call, main_moved}, {}};
-  // The loop around the calls returns, then another loop (a second epoch) calls it again.
-  const StoredStack after_loop{{python_frame(0x11, "evaluate")}, {}};
-  const StoredStack next_epoch{{call, python_frame(0x12, "epoch")}, {}};
-  const std::vector<const StoredStack*> stacks = {nullptr,      &first_call, &first_call_later, &second_call,
-                                                  &after_loop, &next_epoch};
-  std::vector<model::Operator> operators = ops_operators();
-  for (int step = 0; step < 4; ++step)
-    operators.push_back({"ProfilerStep#" + std::to_string(step), "", model::RangeKind::kUserAnnotation});
-  Closer c(operators, [&](uint64_t id) { return id < stacks.size() ? stacks[id] : nullptr; });
-  c.closer.detect_steps({.is_boundary = [](const model::Operator&) { return false; },
-                         .step_operator = [](uint64_t step) { return static_cast<uint32_t>(10 + step); },
-                         .boundary_caller_frames = [](const ResolvedStack& stack) { return stack.size(); },
-                         .is_step_frame = [](const ResolvedFrame& frame) { return frame.function == "train_step"; }});
-  c.closer.open_step(1, 10, 0);
-  const auto op_with_stack = [](uint64_t at, uint64_t stack_id) {
-    OpEvent event = enter(at, 1);
-    event.python_stack_id = stack_id;
-    return event;
-  };
-  c.add_all(1, {op_with_stack(10, 1), leave(20, 1), op_with_stack(30, 2), leave(40, 1), op_with_stack(50, 3),
-                leave(60, 1), op_with_stack(70, 4), leave(75, 1), op_with_stack(80, 5), leave(90, 1)});
-  c.closer.finish(100);
-  std::vector<std::pair<std::string, uint64_t>> steps;
-  for (const auto& op : c.sink.ops)
-    if (op.name.starts_with("ProfilerStep#")) steps.push_back({op.name, op.span.start_ns});
-  std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
-  ASSERT_EQ(steps.size(), 4u);
-  EXPECT_EQ(steps[0].first, "ProfilerStep#0");
-  EXPECT_EQ(steps[1].first, "ProfilerStep#1");
-  EXPECT_EQ(steps[1].second, 1050u) << "the second call begins step 1";
-  EXPECT_EQ(steps[2].second, 1070u) << "what runs after the loop is no call's step";
-  EXPECT_EQ(steps[3].second, 1080u) << "the next epoch's first call begins a step";
-}
-
 // A thread blocked at the stop (its last record the stack it blocked with) is still in those
 // frames: they end with the window. The main thread's outermost frame, running at the attach,
 // begins with it.
@@ -491,6 +445,44 @@ std::map<std::string, model::OpSpan> steps_of(const RecordingSink& sink) {
   for (const auto& op : sink.ops)
     if (op.name.starts_with("ProfilerStep#")) steps[op.name] = op.span;
   return steps;
+}
+
+// --step-function: each new invocation of the named function begins a step, the first one
+// keeping step 0 when nothing ran in it yet; repeated looks at one invocation do not.
+TEST(SpanCloser, EachNewInvocationOfTheStepFunctionBeginsAStep) {
+  const ResolvedFrame main = python_frame(0x10, "main");
+  ResolvedFrame call = python_frame(0x20, "train_step");
+  const StoredStack first_call{{call, main}, {}};
+  ResolvedFrame later_in_call = call;
+  later_in_call.instruction = 8;
+  const StoredStack first_call_later{{later_in_call, main}, {}};
+  ResolvedFrame main_moved = main;
+  main_moved.instruction = 4;  // the caller moved on: the slot now holds another call
+  const StoredStack second_call{{call, main_moved}, {}};
+  // The loop around the calls returns, then another loop (a second epoch) calls it again.
+  const StoredStack after_loop{{python_frame(0x11, "evaluate")}, {}};
+  const StoredStack next_epoch{{call, python_frame(0x12, "epoch")}, {}};
+  const std::vector<const StoredStack*> stacks = {nullptr,      &first_call, &first_call_later, &second_call,
+                                                  &after_loop, &next_epoch};
+  std::vector<model::Operator> operators = ops_operators();
+  for (int step = 0; step < 4; ++step)
+    operators.push_back({"ProfilerStep#" + std::to_string(step), "", model::RangeKind::kUserAnnotation});
+  Closer c(operators, [&](uint64_t id) { return id < stacks.size() ? stacks[id] : nullptr; });
+  c.closer.detect_steps({.is_boundary = [](const model::Operator&) { return false; },
+                         .step_operator = [](uint64_t step) { return static_cast<uint32_t>(10 + step); },
+                         .boundary_caller_frames = [](const ResolvedStack& stack) { return stack.size(); },
+                         .is_step_frame = [](const ResolvedFrame& frame) { return frame.function == "train_step"; }});
+  c.closer.open_step(1, 10, 0);
+  c.add_all(1, {with_stack(enter(10, 1), 1), leave(20, 1), with_stack(enter(30, 1), 2), leave(40, 1),
+                with_stack(enter(50, 1), 3), leave(60, 1), with_stack(enter(70, 1), 4), leave(75, 1),
+                with_stack(enter(80, 1), 5), leave(90, 1)});
+  c.closer.finish(100);
+  std::map<std::string, model::OpSpan> steps = steps_of(c.sink);
+  ASSERT_EQ(steps.size(), 4u);
+  EXPECT_LT(steps["ProfilerStep#0"].start_ns, steps["ProfilerStep#1"].start_ns) << "the first call keeps step 0";
+  EXPECT_EQ(steps["ProfilerStep#1"].start_ns, 1050u) << "the second call begins step 1";
+  EXPECT_EQ(steps["ProfilerStep#2"].start_ns, 1070u) << "what runs after the loop is no call's step";
+  EXPECT_EQ(steps["ProfilerStep#3"].start_ns, 1080u) << "the next epoch's first call begins a step";
 }
 
 // Iterations: Optimizer.step ends one, and the next top-level op begins ProfilerStep#N+1, its

@@ -300,12 +300,19 @@ class Tally:
         self.contradictions = []
         self.contradiction_counts = collections.Counter()
 
-    def add(self, type_key, present, agrees):
+    def add(self, type_key, present, agrees, where, describe_contradiction):
+        """Counts one value; `where` is (op, argument, type), `describe_contradiction()` the
+        contradiction's record, built only when there is one."""
         row = self.counts[type_key]
         row["compared"] += 1
         row["present"] += present
         row["agree"] += present and agrees
         row["contradict"] += present and not agrees
+        if not present:
+            self.missing[where] += 1
+        elif not agrees:
+            self.contradiction_counts[where] += 1
+            self.contradictions.append(describe_contradiction())
 
     def totals(self):
         total = collections.Counter()
@@ -330,18 +337,13 @@ def compare_chrome(matched, argument_names):
             actual_text = traced.values[index] if index < len(traced.values) else ""
             present = isinstance(actual_text, str) and actual_text != ""
             agrees = present and (actual_text == expected_text or same_value(expected, parse_concrete(actual_text)))
-            tally.add(type_key, present, agrees)
             names = argument_names.get((reference.name, len(reference.values)), [])
-            where = (reference.name, argument_label(names, index), type_key)
-            if not present:
-                tally.missing[where] += 1
-            elif not agrees:
-                tally.contradiction_counts[where] += 1
-                tally.contradictions.append({
-                    "op": reference.name, "argument": argument_label(names, index), "type": type_key,
-                    "torch": expected_text, "tprof": actual_text, "torch_thread": reference.thread,
-                    "tprof_thread": traced.thread, "torch_position": reference.order,
-                    "tprof_position": traced.order})
+            tally.add(type_key, present, agrees, (reference.name, argument_label(names, index), type_key),
+                      lambda: {
+                          "op": reference.name, "argument": argument_label(names, index), "type": type_key,
+                          "torch": expected_text, "tprof": actual_text, "torch_thread": reference.thread,
+                          "tprof_thread": traced.thread, "torch_position": reference.order,
+                          "tprof_position": traced.order})
     return tally
 
 
@@ -360,17 +362,13 @@ def compare_et(matched):
                 actual_type, actual = ET_UNKNOWN_TYPE, ET_UNKNOWN_VALUE
             present = actual_type != ET_UNKNOWN_TYPE and actual != ET_UNKNOWN_VALUE
             agrees = present and actual_type == torch_type and same_value(expected, et_number(actual, actual_type))
-            tally.add(type_key, present, agrees)
-            where = (reference.name, argument_label(names, index), torch_type)
-            if not present:
-                tally.missing[where] += 1
-            elif not agrees:
-                tally.contradiction_counts[where] += 1
-                tally.contradictions.append({
-                    "op": reference.name, "argument": argument_label(names, index), "type": torch_type,
-                    "torch": json.dumps(reference.values[index]), "tprof": json.dumps(actual),
-                    "tprof_type": actual_type, "torch_thread": reference.thread,
-                    "tprof_thread": traced.thread, "torch_rf_id": reference.order, "tprof_rf_id": traced.order})
+            tally.add(type_key, present, agrees, (reference.name, argument_label(names, index), torch_type),
+                      lambda: {
+                          "op": reference.name, "argument": argument_label(names, index), "type": torch_type,
+                          "torch": json.dumps(reference.values[index]), "tprof": json.dumps(actual),
+                          "tprof_type": actual_type, "torch_thread": reference.thread,
+                          "tprof_thread": traced.thread, "torch_rf_id": reference.order,
+                          "tprof_rf_id": traced.order})
     return tally
 
 
