@@ -22,11 +22,19 @@ struct {
 	__type(value, struct pending_annotation);
 } pending_annotations SEC(".maps");
 
+/* A RecordFunction of an open annotation: its address in its process (a forked target holds
+ * the same addresses as its parent). */
+struct annotation_key {
+	__u64 handle;
+	__u32 tgid;
+	__u32 reserved;
+};
+
 /* RecordFunctions of open annotations: their end() closes the range; other end()s are ignored. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 4096);
-	__type(key, __u64);
+	__type(key, struct annotation_key);
 	__type(value, __u32);
 } open_annotations SEC(".maps");
 
@@ -36,9 +44,9 @@ struct {
 SEC("uprobe.multi")
 int annotation_name(struct pt_regs *ctx)
 {
-	if (!recording)
+	struct thread_ids ids;
+	if (!current_target(&ids))
 		return 0;
-	struct thread_ids ids = current_thread_ids();
 	__u64 string[2] = {};
 	if (bpf_probe_read_user(string, sizeof(string), (const void *)PT_REGS_PARM2(ctx)))
 		return 0;
@@ -55,16 +63,17 @@ int annotation_name(struct pt_regs *ctx)
 SEC("uprobe.multi")
 int annotation_begin(struct pt_regs *ctx)
 {
-	if (!recording)
-		return 0;
 	if (PT_REGS_PARM2(ctx) != RECORD_SCOPE_USER)
 		return 0;
+	struct thread_ids ids;
+	const struct target_settings *target = current_target(&ids);
+	if (!target)
+		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	struct thread_ids ids = current_thread_ids();
 	struct pending_annotation *pending = bpf_map_lookup_elem(&pending_annotations, &ids.tid);
 	if (!pending)
 		return 0;
-	__u64 stack_id = python_config.enabled ? capture_python_stack(ids.tid, op_walk_buffer()) : 0;
+	__u64 stack_id = capture_python_stack(target, ids);
 	struct record_with_arguments *record = begin_record(ids, 0, OP_RECORD_ANNOTATION_ENTER, stack_id, now,
 			SEQUENCE_COUNTER_UNKNOWN);
 	if (!record) {
@@ -77,30 +86,31 @@ int annotation_begin(struct pt_regs *ctx)
 	enter->reserved = 0;
 	__builtin_memcpy(enter->name, pending->name, sizeof(enter->name));
 	bpf_map_delete_elem(&pending_annotations, &ids.tid);
+	struct annotation_key key = {.handle = enter->handle, .tgid = ids.tgid};
 	__u32 one = 1;
-	bpf_map_update_elem(&open_annotations, &enter->handle, &one, BPF_ANY);
-	return emit_assembled(record, sizeof(*enter));
+	bpf_map_update_elem(&open_annotations, &key, &one, BPF_ANY);
+	return emit_assembled(ids, record, sizeof(*enter));
 }
 
 /* RecordFunction::end(): closes an open annotation (also runs for every other RecordFunction). */
 SEC("uprobe.multi")
 int annotation_end(struct pt_regs *ctx)
 {
-	if (!recording)
+	struct thread_ids ids;
+	if (!current_target(&ids))
 		return 0;
-	__u64 handle = PT_REGS_PARM1(ctx);
-	if (!bpf_map_lookup_elem(&open_annotations, &handle))
+	struct annotation_key key = {.handle = PT_REGS_PARM1(ctx), .tgid = ids.tgid};
+	if (!bpf_map_lookup_elem(&open_annotations, &key))
 		return 0;
-	bpf_map_delete_elem(&open_annotations, &handle);
+	bpf_map_delete_elem(&open_annotations, &key);
 	__u64 now = bpf_ktime_get_ns();
 	struct record_with_arguments *record =
-		begin_record(current_thread_ids(), 0, OP_RECORD_ANNOTATION_EXIT, 0, now,
-				SEQUENCE_COUNTER_UNKNOWN);
+		begin_record(ids, 0, OP_RECORD_ANNOTATION_EXIT, 0, now, SEQUENCE_COUNTER_UNKNOWN);
 	if (!record)
 		return 0;
 	struct annotation_exit *exit = &record->annotation_exit;
-	exit->handle = handle;
-	return emit_assembled(record, sizeof(*exit));
+	exit->handle = key.handle;
+	return emit_assembled(ids, record, sizeof(*exit));
 }
 
 #endif /* TPROF_BPF_ANNOTATION_PROBES_BPF_H */

@@ -3,7 +3,7 @@
  * Reads an op's arguments at its entry probe and its returns at its return probe, following
  * the op's plan (op_arguments.h): where each argument lives under the SysV ABI and how to read
  * it. Tensors are copied as raw TensorImpl windows; userspace decodes them with the layout it
- * calibrated, so nothing here knows the layout beyond the offsets in tensor_config.
+ * calibrated, so nothing here knows the layout beyond the offsets in the target's tensor_layout.
  */
 #ifndef TPROF_BPF_ARGUMENT_READER_BPF_H
 #define TPROF_BPF_ARGUMENT_READER_BPF_H
@@ -11,16 +11,26 @@
 #include "op_arguments.h"
 #include "op_record.h"
 
-/* Calibrated by userspace before load; enabled == 0 leaves every record without arguments. */
-const volatile struct tensor_layout tensor_config = {};
+#include "targets.bpf.h"
 
-/* Indexed by op id; userspace fills one plan per probed op. */
+/* Op ids are each target's own (its library and probes): key (slot << 32) | op id. Userspace
+ * fills one plan per probed op of each target recorded with shapes. */
+#define OP_PLANS_MAX (1 << 20)
+
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1); /* resized by userspace to the op count before load */
-	__type(key, __u32);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, OP_PLANS_MAX);
+	__type(key, __u64);
 	__type(value, struct op_plan);
 } op_plans SEC(".maps");
+
+/* The plan of op `op_id` of the target in `slot`, or NULL. */
+static __always_inline const struct op_plan *op_plan_of(__u32 slot, __u32 op_id)
+{
+	__u64 key = ((__u64)slot << 32) | op_id;
+	return bpf_map_lookup_elem(&op_plans, &key);
+}
 
 /*
  * The integer argument registers and the stack pointer at function entry, copied out of
@@ -62,25 +72,23 @@ static __always_inline bool location_word(const struct entry_registers *register
  * Copies the TensorImpl `impl` into the next free tensor slot. Returns the slot, or -1 when
  * every slot is taken or the impl cannot be read.
  */
-static __noinline int copy_tensor(struct op_arguments *args, __u64 impl)
+static __noinline int copy_tensor(const struct tensor_layout *layout, struct op_arguments *args, __u64 impl)
 {
 	__u32 slot = args->tensor_count;
-	if (slot >= OP_TENSORS_MAX || !impl)
+	if (slot >= OP_TENSORS_MAX || !impl || !layout)
 		return -1;
 	struct tensor_copy *copy = &args->tensors[slot & (OP_TENSORS_MAX - 1)];
-	__u32 window_bytes = tensor_config.window_bytes;
+	__u32 window_bytes = layout->window_bytes;
 	if (window_bytes > TENSOR_WINDOW_BYTES)
 		window_bytes = TENSOR_WINDOW_BYTES;
-	if (bpf_probe_read_user(copy->window, window_bytes,
-				(const void *)(impl + tensor_config.window_offset)))
+	if (bpf_probe_read_user(copy->window, window_bytes, (const void *)(impl + layout->window_offset)))
 		return -1;
 	copy->impl = impl;
 	copy->storage_data = 0;
 	__u64 storage = 0;
-	if (!bpf_probe_read_user(&storage, sizeof(storage), (const void *)(impl + tensor_config.storage_field)) &&
-	    storage)
+	if (!bpf_probe_read_user(&storage, sizeof(storage), (const void *)(impl + layout->storage_field)) && storage)
 		bpf_probe_read_user(&copy->storage_data, sizeof(copy->storage_data),
-				    (const void *)(storage + tensor_config.storage_data_field));
+				    (const void *)(storage + layout->storage_data_field));
 
 	/* More than 5 dims live out of line: sizes then strides, behind the first inline slot. */
 	__u64 dims = *(__u64 *)copy->window;
@@ -106,9 +114,10 @@ static __always_inline __u64 tensor_impl(__u64 tensor)
 	return impl;
 }
 
-static __always_inline void record_tensor(struct op_arguments *args, struct argument_value *value, __u64 impl)
+static __always_inline void record_tensor(const struct tensor_layout *layout, struct op_arguments *args,
+					  struct argument_value *value, __u64 impl)
 {
-	int slot = copy_tensor(args, impl);
+	int slot = copy_tensor(layout, args, impl);
 	if (slot < 0) {
 		value->status = ARGUMENT_UNREADABLE;
 		return;
@@ -120,8 +129,8 @@ static __always_inline void record_tensor(struct op_arguments *args, struct argu
 
 #define TENSOR_LIST_COPIED_MAX 4 /* elements of one Tensor[] copied: shapes of the first few */
 
-static __always_inline void record_tensor_list(struct op_arguments *args, struct argument_value *value,
-					       __u64 data, __u64 length)
+static __always_inline void record_tensor_list(const struct tensor_layout *layout, struct op_arguments *args,
+					       struct argument_value *value, __u64 data, __u64 length)
 {
 	value->status = ARGUMENT_TENSOR_LIST;
 	value->length = (__u32)length;
@@ -131,7 +140,7 @@ static __always_inline void record_tensor_list(struct op_arguments *args, struct
 		if (i >= length)
 			break;
 		/* ArrayRef<Tensor> elements are at::Tensor objects: one TensorImpl* each. */
-		if (copy_tensor(args, tensor_impl(data + 8 * (__u64)i)) < 0)
+		if (copy_tensor(layout, args, tensor_impl(data + 8 * (__u64)i)) < 0)
 			break;
 		value->tensor_count++;
 	}
@@ -200,6 +209,7 @@ static __always_inline void record_string(struct op_arguments *args, struct argu
 }
 
 struct argument_walk {
+	const struct tensor_layout *layout;
 	struct entry_registers registers;
 	const struct op_plan *plan;
 	struct op_arguments *args;
@@ -234,11 +244,11 @@ static long read_argument(__u32 index, void *context)
 					? ARGUMENT_UNREADABLE : ARGUMENT_WORD;
 		break;
 	case READ_TENSOR:
-		record_tensor(walk->args, value, tensor_impl(word));
+		record_tensor(walk->layout, walk->args, value, tensor_impl(word));
 		break;
 	case READ_OPTIONAL_TENSOR: {
 		__u8 engaged = 0;
-		if (bpf_probe_read_user(&engaged, 1, (const void *)(word + tensor_config.optional_tensor_flag))) {
+		if (bpf_probe_read_user(&engaged, 1, (const void *)(word + walk->layout->optional_tensor_flag))) {
 			value->status = ARGUMENT_UNREADABLE;
 			break;
 		}
@@ -246,13 +256,13 @@ static long read_argument(__u32 index, void *context)
 			value->status = ARGUMENT_ABSENT;
 			break;
 		}
-		record_tensor(walk->args, value, tensor_impl(word + tensor_config.optional_tensor_payload));
+		record_tensor(walk->layout, walk->args, value, tensor_impl(word + walk->layout->optional_tensor_payload));
 		break;
 	}
 	case READ_TENSOR_LIST:
 		if (!location_word(&walk->registers, plan->length, &length))
 			break;
-		record_tensor_list(walk->args, value, word, length);
+		record_tensor_list(walk->layout, walk->args, value, word, length);
 		break;
 	case READ_INT_LIST:
 		if (!location_word(&walk->registers, plan->length, &length))
@@ -288,7 +298,7 @@ static long read_argument(__u32 index, void *context)
 		 * offset optional<at::Tensor> keeps it at. */
 		if (!location_word(&walk->registers, plan->length, &length))
 			break;
-		bool flag_first = tensor_config.optional_tensor_flag < 8;
+		bool flag_first = walk->layout->optional_tensor_flag < 8;
 		__u64 flag = flag_first ? word : length;
 		value->status = (flag & 0xff) ? ARGUMENT_WORD : ARGUMENT_ABSENT;
 		value->value = flag_first ? length : word;
@@ -301,9 +311,9 @@ static long read_argument(__u32 index, void *context)
 		break;
 	case READ_OPTIONAL_POINTED_WORD: {
 		__u8 engaged = 0;
-		if (bpf_probe_read_user(&engaged, 1, (const void *)(word + tensor_config.optional_tensor_flag)) ||
+		if (bpf_probe_read_user(&engaged, 1, (const void *)(word + walk->layout->optional_tensor_flag)) ||
 		    (engaged && bpf_probe_read_user(&value->value, sizeof(value->value),
-						    (const void *)(word + tensor_config.optional_tensor_payload)))) {
+						    (const void *)(word + walk->layout->optional_tensor_payload)))) {
 			value->status = ARGUMENT_UNREADABLE;
 			break;
 		}
@@ -327,11 +337,11 @@ static __always_inline void reset_arguments(struct op_arguments *args)
 }
 
 /* The op's inputs, at its entry. */
-static __always_inline void read_op_inputs(struct pt_regs *regs, const struct op_plan *plan,
-					   struct op_arguments *args)
+static __always_inline void read_op_inputs(const struct tensor_layout *layout, struct pt_regs *regs,
+					   const struct op_plan *plan, struct op_arguments *args)
 {
 	reset_arguments(args);
-	struct argument_walk walk = {.plan = plan, .args = args};
+	struct argument_walk walk = {.layout = layout, .plan = plan, .args = args};
 	save_entry_registers(regs, &walk.registers);
 	bpf_loop(OP_ARGUMENTS_MAX, read_argument, &walk, 0);
 }
@@ -400,7 +410,8 @@ static __always_inline void read_spilled_arguments(const struct pt_regs *regs, c
 }
 
 /* Each element of a std::vector<at::Tensor> as an argument of its own (autograd node inputs). */
-static __always_inline void read_tensor_vector(struct op_arguments *args, __u64 vector)
+static __always_inline void read_tensor_vector(const struct tensor_layout *layout, struct op_arguments *args,
+					       __u64 vector)
 {
 	__u64 bounds[2] = {};
 	if (!vector || bpf_probe_read_user(bounds, sizeof(bounds), (const void *)vector))
@@ -412,19 +423,20 @@ static __always_inline void read_tensor_vector(struct op_arguments *args, __u64 
 		struct argument_value *value = &args->arguments[i & (OP_ARGUMENTS_MAX - 1)];
 		__builtin_memset(value, 0, sizeof(*value));
 		args->argument_count = (__u8)(i + 1);
-		record_tensor(args, value, tensor_impl(bounds[0] + 8 * (__u64)i));
+		record_tensor(layout, args, value, tensor_impl(bounds[0] + 8 * (__u64)i));
 	}
 }
 
 /* The op's returns, at its return probe: `result` is rax. */
-static __always_inline void read_op_outputs(__u64 result, const struct op_plan *plan, struct op_arguments *args)
+static __always_inline void read_op_outputs(const struct tensor_layout *layout, __u64 result,
+					    const struct op_plan *plan, struct op_arguments *args)
 {
 	reset_arguments(args);
 	switch (plan->output_read) {
 	case OUTPUT_TENSOR:
 		args->argument_count = 1;
 		__builtin_memset(&args->arguments[0], 0, sizeof(args->arguments[0]));
-		record_tensor(args, &args->arguments[0], tensor_impl(result));
+		record_tensor(layout, args, &args->arguments[0], tensor_impl(result));
 		break;
 	case OUTPUT_TENSOR_TUPLE:
 	case OUTPUT_TENSOR_REF_TUPLE: {
@@ -444,7 +456,7 @@ static __always_inline void read_op_outputs(__u64 result, const struct op_plan *
 					? ARGUMENT_UNREADABLE : ARGUMENT_WORD;
 				continue;
 			}
-			record_tensor(args, value, tensor_impl(element));
+			record_tensor(layout, args, value, tensor_impl(element));
 		}
 		break;
 	}
@@ -459,7 +471,7 @@ static __always_inline void read_op_outputs(__u64 result, const struct op_plan *
 			break;
 		args->argument_count = 1;
 		__builtin_memset(&args->arguments[0], 0, sizeof(args->arguments[0]));
-		record_tensor_list(args, &args->arguments[0], bounds[0], (bounds[1] - bounds[0]) / 8);
+		record_tensor_list(layout, args, &args->arguments[0], bounds[0], (bounds[1] - bounds[0]) / 8);
 		break;
 	}
 	}

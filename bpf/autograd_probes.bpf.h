@@ -11,29 +11,29 @@
 #include "open_ranges.bpf.h"
 #include "record_emitter.bpf.h"
 
-/* Where torch::autograd::Node keeps sequence_nr_ and thread_id_; 0: unknown. */
-const volatile __u32 node_sequence_nr_offset = 0;
-const volatile __u32 node_thread_id_offset = 0;
-
-static __always_inline void read_node(struct autograd_node *out, __u64 node)
+/* sequence_nr_ and thread_id_ where the target's torch::autograd::Node keeps them (offset 0:
+ * unknown, not read). */
+static __always_inline void read_node(const struct target_settings *target, struct autograd_node *out, __u64 node)
 {
 	out->node = node;
 	out->vptr = read_user_u64(node);
-	out->sequence_nr = node_sequence_nr_offset ? read_user_u64(node + node_sequence_nr_offset) : ~0ULL;
-	out->thread_id = node_thread_id_offset ? read_user_u64(node + node_thread_id_offset) : 0;
+	__u32 sequence_nr_offset = target->node_sequence_nr_offset;
+	__u32 thread_id_offset = target->node_thread_id_offset;
+	out->sequence_nr = sequence_nr_offset ? read_user_u64(node + sequence_nr_offset) : ~0ULL;
+	out->thread_id = thread_id_offset ? read_user_u64(node + thread_id_offset) : 0;
 }
 
 /*
  * A record of `kind` for `node`, with the thread's Python stack: the Python frames
  * (loss.backward()) must enclose the engine's ranges. NULL when there is no memory for it.
  */
-static __always_inline struct record_with_arguments *begin_node_record(__u8 kind, __u64 node, struct thread_ids ids, __u64 now)
+static __always_inline struct record_with_arguments *begin_node_record(const struct target_settings *target, __u8 kind,
+									__u64 node, struct thread_ids ids, __u64 now)
 {
-	__u64 stack_id = python_config.enabled ? capture_python_stack(ids.tid, op_walk_buffer()) : 0;
-	struct record_with_arguments *record =
-		begin_record(ids, 0, kind, stack_id, now, SEQUENCE_COUNTER_UNKNOWN);
+	__u64 stack_id = capture_python_stack(target, ids);
+	struct record_with_arguments *record = begin_record(ids, 0, kind, stack_id, now, SEQUENCE_COUNTER_UNKNOWN);
 	if (record)
-		read_node(&record->node, node);
+		read_node(target, &record->node, node);
 	return record;
 }
 
@@ -41,16 +41,18 @@ static __always_inline struct record_with_arguments *begin_node_record(__u8 kind
 SEC("uprobe.multi")
 int evaluate_enter(struct pt_regs *ctx)
 {
-	if (!recording)
+	struct thread_ids ids;
+	const struct target_settings *target = current_target(&ids);
+	if (!target)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	struct thread_ids ids = current_thread_ids();
 	struct open_range_stack *open = prepare_range_entry(PT_REGS_SP(ctx), ids, now);
-	struct record_with_arguments *record = begin_node_record(OP_RECORD_EVALUATE_ENTER, PT_REGS_PARM3(ctx), ids, now);
+	struct record_with_arguments *record =
+		begin_node_record(target, OP_RECORD_EVALUATE_ENTER, PT_REGS_PARM3(ctx), ids, now);
 	if (!record)
 		return 0;
-	emit_assembled(record, sizeof(record->node));
-	push_range(open, PT_REGS_SP(ctx), 0, OPEN_RANGE_EVALUATE);
+	emit_assembled(ids, record, sizeof(record->node));
+	push_range(open, ids, PT_REGS_SP(ctx), 0, OPEN_RANGE_EVALUATE);
 	return 0;
 }
 
@@ -61,23 +63,25 @@ int evaluate_enter(struct pt_regs *ctx)
 SEC("uprobe.multi")
 int node_enter(struct pt_regs *ctx)
 {
-	if (!recording)
+	struct thread_ids ids;
+	const struct target_settings *target = current_target(&ids);
+	if (!target)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	struct thread_ids ids = current_thread_ids();
 	struct open_range_stack *open = prepare_range_entry(PT_REGS_SP(ctx), ids, now);
-	struct record_with_arguments *record = begin_node_record(OP_RECORD_NODE_ENTER, PT_REGS_PARM2(ctx), ids, now);
+	struct record_with_arguments *record =
+		begin_node_record(target, OP_RECORD_NODE_ENTER, PT_REGS_PARM2(ctx), ids, now);
 	if (!record)
 		return 0;
 	/* Without shapes the record stops after the node: no inputs were captured. */
 	__u32 payload = sizeof(record->node);
-	if (tensor_config.enabled) {
+	if (target->tensors.enabled) {
 		reset_arguments(&record->node_arguments);
-		read_tensor_vector(&record->node_arguments, PT_REGS_PARM3(ctx));
+		read_tensor_vector(&target->tensors, &record->node_arguments, PT_REGS_PARM3(ctx));
 		payload += arguments_size(&record->node_arguments);
 	}
-	emit_assembled(record, payload);
-	push_range(open, PT_REGS_SP(ctx), 0, OPEN_RANGE_NODE);
+	emit_assembled(ids, record, payload);
+	push_range(open, ids, PT_REGS_SP(ctx), 0, OPEN_RANGE_NODE);
 	return 0;
 }
 

@@ -31,13 +31,13 @@ static long copy_device_activity(__u64 index, void *context)
 	struct device_batch *batch = context;
 	struct device_activity_record *record = bpf_ringbuf_reserve(&op_records, sizeof(*record), 0);
 	if (!record) {
-		count_loss(LOSS_RING_BUFFER_FULL);
+		count_loss(batch->ids.slot, LOSS_RING_BUFFER_FULL);
 		return 0;
 	}
 	fill_head(&record->head, batch->ids, 0, OP_RECORD_DEVICE_ACTIVITY, 0, batch->now, SEQUENCE_COUNTER_UNKNOWN);
 	if (bpf_probe_read_user(&record->activity, sizeof(record->activity), &batch->records[index])) {
 		bpf_ringbuf_discard(record, BPF_RB_NO_WAKEUP);
-		count_loss(LOSS_DEVICE_ACTIVITY_UNREADABLE);
+		count_loss(batch->ids.slot, LOSS_DEVICE_ACTIVITY_UNREADABLE);
 		return 0;
 	}
 	bpf_ringbuf_submit(record, BPF_RB_NO_WAKEUP);
@@ -47,13 +47,14 @@ static long copy_device_activity(__u64 index, void *context)
 SEC("usdt")
 int BPF_USDT(device_activity_batch, const struct device_activity *records, __u32 count, __s32 abi_version)
 {
-	if (!recording)
+	struct thread_ids ids;
+	if (!current_target(&ids))
 		return 0;
 	if (abi_version != DEVICE_ACTIVITY_ABI_VERSION || count > DEVICE_ACTIVITY_BATCH_MAX) {
-		count_loss(LOSS_DEVICE_ACTIVITY_UNREADABLE);
+		count_loss(ids.slot, LOSS_DEVICE_ACTIVITY_UNREADABLE);
 		return 0;
 	}
-	struct device_batch batch = {.records = records, .ids = current_thread_ids(), .now = bpf_ktime_get_ns()};
+	struct device_batch batch = {.records = records, .ids = ids, .now = bpf_ktime_get_ns()};
 	bpf_loop(count, copy_device_activity, &batch, 0);
 	return 0;
 }

@@ -45,11 +45,11 @@ struct op_record {
 	__u8 kind;             /* enum op_record_kind */
 	__u8 exit_cause;       /* exits: enum range_exit_cause; samples: enum sample_cause; 0 otherwise */
 	__u16 abi_version;     /* OP_RECORD_ABI_VERSION of the BPF object that wrote it */
-	__u32 tgid;            /* process id in tprof's PID namespace: which target, once there are several */
+	__u32 tgid;            /* process id in tprof's PID namespace: which target the record is of */
 };
 
 /* Raised whenever a record's layout or meaning changes; the consumer drops other versions. */
-#define OP_RECORD_ABI_VERSION 5
+#define OP_RECORD_ABI_VERSION 6
 
 /* Why a range ended (open_ranges.bpf.h). */
 enum range_exit_cause {
@@ -95,7 +95,8 @@ struct autograd_node {
 	__u64 thread_id;    /* Node::thread_id_: the forward thread's RecordFunction id; 0 unknown */
 };
 
-/* Slots of the per-CPU `loss_counters` array: what could not be recorded, and why. */
+/* Each target's counters in the per-CPU `loss_counters` array (targets.bpf.h): what could not
+ * be recorded, and why. */
 enum loss_counter {
 	LOSS_RING_BUFFER_FULL = 0,   /* a record was dropped */
 	LOSS_STACK_UNREADABLE = 1,   /* a Python stack could not be walked (no walk buffer) */

@@ -15,6 +15,12 @@
  * (autograd_probes.bpf.h); and the GPU activity of the CUPTI injection library, where the
  * target loaded it (device_activity_probes.bpf.h).
  *
+ * One object serves every target of a session (targets.bpf.h): each program finds the calling
+ * process's settings by its pid, and its records carry that pid, so that userspace splits one
+ * ring buffer into a trace per process. Probe links are still one per target and program: a
+ * link without a pid would put a breakpoint into every process on the machine that maps the
+ * library, traced or not.
+ *
  * Records are submitted with BPF_RB_NO_WAKEUP: a wakeup per record costs ~6 us on the
  * target's thread, while userspace drains the buffer on a timer anyway.
  */
@@ -34,15 +40,6 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* The target's pid in tprof's PID namespace: the sampler fires on every CPU and keeps only these. */
-const volatile __u32 target_tgid = 0;
-/*
- * The thread's autograd sequence counter is in libtorch's TLS block of module
- * `sequence_counter_module` (0: not located), at `sequence_counter_offset`.
- */
-const volatile __u64 sequence_counter_module = 0;
-const volatile __u64 sequence_counter_offset = 0;
-
 /*
  * Where this thread's sequence counter lives, once found: a thread's TLS block for a module
  * stays where it is until the thread exits, which frees its task storage too. Caching it
@@ -60,26 +57,26 @@ struct {
  * would find it: the thread's DTV (tcbhead_t.dtv, at fsbase + 8) holds each module's TLS
  * block, 16 bytes per entry. 0 while the block is not allocated yet.
  */
-static __always_inline __u64 locate_sequence_counter(void)
+static __always_inline __u64 locate_sequence_counter(const struct target_settings *target)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 dtv = read_user_u64(task->thread.fsbase + 8);
-	__u64 block = dtv ? read_user_u64(dtv + 16 * sequence_counter_module) : 0;
+	__u64 block = dtv ? read_user_u64(dtv + 16 * target->sequence_counter_module) : 0;
 	if (!block || block == ~0ULL)
 		return 0;
-	return block + sequence_counter_offset;
+	return block + target->sequence_counter_offset;
 }
 
 /* at::sequence_number::peek() of the current thread; SEQUENCE_COUNTER_UNKNOWN when not located. */
-static __always_inline __u64 read_sequence_counter(void)
+static __always_inline __u64 read_sequence_counter(const struct target_settings *target)
 {
-	if (!sequence_counter_module)
+	if (!target->sequence_counter_module)
 		return SEQUENCE_COUNTER_UNKNOWN;
 	__u64 *cached = bpf_task_storage_get(&sequence_counter_addresses, bpf_get_current_task_btf(), 0,
 					     BPF_LOCAL_STORAGE_GET_F_CREATE);
 	__u64 address = cached ? *cached : 0;
 	if (!address) {
-		address = locate_sequence_counter();
+		address = locate_sequence_counter(target);
 		if (cached)
 			*cached = address;
 	}
@@ -90,34 +87,36 @@ static __always_inline __u64 read_sequence_counter(void)
 }
 
 /* The op's plan when its arguments are to be captured, else NULL. */
-static __always_inline const struct op_plan *capture_plan(__u32 op_id)
+static __always_inline const struct op_plan *capture_plan(const struct target_settings *target,
+							  struct thread_ids ids, __u32 op_id)
 {
-	if (!tensor_config.enabled)
+	if (!target->tensors.enabled)
 		return NULL;
-	return bpf_map_lookup_elem(&op_plans, &op_id);
+	return op_plan_of(ids.slot, op_id);
 }
 
 SEC("uprobe.multi")
 int op_enter(struct pt_regs *ctx)
 {
-	if (!recording)
+	struct thread_ids ids;
+	const struct target_settings *target = current_target(&ids);
+	if (!target)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	struct thread_ids ids = current_thread_ids();
 	__u32 op_id = (__u32)bpf_get_attach_cookie(ctx);
 	struct open_range_stack *open = prepare_range_entry(PT_REGS_SP(ctx), ids, now);
-	__u64 counter = read_sequence_counter();
-	__u64 stack_id = python_config.enabled ? capture_python_stack(ids.tid, op_walk_buffer()) : 0;
-	const struct op_plan *plan = capture_plan(op_id);
+	__u64 counter = read_sequence_counter(target);
+	__u64 stack_id = capture_python_stack(target, ids);
+	const struct op_plan *plan = capture_plan(target, ids, op_id);
 	struct record_with_arguments *record =
 		plan ? begin_record(ids, op_id, OP_RECORD_ENTER, stack_id, now, counter) : NULL;
 	if (record) {
-		read_op_inputs(ctx, plan, &record->arguments);
-		emit_assembled(record, arguments_size(&record->arguments));
+		read_op_inputs(&target->tensors, ctx, plan, &record->arguments);
+		emit_assembled(ids, record, arguments_size(&record->arguments));
 	} else {
 		emit(ids, op_id, OP_RECORD_ENTER, stack_id, now, counter);
 	}
-	push_range(open, PT_REGS_SP(ctx), op_id, OPEN_RANGE_OP);
+	push_range(open, ids, PT_REGS_SP(ctx), op_id, OPEN_RANGE_OP);
 	return 0;
 }
 
@@ -129,18 +128,20 @@ int op_enter(struct pt_regs *ctx)
 SEC("uprobe.multi")
 int op_spilled_arguments(struct pt_regs *ctx)
 {
-	if (!recording)
+	struct thread_ids ids;
+	const struct target_settings *target = current_target(&ids);
+	if (!target)
 		return 0;
 	__u32 op_id = (__u32)bpf_get_attach_cookie(ctx);
-	const struct op_plan *plan = capture_plan(op_id);
+	const struct op_plan *plan = capture_plan(target, ids, op_id);
 	if (!plan)
 		return 0;
-	struct record_with_arguments *record = begin_record(current_thread_ids(), op_id, OP_RECORD_SPILLED_ARGUMENTS, 0,
+	struct record_with_arguments *record = begin_record(ids, op_id, OP_RECORD_SPILLED_ARGUMENTS, 0,
 							    bpf_ktime_get_ns(), SEQUENCE_COUNTER_UNKNOWN);
 	if (!record)
 		return 0;
 	read_spilled_arguments(ctx, plan, &record->spilled);
-	return emit_assembled(record, sizeof(record->spilled));
+	return emit_assembled(ids, record, sizeof(record->spilled));
 }
 
 /*
@@ -151,45 +152,47 @@ int op_spilled_arguments(struct pt_regs *ctx)
 SEC("uprobe.multi")
 int api_call_enter(struct pt_regs *ctx)
 {
-	if (!recording)
+	struct thread_ids ids;
+	if (!current_target(&ids))
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	struct thread_ids ids = current_thread_ids();
 	__u32 op_id = (__u32)bpf_get_attach_cookie(ctx);
 	struct open_range_stack *open = prepare_range_entry(PT_REGS_SP(ctx), ids, now);
 	emit(ids, op_id, OP_RECORD_ENTER, 0, now, SEQUENCE_COUNTER_UNKNOWN);
-	push_range(open, PT_REGS_SP(ctx), op_id, OPEN_RANGE_OP);
+	push_range(open, ids, PT_REGS_SP(ctx), op_id, OPEN_RANGE_OP);
 	return 0;
 }
 
 /* The `ret` of op `op_id`'s call: rax holds what it returns (the sret pointer for objects). */
-static __always_inline void emit_op_return(struct pt_regs *ctx, struct thread_ids ids, __u32 op_id, __u64 now)
+static __always_inline void emit_op_return(struct pt_regs *ctx, const struct target_settings *target,
+					   struct thread_ids ids, __u32 op_id, __u64 now)
 {
-	__u64 counter = read_sequence_counter();
-	const struct op_plan *plan = capture_plan(op_id);
+	__u64 counter = read_sequence_counter(target);
+	const struct op_plan *plan = capture_plan(target, ids, op_id);
 	struct record_with_arguments *record = plan && plan->output_read != OUTPUT_NOTHING
 		? begin_record(ids, op_id, OP_RECORD_EXIT, 0, now, counter) : NULL;
 	if (!record) {
 		emit(ids, op_id, OP_RECORD_EXIT, 0, now, counter);
 		return;
 	}
-	read_op_outputs(PT_REGS_RC(ctx), plan, &record->arguments);
-	emit_assembled(record, arguments_size(&record->arguments));
+	read_op_outputs(&target->tensors, PT_REGS_RC(ctx), plan, &record->arguments);
+	emit_assembled(ids, record, arguments_size(&record->arguments));
 }
 
 /* Every `ret` of the op and autograd functions (several functions may share one). */
 SEC("uprobe.multi")
 int range_return(struct pt_regs *ctx)
 {
-	if (!recording)
+	struct thread_ids ids;
+	const struct target_settings *target = current_target(&ids);
+	if (!target)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	struct thread_ids ids = current_thread_ids();
 	struct open_range returned;
 	if (!pop_returning_range(PT_REGS_SP(ctx), ids, now, &returned))
 		return 0;
 	if (returned.kind == OPEN_RANGE_OP)
-		emit_op_return(ctx, ids, returned.op_id, now);
+		emit_op_return(ctx, target, ids, returned.op_id, now);
 	else
 		emit_range_exit(&returned, ids, now, RANGE_EXIT_RETURNED);
 	return 0;
@@ -199,22 +202,22 @@ int range_return(struct pt_regs *ctx)
 SEC("uprobe.multi")
 int exception_caught(struct pt_regs *ctx)
 {
-	if (!recording)
+	struct thread_ids ids;
+	if (!current_target(&ids))
 		return 0;
-	close_unwound_ranges(PT_REGS_SP(ctx), current_thread_ids(), bpf_ktime_get_ns());
+	close_unwound_ranges(PT_REGS_SP(ctx), ids, bpf_ktime_get_ns());
 	return 0;
 }
 
 SEC("perf_event")
 int python_sample(void *ctx)
 {
-	if (!recording)
-		return 0;
-	struct thread_ids ids = current_thread_ids();
-	if (ids.tgid != target_tgid || !target_tgid)
+	struct thread_ids ids;
+	const struct target_settings *target = current_target(&ids);
+	if (!target || !target->python.enabled)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	__u64 stack_id = capture_python_stack(ids.tid, sample_walk_buffer());
+	__u64 stack_id = walk_python_stack(target, ids, sample_walk_buffer(), true);
 	if (!stack_id)
 		return 0;
 	return emit_sample(ids, stack_id, now, SAMPLE_ON_CPU);
@@ -248,14 +251,15 @@ struct {
  * its op walk buffer is free. */
 static __always_inline void record_blocking(struct task_struct *prev, __u64 now)
 {
-	struct thread_ids ids = current_thread_ids();
-	if (ids.tgid != target_tgid)
+	struct thread_ids ids;
+	const struct target_settings *target = current_target(&ids);
+	if (!target || !target->python.enabled)
 		return;
 	struct off_cpu_state *state =
 		bpf_task_storage_get(&off_cpu_states, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!state || now < state->not_python_until_ns)
 		return;
-	__u64 stack_id = walk_python_stack(ids.tid, op_walk_buffer(), false);
+	__u64 stack_id = walk_python_stack(target, ids, op_walk_buffer(), false);
 	state->stack_id = stack_id;
 	if (!stack_id) {
 		state->not_python_until_ns = now + NOT_PYTHON_RETRY_NS;
@@ -270,7 +274,7 @@ static __always_inline void record_resuming(struct task_struct *next, __u64 now)
 	if (!state || !state->stack_id)
 		return;
 	struct thread_ids ids = task_thread_ids(next);
-	if (ids.tgid == target_tgid)
+	if (recording_target(&ids))
 		emit_sample(ids, state->stack_id, now, SAMPLE_RESUMED);
 	state->stack_id = 0;
 }
@@ -278,8 +282,6 @@ static __always_inline void record_resuming(struct task_struct *next, __u64 now)
 SEC("tp_btf/sched_switch")
 int BPF_PROG(python_switch, bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
 {
-	if (!recording || !python_config.enabled || !target_tgid)
-		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	if (!preempt && prev_state != TASK_RUNNING)
 		record_blocking(prev, now);

@@ -76,7 +76,7 @@ static __always_inline void emit_range_exit(const struct open_range *range, stru
 {
 	struct op_record *rec = bpf_ringbuf_reserve(&op_records, sizeof(*rec), 0);
 	if (!rec) {
-		count_loss(LOSS_RING_BUFFER_FULL);
+		count_loss(ids.slot, LOSS_RING_BUFFER_FULL);
 		return;
 	}
 	fill_head(rec, ids, range->op_id, exit_record_kind(range->kind), 0, now, SEQUENCE_COUNTER_UNKNOWN);
@@ -115,15 +115,16 @@ static __always_inline struct open_range_stack *prepare_range_entry(__u64 stack_
 }
 
 /* After its entry record: the range is open until a `ret` or a catch at or above it. */
-static __always_inline void push_range(struct open_range_stack *stack, __u64 stack_pointer, __u32 op_id, __u32 kind)
+static __always_inline void push_range(struct open_range_stack *stack, struct thread_ids ids, __u64 stack_pointer,
+				       __u32 op_id, __u32 kind)
 {
 	if (!stack) {
-		count_loss(LOSS_RANGE_NOT_TRACKED);
+		count_loss(ids.slot, LOSS_RANGE_NOT_TRACKED);
 		return;
 	}
 	__u32 depth = stack->depth;
 	if (depth >= OPEN_RANGES_MAX) {
-		count_loss(LOSS_RANGE_NOT_TRACKED);
+		count_loss(ids.slot, LOSS_RANGE_NOT_TRACKED);
 		return;
 	}
 	struct open_range *slot = &stack->ranges[depth & (OPEN_RANGES_MAX - 1)];

@@ -24,7 +24,7 @@ enum python_instruction_encoding {
 	PYTHON_INSTRUCTION_POINTER = 2,           /* 3.11+: pointer into code + co_code_adaptive */
 };
 
-/* Set once, before load, as read-only data: the verifier then prunes what a version lacks. */
+/* One per target, in its settings (target_settings.h): targets may run different Pythons. */
 struct python_walker_config {
 	__u64 runtime_address;
 	__u64 executable_tag_mask;

@@ -14,9 +14,7 @@
 #include "op_record.h"
 #include "python_stack.h"
 #include "record_ring.bpf.h"
-
-/* Filled by userspace before load; all zero (walker disabled) without a supported Python. */
-const volatile struct python_walker_config python_config = {};
+#include "targets.bpf.h"
 
 struct walk_scratch {
 	struct op_record head; /* of the stack's record, when it is new: `stack` follows it directly */
@@ -75,20 +73,6 @@ struct {
 	__type(value, __u64);
 } python_thread_states SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, LOSS_COUNTER_COUNT);
-	__type(key, __u32);
-	__type(value, __u64);
-} loss_counters SEC(".maps");
-
-static __always_inline void count_loss(__u32 counter)
-{
-	__u64 *count = bpf_map_lookup_elem(&loss_counters, &counter);
-	if (count)
-		*count += 1;
-}
-
 static __always_inline __u64 read_user_u64(__u64 address)
 {
 	__u64 value = 0;
@@ -96,7 +80,7 @@ static __always_inline __u64 read_user_u64(__u64 address)
 	return value;
 }
 
-/* A field of a prefix already read into `bytes`; offsets come from python_config. */
+/* A field of a prefix already read into `bytes`; offsets come from the target's walker config. */
 static __always_inline __u64 field_u64(const __u8 *bytes, __u32 offset, __u32 capacity)
 {
 	if (offset > capacity - sizeof(__u64))
@@ -119,6 +103,7 @@ static __always_inline __u8 field_u8(const __u8 *bytes, __u32 offset, __u32 capa
 }
 
 struct thread_search {
+	const struct python_walker_config *config;
 	__u64 thread_state;
 	__u64 fsbase;
 	__u64 found;
@@ -129,62 +114,65 @@ static long thread_search_step(__u32 index, void *context)
 	struct thread_search *search = context;
 	if (!search->thread_state)
 		return 1;
-	if (read_user_u64(search->thread_state + python_config.thread_thread_id) == search->fsbase) {
+	if (read_user_u64(search->thread_state + search->config->thread_thread_id) == search->fsbase) {
 		search->found = search->thread_state;
 		return 1;
 	}
-	search->thread_state = read_user_u64(search->thread_state + python_config.thread_next);
+	search->thread_state = read_user_u64(search->thread_state + search->config->thread_next);
 	return 0;
 }
 
 /* Reads the prefix of a thread state the walker needs into scratch->tstate_bytes and checks
  * that it belongs to the thread whose pthread_self() is `fsbase`. */
-static __always_inline bool read_thread_state(struct walk_scratch *scratch, __u64 thread_state, __u64 fsbase)
+static __always_inline bool read_thread_state(const struct python_walker_config *config,
+					      struct walk_scratch *scratch, __u64 thread_state, __u64 fsbase)
 {
-	__u32 size = python_config.tstate_read_size;
+	__u32 size = config->tstate_read_size;
 	if (size > PYTHON_TSTATE_READ_MAX)
 		size = PYTHON_TSTATE_READ_MAX;
 	if (!thread_state || bpf_probe_read_user(scratch->tstate_bytes, size, (const void *)thread_state))
 		return false;
-	return field_u64(scratch->tstate_bytes, python_config.thread_thread_id, PYTHON_TSTATE_READ_MAX) == fsbase;
+	return field_u64(scratch->tstate_bytes, config->thread_thread_id, PYTHON_TSTATE_READ_MAX) == fsbase;
 }
 
 /* Finds this thread's PyThreadState (cached per thread; the list walk only on a miss or a
  * stale entry) and leaves its prefix in scratch->tstate_bytes. False, counted, if there is
  * none: userspace says how many walks found no thread state, and how many of those gave up at
  * the search bound with threads left unexamined, so neither goes unnoticed. */
-static __always_inline bool load_thread_state(struct walk_scratch *scratch, __u32 tid, bool count_misses)
+static __always_inline bool load_thread_state(const struct python_walker_config *config,
+					      struct walk_scratch *scratch, struct thread_ids ids, bool count_misses)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 fsbase = task->thread.fsbase;
-	__u64 *cached = bpf_map_lookup_elem(&python_thread_states, &tid);
-	if (cached && read_thread_state(scratch, *cached, fsbase))
+	__u64 *cached = bpf_map_lookup_elem(&python_thread_states, &ids.tid);
+	if (cached && read_thread_state(config, scratch, *cached, fsbase))
 		return true;
 
-	__u64 interpreter = read_user_u64(python_config.runtime_address +
-					  python_config.runtime_interpreters_head);
+	__u64 interpreter = read_user_u64(config->runtime_address + config->runtime_interpreters_head);
 	if (!interpreter) {
 		if (count_misses)
-			count_loss(LOSS_THREAD_STATE_NOT_FOUND);
+			count_loss(ids.slot, LOSS_THREAD_STATE_NOT_FOUND);
 		return false;
 	}
 	struct thread_search search = {
-		.thread_state = read_user_u64(interpreter + python_config.interpreter_threads_head),
+		.config = config,
+		.thread_state = read_user_u64(interpreter + config->interpreter_threads_head),
 		.fsbase = fsbase,
 	};
 	bpf_loop(PYTHON_MAX_THREAD_STATES, thread_search_step, &search, 0);
-	if (!search.found || !read_thread_state(scratch, search.found, fsbase)) {
+	if (!search.found || !read_thread_state(config, scratch, search.found, fsbase)) {
 		/* A search that stopped with a thread state in hand ran into the bound. */
 		if (count_misses)
-			count_loss(!search.found && search.thread_state ? LOSS_THREAD_SEARCH_CUT
-									: LOSS_THREAD_STATE_NOT_FOUND);
+			count_loss(ids.slot, !search.found && search.thread_state ? LOSS_THREAD_SEARCH_CUT
+										  : LOSS_THREAD_STATE_NOT_FOUND);
 		return false;
 	}
-	bpf_map_update_elem(&python_thread_states, &tid, &search.found, BPF_ANY);
+	bpf_map_update_elem(&python_thread_states, &ids.tid, &search.found, BPF_ANY);
 	return true;
 }
 
 struct frame_walk {
+	const struct python_walker_config *config;
 	struct walk_scratch *scratch;
 	__u64 frame;
 	__u64 hash;
@@ -201,38 +189,39 @@ static __always_inline __u64 mix_hash(__u64 hash, __u64 value)
 	return hash;
 }
 
-static __always_inline bool is_shim_frame(const __u8 *bytes)
+static __always_inline bool is_shim_frame(const struct python_walker_config *config, const __u8 *bytes)
 {
-	if (python_config.frame_owner < 0)
+	if (config->frame_owner < 0)
 		return false;
-	__s32 owner = field_u8(bytes, python_config.frame_owner, PYTHON_FRAME_READ_MAX);
-	return owner == python_config.frame_owner_skip_a || owner == python_config.frame_owner_skip_b;
+	__s32 owner = field_u8(bytes, config->frame_owner, PYTHON_FRAME_READ_MAX);
+	return owner == config->frame_owner_skip_a || owner == config->frame_owner_skip_b;
 }
 
-static __always_inline __u32 instruction_offset(const __u8 *bytes, __u64 code)
+static __always_inline __u32 instruction_offset(const struct python_walker_config *config, const __u8 *bytes,
+						__u64 code)
 {
-	if (python_config.instruction_encoding != PYTHON_INSTRUCTION_POINTER)
-		return field_u32(bytes, python_config.frame_instruction, PYTHON_FRAME_READ_MAX);
-	__u64 instruction = field_u64(bytes, python_config.frame_instruction, PYTHON_FRAME_READ_MAX);
-	__u64 bytecode = code + python_config.code_adaptive;
+	if (config->instruction_encoding != PYTHON_INSTRUCTION_POINTER)
+		return field_u32(bytes, config->frame_instruction, PYTHON_FRAME_READ_MAX);
+	__u64 instruction = field_u64(bytes, config->frame_instruction, PYTHON_FRAME_READ_MAX);
+	__u64 bytecode = code + config->code_adaptive;
 	return instruction >= bytecode ? (__u32)((instruction - bytecode) / 2) : 0;
 }
 
 static long frame_walk_step(__u32 index, void *context)
 {
 	struct frame_walk *walk = context;
+	const struct python_walker_config *config = walk->config;
 	struct walk_scratch *scratch = walk->scratch;
 	if (!walk->frame)
 		return 1;
-	__u32 size = python_config.frame_read_size;
+	__u32 size = config->frame_read_size;
 	if (size > PYTHON_FRAME_READ_MAX)
 		size = PYTHON_FRAME_READ_MAX;
 	if (bpf_probe_read_user(scratch->frame_bytes, size, (const void *)walk->frame))
 		return 1;
 	const __u8 *bytes = scratch->frame_bytes;
-	__u64 code = field_u64(bytes, python_config.frame_code, PYTHON_FRAME_READ_MAX) &
-		     ~python_config.executable_tag_mask;
-	if (code && !is_shim_frame(bytes)) {
+	__u64 code = field_u64(bytes, config->frame_code, PYTHON_FRAME_READ_MAX) & ~config->executable_tag_mask;
+	if (code && !is_shim_frame(config, bytes)) {
 		if (walk->depth >= PYTHON_STACK_MAX_FRAMES) {
 			scratch->stack.truncated = 1;
 			return 1;
@@ -240,8 +229,8 @@ static long frame_walk_step(__u32 index, void *context)
 		struct python_frame *frame = &scratch->stack.frames[walk->depth & (PYTHON_STACK_MAX_FRAMES - 1)];
 		frame->frame = walk->frame;
 		frame->code = code;
-		frame->first_local = field_u64(bytes, python_config.frame_localsplus, PYTHON_FRAME_READ_MAX);
-		frame->instruction = instruction_offset(bytes, code);
+		frame->first_local = field_u64(bytes, config->frame_localsplus, PYTHON_FRAME_READ_MAX);
+		frame->instruction = instruction_offset(config, bytes, code);
 		frame->reserved = 0;
 		walk->hash = mix_hash(walk->hash, frame->frame);
 		walk->hash = mix_hash(walk->hash, frame->code);
@@ -249,7 +238,7 @@ static long frame_walk_step(__u32 index, void *context)
 		walk->hash = mix_hash(walk->hash, frame->instruction);
 		walk->depth++;
 	}
-	walk->frame = field_u64(bytes, python_config.frame_previous, PYTHON_FRAME_READ_MAX);
+	walk->frame = field_u64(bytes, config->frame_previous, PYTHON_FRAME_READ_MAX);
 	return 0;
 }
 
@@ -260,11 +249,13 @@ static long frame_walk_step(__u32 index, void *context)
  * addresses differ), so hundreds of threads make thousands of distinct stacks, and userspace
  * can be a whole ring buffer behind. Only the frames walked are sent.
  */
-static __always_inline void send_new_stack(struct walk_scratch *scratch, __u64 stack_id)
+static __always_inline void send_new_stack(struct walk_scratch *scratch, struct thread_ids ids, __u64 stack_id)
 {
 	struct op_record *head = &scratch->head;
 	__builtin_memset(head, 0, sizeof(*head));
 	head->timestamp_ns = bpf_ktime_get_ns();
+	head->tid = ids.tid;
+	head->tgid = ids.tgid;
 	head->python_stack_id = stack_id;
 	head->sequence_counter = SEQUENCE_COUNTER_UNKNOWN;
 	head->kind = OP_RECORD_PYTHON_STACK;
@@ -274,28 +265,32 @@ static __always_inline void send_new_stack(struct walk_scratch *scratch, __u64 s
 		depth = PYTHON_STACK_MAX_FRAMES;
 	__u64 size = sizeof(*head) + __builtin_offsetof(struct python_stack, frames) + depth * sizeof(struct python_frame);
 	if (bpf_ringbuf_output(&op_records, head, size, BPF_RB_NO_WAKEUP))
-		count_loss(LOSS_RING_BUFFER_FULL);
+		count_loss(ids.slot, LOSS_RING_BUFFER_FULL);
 }
 
 /* Walks the calling thread's Python stack in `scratch` (owned by this walk until it returns)
  * and returns the id the stack is stored under, or 0. A thread without a Python thread state
  * is counted as a loss where a stack was expected (`count_misses`): at an op, not when any
- * thread of the target blocks. */
-static __always_inline __u64 walk_python_stack(__u32 tid, struct walk_scratch *scratch, bool count_misses)
+ * thread of the target blocks. Stack ids hash the process id too: processes forked from one
+ * another hold the same frames at the same addresses, which may mean other code later. */
+static __always_inline __u64 walk_python_stack(const struct target_settings *target, struct thread_ids ids,
+					       struct walk_scratch *scratch, bool count_misses)
 {
-	if (!python_config.enabled)
+	const struct python_walker_config *config = &target->python;
+	if (!config->enabled)
 		return 0;
 	if (!scratch) {
-		count_loss(LOSS_STACK_UNREADABLE);
+		count_loss(ids.slot, LOSS_STACK_UNREADABLE);
 		return 0;
 	}
-	if (!load_thread_state(scratch, tid, count_misses))
+	if (!load_thread_state(config, scratch, ids, count_misses))
 		return 0; /* counted there, by cause */
-	__u64 frame = field_u64(scratch->tstate_bytes, python_config.thread_frame, PYTHON_TSTATE_READ_MAX);
-	if (python_config.cframe_current_frame >= 0 && frame)
-		frame = read_user_u64(frame + python_config.cframe_current_frame);
+	__u64 frame = field_u64(scratch->tstate_bytes, config->thread_frame, PYTHON_TSTATE_READ_MAX);
+	if (config->cframe_current_frame >= 0 && frame)
+		frame = read_user_u64(frame + config->cframe_current_frame);
 
-	struct frame_walk walk = {.scratch = scratch, .frame = frame, .hash = 0x74707266ULL};
+	struct frame_walk walk = {
+		.config = config, .scratch = scratch, .frame = frame, .hash = mix_hash(0x74707266ULL, ids.tgid)};
 	scratch->stack.truncated = 0;
 	bpf_loop(PYTHON_STACK_MAX_FRAMES + 64, frame_walk_step, &walk, 0);
 	scratch->stack.depth = walk.depth;
@@ -306,17 +301,21 @@ static __always_inline __u64 walk_python_stack(__u32 tid, struct walk_scratch *s
 		return stack_id;
 	long stored = bpf_map_update_elem(&python_stacks, &stack_id, &scratch->stack, BPF_NOEXIST);
 	if (stored && stored != -17 /* EEXIST: already there */) {
-		count_loss(LOSS_STACK_NOT_STORED);
+		count_loss(ids.slot, LOSS_STACK_NOT_STORED);
 		return 0;
 	}
 	if (!stored)
-		send_new_stack(scratch, stack_id);
+		send_new_stack(scratch, ids, stack_id);
 	return stack_id;
 }
 
-static __always_inline __u64 capture_python_stack(__u32 tid, struct walk_scratch *scratch)
+/* The calling thread's stack at an op or a range, in its per-thread walk buffer; 0 without
+ * Python stacks. */
+static __always_inline __u64 capture_python_stack(const struct target_settings *target, struct thread_ids ids)
 {
-	return walk_python_stack(tid, scratch, true);
+	if (!target->python.enabled)
+		return 0;
+	return walk_python_stack(target, ids, op_walk_buffer(), true);
 }
 
 #endif /* TPROF_BPF_PYTHON_WALKER_BPF_H */

@@ -25,7 +25,7 @@ constexpr int kBudgetSpent = -ECANCELED;
 
 }  // namespace
 
-RecordConsumer::RecordConsumer(int ring_buffer_fd, RecordDecoder& decoder) : decoder_(decoder) {
+RecordConsumer::RecordConsumer(int ring_buffer_fd, RecordRouter& router) : router_(router) {
   ring_.reset(ring_buffer__new(ring_buffer_fd, &RecordConsumer::on_record, this, nullptr));
   if (!ring_) throw Error(errno_message("cannot map the BPF ring buffer", errno));
 }
@@ -42,8 +42,24 @@ bool RecordConsumer::drain(size_t max_records) {
 
 int RecordConsumer::on_record(void* consumer, void* data, size_t size) {
   auto& self = *static_cast<RecordConsumer*>(consumer);
-  self.decoder_.decode({static_cast<const std::byte*>(data), size});
+  self.router_.route_record({static_cast<const std::byte*>(data), size});
   return --self.budget_ == 0 ? kBudgetSpent : 0;
+}
+
+void RecordRouter::route_record(std::span<const std::byte> record) {
+  if (record.size() < sizeof(op_record)) {
+    ++unrouted_;
+    return;
+  }
+  op_record head;
+  std::memcpy(&head, record.data(), sizeof(head));
+  const auto decoder = decoders_.find(head.tgid);
+  if (decoder == decoders_.end()) {
+    ++unrouted_;
+    return;
+  }
+  last_timestamp_ns_ = head.timestamp_ns;
+  decoder->second->decode(record);
 }
 
 void RecordDecoder::decode(std::span<const std::byte> record) {

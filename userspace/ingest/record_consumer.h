@@ -1,7 +1,8 @@
 // The op tracer's records, decoded: op, annotation and autograd entries and exits and stack
 // samples, into a SpanCloser. RecordDecoder takes one record's bytes (pure, so that tests can
-// feed it); RecordConsumer drains the ring buffer into one. The BPF side never wakes us
-// (BPF_RB_NO_WAKEUP), so drain() is called on a timer.
+// feed it); RecordRouter hands each record to the decoder of the process it is of, since one
+// ring buffer serves every target of a session; RecordConsumer drains the ring buffer into the
+// router. The BPF side never wakes us (BPF_RB_NO_WAKEUP), so drain() is called on a timer.
 #pragma once
 
 #include <cstdint>
@@ -94,10 +95,31 @@ class RecordDecoder {
   uint64_t unmatched_spilled_arguments_ = 0;
 };
 
+class RecordRouter {
+ public:
+  // Records of process `tgid` (as the op tracer numbers it) go to `decoder` from now on.
+  void route(uint32_t tgid, RecordDecoder& decoder) { decoders_[tgid] = &decoder; }
+  // ... and to no one: a target finished with.
+  void forget(uint32_t tgid) { decoders_.erase(tgid); }
+
+  // One record as the ring buffer holds it, to its process's decoder. One too short to name
+  // a process, or of a process no target is, is counted unrouted.
+  void route_record(std::span<const std::byte> record);
+
+  // The timestamp of the last record routed; 0 before the first.
+  uint64_t last_timestamp_ns() const { return last_timestamp_ns_; }
+  uint64_t unrouted() const { return unrouted_; }
+
+ private:
+  std::unordered_map<uint32_t, RecordDecoder*> decoders_;
+  uint64_t last_timestamp_ns_ = 0;
+  uint64_t unrouted_ = 0;
+};
+
 class RecordConsumer {
  public:
   // Maps the ring buffer behind `ring_buffer_fd`; throws tprof::Error.
-  RecordConsumer(int ring_buffer_fd, RecordDecoder& decoder);
+  RecordConsumer(int ring_buffer_fd, RecordRouter& router);
   ~RecordConsumer();
   RecordConsumer(const RecordConsumer&) = delete;
   RecordConsumer& operator=(const RecordConsumer&) = delete;
@@ -113,7 +135,7 @@ class RecordConsumer {
   struct RingBufferDeleter {
     void operator()(ring_buffer* ring) const;
   };
-  RecordDecoder& decoder_;
+  RecordRouter& router_;
   size_t budget_ = 0;  // records left in this drain
   std::unique_ptr<ring_buffer, RingBufferDeleter> ring_;
 };

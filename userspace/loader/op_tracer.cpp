@@ -22,15 +22,18 @@ namespace {
 // The initial PID namespace's fixed inode (the kernel's PROC_PID_INIT_INO).
 constexpr ino_t kInitialPidNamespaceInode = 0xEFFFFFFC;
 
+// The op_plans key of op `op_id` of the target in `slot` (argument_reader.bpf.h).
+uint64_t op_plan_key(uint32_t slot, uint32_t op_id) { return (static_cast<uint64_t>(slot) << 32) | op_id; }
+
 }  // namespace
 
 void OpTracer::SkeletonDeleter::operator()(op_tracer* skeleton) const { op_tracer__destroy(skeleton); }
 
-OpTracer::OpTracer(const OpTracerOptions& options) : target_pid_(options.target_pid) {
+OpTracer::OpTracer(size_t ring_buffer_bytes) {
   skeleton_.reset(op_tracer__open());
   if (!skeleton_) throw Error(errno_message("cannot open the op tracer BPF object", errno));
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  const size_t ring_bytes = std::bit_ceil(std::max(options.ring_buffer_bytes, page));
+  const size_t ring_bytes = std::bit_ceil(std::max(ring_buffer_bytes, page));
   if (bpf_map__set_max_entries(skeleton_->maps.op_records, static_cast<__u32>(ring_bytes)) != 0)
     throw Error("cannot size the ring buffer to " + std::to_string(ring_bytes) + " bytes");
 
@@ -41,15 +44,6 @@ OpTracer::OpTracer(const OpTracerOptions& options) : target_pid_(options.target_
     throw Error(errno_message("cannot stat /proc/self/ns/pid", errno));
   skeleton_->rodata->pid_namespace_inode = pid_namespace.st_ino;
   skeleton_->rodata->pid_namespace_is_initial = pid_namespace.st_ino == kInitialPidNamespaceInode;
-  skeleton_->rodata->target_tgid = static_cast<__u32>(options.target_pid);
-  if (options.python) skeleton_->rodata->python_config = *options.python;
-  if (options.tensors) skeleton_->rodata->tensor_config = *options.tensors;
-  skeleton_->rodata->node_sequence_nr_offset = options.node_sequence_nr_offset;
-  skeleton_->rodata->node_thread_id_offset = options.node_thread_id_offset;
-  skeleton_->rodata->sequence_counter_module = options.sequence_counter_module;
-  skeleton_->rodata->sequence_counter_offset = options.sequence_counter_offset;
-  if (bpf_map__set_max_entries(skeleton_->maps.op_plans, std::max<uint32_t>(options.op_count, 1)) != 0)
-    throw Error("cannot size the op plan map to " + std::to_string(options.op_count) + " ops");
 
   if (op_tracer__load(skeleton_.get()) != 0) {
     const int err = errno;
@@ -60,57 +54,14 @@ OpTracer::OpTracer(const OpTracerOptions& options) : target_pid_(options.target_
 
 OpTracer::~OpTracer() = default;
 
-void OpTracer::attach_ops(const UprobeSites& sites) {
-  op_links_ = attach_uprobe_multi(skeleton_->progs.op_enter, target_pid_, sites);
-}
-
-void OpTracer::attach_exits(const UprobeSites& returns, const UprobeSites& catches) {
-  if (!returns.offsets.empty())
-    exit_links_.push_back(attach_uprobe_multi(skeleton_->progs.range_return, target_pid_, returns));
-  if (!catches.offsets.empty())
-    exit_links_.push_back(attach_uprobe_multi(skeleton_->progs.exception_caught, target_pid_, catches));
-}
-
-void OpTracer::set_op_plan(uint32_t op_id, const op_plan& plan) {
-  if (bpf_map__update_elem(skeleton_->maps.op_plans, &op_id, sizeof(op_id), &plan, sizeof(plan), BPF_ANY) != 0)
-    throw Error(errno_message("cannot store the argument plan of op " + std::to_string(op_id), errno));
-}
-
-void OpTracer::attach_spilled_arguments(const UprobeSites& sites) {
-  if (!sites.offsets.empty())
-    spill_links_ = attach_uprobe_multi(skeleton_->progs.op_spilled_arguments, target_pid_, sites);
-}
-
-void OpTracer::attach_annotations(const UprobeSites& name_kernels, const UprobeSites& constructor,
-                                  const UprobeSites& end) {
-  // The end probe first, then the constructor, then the names: an annotation is only opened
-  // once everything that closes it is in place.
-  record_function_links_.push_back(
-      attach_uprobe_multi(skeleton_->progs.annotation_end, target_pid_, end));
-  record_function_links_.push_back(
-      attach_uprobe_multi(skeleton_->progs.annotation_begin, target_pid_, constructor));
-  record_function_links_.push_back(
-      attach_uprobe_multi(skeleton_->progs.annotation_name, target_pid_, name_kernels));
-}
-
-void OpTracer::attach_autograd(const UprobeSites& evaluate_function, const UprobeSites& node_apply) {
-  record_function_links_.push_back(attach_uprobe_multi(skeleton_->progs.evaluate_enter, target_pid_, evaluate_function));
-  if (node_apply.offsets.empty()) return;
-  record_function_links_.push_back(attach_uprobe_multi(skeleton_->progs.node_enter, target_pid_, node_apply));
-}
-
-void OpTracer::attach_api_calls(const UprobeSites& entries) {
-  api_call_links_.push_back(attach_uprobe_multi(skeleton_->progs.api_call_enter, target_pid_, entries));
-}
-
-void OpTracer::attach_device_activity(const std::string& library_path) {
-  bpf_link* link = bpf_program__attach_usdt(skeleton_->progs.device_activity_batch, target_pid_, library_path.c_str(),
-                                            "tprof", "device_activity", nullptr);
-  if (!link) throw Error(errno_message("cannot attach to tprof:device_activity in " + library_path, errno));
-  device_activity_link_.reset(link);
+std::unique_ptr<TargetProbes> OpTracer::add_target(const TargetOptions& options) {
+  if (next_slot_ >= TARGET_SLOTS_MAX)
+    throw Error("tprof records at most " + std::to_string(TARGET_SLOTS_MAX) + " processes in one session");
+  return std::make_unique<TargetProbes>(*this, options, next_slot_++);
 }
 
 void OpTracer::attach_python_sampler(uint32_t frequency_hz) {
+  if (!sampler_links_.empty()) return;
   const int cpus = libbpf_num_possible_cpus();
   if (cpus <= 0) throw Error("cannot count the CPUs");
   perf_event_attr attributes{};
@@ -120,7 +71,7 @@ void OpTracer::attach_python_sampler(uint32_t frequency_hz) {
   attributes.freq = 1;
   attributes.sample_freq = frequency_hz;
   for (int cpu = 0; cpu < cpus; ++cpu) {
-    // One event per CPU for all processes; the program keeps only the target's threads,
+    // One event per CPU for all processes; the program keeps only the targets' threads,
     // which may come and go during recording.
     UniqueFd event(static_cast<int>(::syscall(SYS_perf_event_open, &attributes, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC)));
     if (!event) {
@@ -137,30 +88,125 @@ void OpTracer::attach_python_sampler(uint32_t frequency_hz) {
   sampler_links_.emplace_back(switches);
 }
 
-void OpTracer::start_recording() { skeleton_->bss->recording = 1; }
-void OpTracer::stop_recording() { skeleton_->bss->recording = 0; }
+int OpTracer::ring_buffer_fd() const { return bpf_map__fd(skeleton_->maps.op_records); }
+int OpTracer::python_stacks_fd() const { return bpf_map__fd(skeleton_->maps.python_stacks); }
 
-void OpTracer::detach() {
+TargetProbes::TargetProbes(OpTracer& tracer, const TargetOptions& options, uint32_t slot)
+    : tracer_(tracer), pid_(options.pid), slot_(slot) {
+  if (options.python) settings_.python = *options.python;
+  if (options.tensors) settings_.tensors = *options.tensors;
+  settings_.node_sequence_nr_offset = options.node_sequence_nr_offset;
+  settings_.node_thread_id_offset = options.node_thread_id_offset;
+  settings_.sequence_counter_module = options.sequence_counter_module;
+  settings_.sequence_counter_offset = options.sequence_counter_offset;
+  settings_.slot = slot;
+  settings_.recording = 0;
+  write_settings();
+  // A pid recorded earlier in the session (the number reused) now names this target.
+  const auto tgid = static_cast<__u32>(pid_);
+  if (bpf_map__update_elem(skeleton().maps.target_slots, &tgid, sizeof(tgid), &slot_, sizeof(slot_), BPF_ANY) != 0)
+    throw Error(errno_message("cannot register process " + std::to_string(pid_) + " with the op tracer", errno));
+}
+
+TargetProbes::~TargetProbes() {
+  detach();
+  const auto tgid = static_cast<__u32>(pid_);
+  __u32 registered = 0;
+  if (bpf_map__lookup_elem(skeleton().maps.target_slots, &tgid, sizeof(tgid), &registered, sizeof(registered), 0) ==
+          0 &&
+      registered == slot_)
+    bpf_map__delete_elem(skeleton().maps.target_slots, &tgid, sizeof(tgid), 0);
+  for (const uint32_t op_id : planned_ops_) {
+    const uint64_t key = op_plan_key(slot_, op_id);
+    bpf_map__delete_elem(skeleton().maps.op_plans, &key, sizeof(key), 0);
+  }
+}
+
+op_tracer& TargetProbes::skeleton() const { return *tracer_.skeleton_; }
+
+void TargetProbes::write_settings() {
+  if (bpf_map__update_elem(skeleton().maps.target_settings, &slot_, sizeof(slot_), &settings_, sizeof(settings_),
+                           BPF_ANY) != 0)
+    throw Error(errno_message("cannot store the probe settings of process " + std::to_string(pid_), errno));
+}
+
+void TargetProbes::attach_ops(const UprobeSites& sites) {
+  op_links_ = attach_uprobe_multi(skeleton().progs.op_enter, pid_, sites);
+}
+
+void TargetProbes::attach_exits(const UprobeSites& returns, const UprobeSites& catches) {
+  if (!returns.offsets.empty())
+    exit_links_.push_back(attach_uprobe_multi(skeleton().progs.range_return, pid_, returns));
+  if (!catches.offsets.empty())
+    exit_links_.push_back(attach_uprobe_multi(skeleton().progs.exception_caught, pid_, catches));
+}
+
+void TargetProbes::set_op_plan(uint32_t op_id, const op_plan& plan) {
+  const uint64_t key = op_plan_key(slot_, op_id);
+  if (bpf_map__update_elem(skeleton().maps.op_plans, &key, sizeof(key), &plan, sizeof(plan), BPF_ANY) != 0)
+    throw Error(errno_message("cannot store the argument plan of op " + std::to_string(op_id), errno));
+  planned_ops_.push_back(op_id);
+}
+
+void TargetProbes::attach_spilled_arguments(const UprobeSites& sites) {
+  if (!sites.offsets.empty())
+    spill_links_ = attach_uprobe_multi(skeleton().progs.op_spilled_arguments, pid_, sites);
+}
+
+void TargetProbes::attach_annotations(const UprobeSites& name_kernels, const UprobeSites& constructor,
+                                      const UprobeSites& end) {
+  // The end probe first, then the constructor, then the names: an annotation is only opened
+  // once everything that closes it is in place.
+  record_function_links_.push_back(attach_uprobe_multi(skeleton().progs.annotation_end, pid_, end));
+  record_function_links_.push_back(attach_uprobe_multi(skeleton().progs.annotation_begin, pid_, constructor));
+  record_function_links_.push_back(attach_uprobe_multi(skeleton().progs.annotation_name, pid_, name_kernels));
+}
+
+void TargetProbes::attach_autograd(const UprobeSites& evaluate_function, const UprobeSites& node_apply) {
+  record_function_links_.push_back(attach_uprobe_multi(skeleton().progs.evaluate_enter, pid_, evaluate_function));
+  if (node_apply.offsets.empty()) return;
+  record_function_links_.push_back(attach_uprobe_multi(skeleton().progs.node_enter, pid_, node_apply));
+}
+
+void TargetProbes::attach_api_calls(const UprobeSites& entries) {
+  api_call_links_.push_back(attach_uprobe_multi(skeleton().progs.api_call_enter, pid_, entries));
+}
+
+void TargetProbes::attach_device_activity(const std::string& library_path) {
+  bpf_link* link = bpf_program__attach_usdt(skeleton().progs.device_activity_batch, pid_, library_path.c_str(),
+                                            "tprof", "device_activity", nullptr);
+  if (!link) throw Error(errno_message("cannot attach to tprof:device_activity in " + library_path, errno));
+  device_activity_link_.reset(link);
+}
+
+void TargetProbes::start_recording() {
+  settings_.recording = 1;
+  write_settings();
+}
+
+void TargetProbes::stop_recording() {
+  if (!settings_.recording) return;
+  settings_.recording = 0;
+  write_settings();
+}
+
+void TargetProbes::detach() {
   stop_recording();
   op_links_ = {};
   spill_links_ = {};
   record_function_links_.clear();
   exit_links_.clear();
-  sampler_links_.clear();
-  sampler_events_.clear();
   api_call_links_.clear();
   device_activity_link_ = {};
 }
 
-int OpTracer::ring_buffer_fd() const { return bpf_map__fd(skeleton_->maps.op_records); }
-int OpTracer::python_stacks_fd() const { return bpf_map__fd(skeleton_->maps.python_stacks); }
-
-LossCounts OpTracer::losses() const {
+LossCounts TargetProbes::losses() const {
   const int cpus = libbpf_num_possible_cpus();
-  auto read_counter = [&](__u32 slot) -> uint64_t {
+  auto read_counter = [&](__u32 counter) -> uint64_t {
     if (cpus <= 0) return 0;
+    const __u32 key = slot_ * LOSS_COUNTER_COUNT + counter;
     std::vector<uint64_t> per_cpu(static_cast<size_t>(cpus));
-    if (bpf_map__lookup_elem(skeleton_->maps.loss_counters, &slot, sizeof(slot), per_cpu.data(),
+    if (bpf_map__lookup_elem(skeleton().maps.loss_counters, &key, sizeof(key), per_cpu.data(),
                              per_cpu.size() * sizeof(uint64_t), 0) != 0)
       return 0;
     uint64_t total = 0;

@@ -1,5 +1,7 @@
-// The loaded op tracer (bpf/op_tracer.bpf.c): its skeleton, its uprobe_multi links, the
-// Python stack sampler's perf events, and its maps, owned together.
+// The loaded op tracer (bpf/op_tracer.bpf.c), one per session whatever the number of targets:
+// its skeleton, its ring buffer, the Python stack sampler's perf events (which see every
+// process), and per target a TargetProbes: the target's settings in the tracer's maps and its
+// uprobe_multi links, owned together.
 #pragma once
 
 #include <sys/types.h>
@@ -13,6 +15,7 @@
 
 #include "op_arguments.h"
 #include "python_stack.h"
+#include "target_settings.h"
 #include "userspace/loader/unique_fd.h"
 #include "userspace/loader/uprobe_multi.h"
 
@@ -20,14 +23,13 @@ struct op_tracer;
 
 namespace tprof {
 
-struct OpTracerOptions {
-  size_t ring_buffer_bytes = 64u << 20;  // rounded up to a power of two
-  pid_t target_pid = 0;                  // in tprof's PID namespace
+// What the probes need to know of one target process.
+struct TargetOptions {
+  pid_t pid = 0;  // in tprof's PID namespace
   // Where the target's interpreter keeps its frames; none: no Python stacks.
   std::optional<python_walker_config> python;
   // The calibrated TensorImpl layout; none: ops are recorded without arguments (no shapes).
   std::optional<tensor_layout> tensors;
-  uint32_t op_count = 0;  // entries of the op plan map (op ids are below it)
   // Where torch::autograd::Node keeps these; 0: unknown, not read.
   uint32_t node_sequence_nr_offset = 0;
   uint32_t node_thread_id_offset = 0;
@@ -36,7 +38,6 @@ struct OpTracerOptions {
   uint64_t sequence_counter_module = 0;
   uint64_t sequence_counter_offset = 0;
 };
-
 
 struct LossCounts {
   uint64_t ring_buffer_full = 0;   // records dropped
@@ -49,23 +50,54 @@ struct LossCounts {
   uint64_t thread_search_cut = 0;       // likewise, the thread list being longer than the search bound
 };
 
+class TargetProbes;
+
 class OpTracer {
  public:
-  // Opens and loads the programs. Throws tprof::Error.
-  explicit OpTracer(const OpTracerOptions& options);
+  // Opens and loads the programs, with a ring buffer of `ring_buffer_bytes` (rounded up to a
+  // power of two) for all targets. Throws tprof::Error.
+  explicit OpTracer(size_t ring_buffer_bytes);
   ~OpTracer();
   OpTracer(const OpTracer&) = delete;
   OpTracer& operator=(const OpTracer&) = delete;
 
-  // Entry probes on every op site, for the target's threads.
+  // A new target: its settings stored under a slot of its own, its probes silent until
+  // TargetProbes::start_recording(). Throws tprof::Error when the slots are used up.
+  std::unique_ptr<TargetProbes> add_target(const TargetOptions& options);
+
+  // A CPU-clock sampler on every CPU at `frequency_hz` that records the Python stacks of
+  // every target with Python stacks between ops, and the stacks of their threads as they
+  // block and run again (the sched_switch tracepoint). Attached once; later calls do nothing.
+  void attach_python_sampler(uint32_t frequency_hz);
+
+  int ring_buffer_fd() const;
+  int python_stacks_fd() const;
+
+ private:
+  friend class TargetProbes;
+  struct SkeletonDeleter {
+    void operator()(op_tracer* skeleton) const;
+  };
+  std::unique_ptr<op_tracer, SkeletonDeleter> skeleton_;
+  uint32_t next_slot_ = 0;
+  std::vector<UniqueFd> sampler_events_;
+  std::vector<BpfLink> sampler_links_;
+};
+
+// One target's part of the op tracer. Destroying it detaches its probes and removes its
+// settings and plans from the maps; records already in the ring buffer stay readable.
+class TargetProbes {
+ public:
+  TargetProbes(OpTracer& tracer, const TargetOptions& options, uint32_t slot);
+  ~TargetProbes();
+  TargetProbes(const TargetProbes&) = delete;
+  TargetProbes& operator=(const TargetProbes&) = delete;
+
+  // Entry probes on every op site: cookies are op ids.
   void attach_ops(const UprobeSites& sites);
   // Where ranges end (userspace/loader/exit_probes.h): the `ret` instructions of the op and autograd
   // functions, and __cxa_begin_catch (no offsets: not probed). Attach before their entries.
   void attach_exits(const UprobeSites& returns, const UprobeSites& catches);
-  // A CPU-clock sampler on every CPU at `frequency_hz` that records the target's Python
-  // stacks between ops, and the stacks of its threads as they block and run again (the
-  // sched_switch tracepoint). Only with Python stacks enabled.
-  void attach_python_sampler(uint32_t frequency_hz);
   // Probes record only between these two calls: start once everything is attached, stop
   // before detaching, so that all kinds of record begin and end at the same moment.
   void start_recording();
@@ -74,8 +106,6 @@ class OpTracer {
   // stay readable.
   void detach();
 
-  int ring_buffer_fd() const;
-  int python_stacks_fd() const;
   LossCounts losses() const;  // summed over CPUs
 
   // The argument plan of op `op_id` (only with `tensors` set). Call before attach_ops.
@@ -99,19 +129,20 @@ class OpTracer {
   void attach_device_activity(const std::string& library_path);
 
  private:
-  struct SkeletonDeleter {
-    void operator()(op_tracer* skeleton) const;
-  };
-  std::unique_ptr<op_tracer, SkeletonDeleter> skeleton_;
-  pid_t target_pid_;
+  void write_settings();
+  op_tracer& skeleton() const;
+
+  OpTracer& tracer_;
+  const pid_t pid_;
+  const uint32_t slot_;
+  std::vector<uint32_t> planned_ops_;  // op ids with a plan in op_plans, removed with the target
   BpfLink op_links_;
   BpfLink spill_links_;
   std::vector<BpfLink> exit_links_;
-  std::vector<UniqueFd> sampler_events_;
-  std::vector<BpfLink> sampler_links_;
   std::vector<BpfLink> record_function_links_;  // annotations and autograd
   std::vector<BpfLink> api_call_links_;
   BpfLink device_activity_link_;
+  target_settings settings_{};
 };
 
 }  // namespace tprof

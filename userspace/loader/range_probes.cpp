@@ -76,14 +76,14 @@ UprobeSites RangeProbes::sites(const std::vector<uint64_t>& file_offsets) const 
   return sites;
 }
 
-void RangeProbes::attach(OpTracer& tracer) const {
+void RangeProbes::attach(TargetProbes& probes) const {
   if (annotations_found_)
-    tracer.attach_annotations(sites(annotations_.enter_functions), sites({annotations_.user_scope_constructor}),
+    probes.attach_annotations(sites(annotations_.enter_functions), sites({annotations_.user_scope_constructor}),
                               sites({annotations_.end}));
   if (autograd_found_) {
     std::vector<uint64_t> apply_offsets;
     for (const auto& site : autograd_.apply_sites) apply_offsets.push_back(site.file_offset);
-    tracer.attach_autograd(sites({autograd_.evaluate_function}), sites(apply_offsets));
+    probes.attach_autograd(sites({autograd_.evaluate_function}), sites(apply_offsets));
   }
 }
 

@@ -26,12 +26,12 @@ class RangeProbes {
  public:
   RangeProbes(const MappedLibrary& torch_library, pid_t pid, Console& console);
 
-  // Where torch::autograd::Node keeps these (for OpTracerOptions); 0: unknown.
+  // Where torch::autograd::Node keeps these (for TargetOptions); 0: unknown.
   uint32_t node_sequence_nr_offset() const;
   uint32_t node_thread_id_offset() const;
 
   // Where each thread's autograd sequence counter is: the TLS module id and offset in its
-  // block (for OpTracerOptions); none when it could not be located.
+  // block (for TargetOptions); none when it could not be located.
   struct SequenceCounterTls {
     uint64_t module = 0;
     uint64_t offset = 0;
@@ -39,7 +39,7 @@ class RangeProbes {
   const std::optional<SequenceCounterTls>& sequence_counter() const { return sequence_counter_; }
 
   // Attaches every probe that was found.
-  void attach(OpTracer& tracer) const;
+  void attach(TargetProbes& probes) const;
 
   // Link-time addresses of the probed autograd functions, whose `ret`s close their ranges.
   std::vector<uint64_t> range_function_addresses() const;

@@ -11,6 +11,7 @@
 #include "userspace/cli/console.h"
 #include "userspace/cli/error.h"
 #include "userspace/session/recording_loop.h"
+#include "userspace/session/session_tracer.h"
 #include "userspace/session/stop_signals.h"
 #include "userspace/session/target_discovery.h"
 #include "userspace/session/target_recording.h"
@@ -22,13 +23,15 @@ namespace {
 // before it is given up on (a launcher's helper, a worker that never imports torch).
 constexpr uint64_t kChildScanPeriodNs = 500'000'000;
 constexpr uint64_t kChildTorchWaitNs = 60'000'000'000;
+// How long one drain may take before it returns (so that a stop signal is still seen).
+constexpr uint64_t kDrainTimeLimitNs = 500'000'000;
 
-// The targets of one `tprof attach`, each recorded on its own (its own BPF object, ring buffer
-// and files), drained together.
+// The targets of one `tprof attach`: one op tracer and ring buffer for all (SessionTracer),
+// and per target its probes, its pipeline and its files.
 class Recordings {
  public:
   Recordings(const AttachOptions& options, const MonotonicToUnix& clock, Console& console, bool labelled)
-      : options_(options), clock_(clock), console_(console), labelled_(labelled) {}
+      : options_(options), clock_(clock), console_(console), labelled_(labelled), session_(options.ring_buffer_bytes) {}
 
   // Plans, loads and starts one target. The first one started sets the base time all share.
   void add(pid_t pid) {
@@ -45,9 +48,9 @@ class Recordings {
     for (const auto& recording : recordings_) recording->begin(base_time_unix_ns_, /*window_opens_now=*/true);
   }
 
-  // Every target's ring buffer, then (with --children) any new child that has loaded torch.
+  // The ring buffer, then (with --children) any new child that has loaded torch.
   void drain(uint64_t time_limit_ns) {
-    for (const auto& recording : recordings_) recording->drain(time_limit_ns);
+    drain_ring_buffer(time_limit_ns);
     if (options_.follow_children) adopt_children();
   }
 
@@ -82,20 +85,40 @@ class Recordings {
     return total;
   }
 
-  // Stops and writes out every target; returns the first fault ("" if none).
+  // Stops and writes out every target; returns what went wrong reading the last records ("" if
+  // nothing): the files are written either way.
   std::string stop(StopReason reason) {
+    for (const auto& recording : recordings_) recording->detach();
     std::string fault;
+    try {
+      drain_ring_buffer(0);
+    } catch (const std::exception& error) {
+      fault = error.what();
+      reason = StopReason::kFault;
+    }
     for (const auto& recording : recordings_) {
-      const StopReason own = reason == StopReason::kTargetExited || recording->target().has_exited()
+      const StopReason own = reason != StopReason::kFault && recording->target().has_exited()
                                  ? StopReason::kTargetExited
                                  : reason;
-      const std::string own_fault = recording->stop(own);
-      if (fault.empty()) fault = own_fault;
+      recording->finish(own);
     }
+    if (session_.unrouted() > 0)
+      console_.line("warning: " + group_thousands(session_.unrouted()) +
+                    " records named no target and were ignored (tprof and its BPF object disagree?)");
     return fault;
   }
 
  private:
+  // What is final in the ring buffer, handed on to every target, and written at most once a
+  // second.
+  void drain_ring_buffer(uint64_t time_limit_ns) {
+    const uint64_t drain_ns = monotonic_now_ns();
+    session_.drain(time_limit_ns, [this](uint64_t watermark_ns) {
+      for (const auto& recording : recordings_) recording->advance(watermark_ns);
+    });
+    for (const auto& recording : recordings_) recording->flush_if_due(drain_ns);
+  }
+
   // A child is taken once it has loaded libtorch_cpu (a forked DataLoader worker has it at
   // once; a launched rank after its `import torch`), and given up on after kChildTorchWaitNs.
   void adopt_children() {
@@ -122,7 +145,7 @@ class Recordings {
   TargetRecording& prepare(pid_t pid) {
     Console& console = labelled_ ? *consoles_.emplace_back(std::make_unique<Console>(options_.quiet, "pid " + std::to_string(pid)))
                                  : console_;
-    recordings_.push_back(std::make_unique<TargetRecording>(options_, pid, clock_, console));
+    recordings_.push_back(std::make_unique<TargetRecording>(options_, pid, session_, clock_, console));
     traced_.insert(pid);
     return *recordings_.back();
   }
@@ -136,6 +159,7 @@ class Recordings {
   MonotonicToUnix clock_;
   Console& console_;
   const bool labelled_;  // several targets: each one's console lines say whose they are
+  SessionTracer session_;  // before the recordings, which hold parts of it
   std::vector<std::unique_ptr<Console>> consoles_;
   std::vector<std::unique_ptr<TargetRecording>> recordings_;
   std::set<pid_t> traced_;

@@ -252,12 +252,11 @@ struct OutputFiles {
   std::optional<exporters::OutputFile> stacks;
 };
 
-OpTracerOptions tracer_options_for(const AttachOptions& options, const TargetProcess& target,
-                                   const std::optional<OpProbes>& ops, const std::optional<RangeProbes>& ranges,
-                                   const std::optional<symbolizer::PythonLayout>& python) {
-  OpTracerOptions tracer_options;
-  tracer_options.ring_buffer_bytes = options.ring_buffer_bytes;
-  tracer_options.target_pid = target.pid();
+TargetOptions probe_options_for(const TargetProcess& target, const std::optional<OpProbes>& ops,
+                                const std::optional<RangeProbes>& ranges,
+                                const std::optional<symbolizer::PythonLayout>& python) {
+  TargetOptions tracer_options;
+  tracer_options.pid = target.pid();
   if (ranges) {
     tracer_options.node_sequence_nr_offset = ranges->node_sequence_nr_offset();
     tracer_options.node_thread_id_offset = ranges->node_thread_id_offset();
@@ -267,7 +266,6 @@ OpTracerOptions tracer_options_for(const AttachOptions& options, const TargetPro
     }
   }
   if (python) tracer_options.python = make_walker_config(*python);
-  if (ops) tracer_options.op_count = static_cast<uint32_t>(ops->plan.operators.size());
   if (ops && ops->tensor_layout) tracer_options.tensors = ops->tensor_layout->to_bpf();
   return tracer_options;
 }
@@ -404,12 +402,6 @@ class SessionSinks {
   uint64_t last_flush_ns_ = 0;
 };
 
-// How long after its timestamp a record may still reach the ring buffer: BPF stamps a record
-// before it reserves its slot, and a program can be preempted in between. Records older than
-// the drain time minus this are final.
-constexpr uint64_t kRecordSkewBoundNs = 50'000'000;
-// Records decoded before the closer takes them: what waits between the two stays near this.
-constexpr size_t kRecordsPerBatch = 50'000;
 // Strings the CUPTI library points tprof at: GPU names, and kernel names, which are C++ names
 // (templates make them long).
 constexpr size_t kMaxTargetStringBytes = 4096;
@@ -606,25 +598,26 @@ void plan_range_probes(AttachPlan& plan, const TargetProcess& target, Console& c
 }
 
 // Attaches every planned probe but the CUPTI library's; they stay silent until
-// start_recording(). Exits before entries, like the partners they are.
-void attach_probes(OpTracer& tracer, AttachPlan& plan, uint32_t sample_hz) {
-  if (plan.exits) tracer.attach_exits(plan.exits->returns, plan.exits->catches);
-  for (const UprobeSites& returns : plan.cuda_api.returns) tracer.attach_exits(returns, {});
-  tracer.attach_spilled_arguments(plan.spills.sites);
-  if (plan.ops) tracer.attach_ops(plan.ops->plan.sites);
-  for (const UprobeSites& entries : plan.cuda_api.entries) tracer.attach_api_calls(entries);
-  if (plan.range_probes) plan.range_probes->attach(tracer);
+// start_recording(). Exits before entries, like the partners they are. The stack sampler
+// serves every target; it is attached with the first that has Python stacks.
+void attach_probes(TargetProbes& probes, OpTracer& tracer, AttachPlan& plan, uint32_t sample_hz) {
+  if (plan.exits) probes.attach_exits(plan.exits->returns, plan.exits->catches);
+  for (const UprobeSites& returns : plan.cuda_api.returns) probes.attach_exits(returns, {});
+  probes.attach_spilled_arguments(plan.spills.sites);
+  if (plan.ops) probes.attach_ops(plan.ops->plan.sites);
+  for (const UprobeSites& entries : plan.cuda_api.entries) probes.attach_api_calls(entries);
+  if (plan.range_probes) plan.range_probes->attach(probes);
   if (plan.python) tracer.attach_python_sampler(sample_hz);
 }
 
 // Starts recording, then wakes the CUPTI library: it sends the GPUs' properties as it wakes,
 // which a probe not yet recording would drop.
-void start_recording(OpTracer& tracer, AttachPlan& plan, Console& console) {
-  tracer.start_recording();
+void start_recording(TargetProbes& probes, AttachPlan& plan, Console& console) {
+  probes.start_recording();
   if (!plan.cupti_library) return;
   // The library wakes within 200 ms of this and asks CUPTI for activity from then on.
   try {
-    tracer.attach_device_activity(plan.cupti_library->host_path);
+    probes.attach_device_activity(plan.cupti_library->host_path);
   } catch (const Error& error) {
     plan.gpu = std::string("unavailable: ") + error.what();
     console.line("warning: GPU timing " + plan.gpu);
@@ -632,14 +625,16 @@ void start_recording(OpTracer& tracer, AttachPlan& plan, Console& console) {
   }
 }
 
-// The userspace half of a recording: ring buffer -> decoder -> span closer -> sinks, with the
-// symbolizers the records need on the way (Python stacks, argument values, range names).
+// The userspace half of a recording: its records from the session's ring buffer -> decoder ->
+// span closer -> sinks, with the symbolizers the records need on the way (Python stacks,
+// argument values, range names).
 class RecordingPipeline {
  public:
-  RecordingPipeline(AttachPlan& plan, const TargetProcess& target, OpTracer& tracer, OutputFiles& outputs,
-                    MonotonicToUnix clock, const AttachOptions& options)
+  RecordingPipeline(AttachPlan& plan, const TargetProcess& target, TargetProbes& probes, SessionTracer& session,
+                    OutputFiles& outputs, MonotonicToUnix clock, const AttachOptions& options)
       : target_(target),
-        tracer_(tracer),
+        probes_(probes),
+        router_(session.router()),
         summary_options_(options.summary),
         step_function_(options.step_function),
         operators_(plan.ops ? std::move(plan.ops->plan.operators) : std::vector<model::Operator>{}),
@@ -648,15 +643,19 @@ class RecordingPipeline {
                            return range_probes ? range_probes->node_name(vptr) : std::string();
                          }),
         sinks_(outputs, options, target,
-               [this](uint64_t cycle_end_unix_ns) { return summary_at(cycle_end_unix_ns, tracer_.losses()); }),
-        closer_(operators_, stack_lookup(plan, tracer), clock, [this](uint32_t tid) { return thread_name(tid); },
-                sinks_.sink()),
-        decoder_(closer_, decoder_callbacks()),
-        consumer_(tracer.ring_buffer_fd(), decoder_) {
+               [this](uint64_t cycle_end_unix_ns) { return summary_at(cycle_end_unix_ns, probes_.losses()); }),
+        closer_(operators_, stack_lookup(plan, session.tracer()), clock,
+                [this](uint32_t tid) { return thread_name(tid); }, sinks_.sink()),
+        decoder_(closer_, decoder_callbacks()) {
     if (plan.ops && plan.ops->tensor_layout)
       argument_decoder_.emplace(*plan.ops->tensor_layout, std::move(plan.ops->argument_plans));
     if (plan.cupti_library) expect_device_activity(clock);
+    router_.route(static_cast<uint32_t>(target.pid()), decoder_);
   }
+
+  ~RecordingPipeline() { router_.forget(static_cast<uint32_t>(target_.pid())); }
+  RecordingPipeline(const RecordingPipeline&) = delete;
+  RecordingPipeline& operator=(const RecordingPipeline&) = delete;
 
   // HTA and Chakra need ProfilerStep annotations: ProfilerStep#0 opens with the window, and
   // each Optimizer.step (any optimizer class) ends one iteration; without one, step 0 covers
@@ -677,28 +676,16 @@ class RecordingPipeline {
     });
   }
 
-  // Everything up to the watermark is final: it is closed, handed on and written, a batch at a
-  // time. A drain that falls behind returns after `time_limit_ns`, so that a stop signal is
-  // still seen; the rest waits in the ring buffer. `time_limit_ns` 0: until it is empty.
-  //
-  // While records are left in the ring buffer, the watermark stays a skew bound behind the last
-  // one decoded: the ring holds records in about the order they were stamped, so those left
-  // there are no older than that, and none of them arrives behind a passed watermark.
-  void drain(uint64_t time_limit_ns) {
-    const uint64_t drain_ns = monotonic_now_ns();
-    const uint64_t watermark_ns = drain_ns - std::min(drain_ns, kRecordSkewBoundNs);
-    for (bool more = true; more;) {
-      more = consumer_.drain(kRecordsPerBatch);
-      if (stacks_) stacks_->resolve_pending();
-      const uint64_t last_ns = decoder_.last_timestamp_ns();
-      const uint64_t batch_watermark_ns =
-          more ? std::min(watermark_ns, last_ns - std::min(last_ns, kRecordSkewBoundNs)) : watermark_ns;
-      closer_.advance(batch_watermark_ns);
-      if (device_correlator_) device_correlator_->advance(batch_watermark_ns);
-      if (time_limit_ns != 0 && monotonic_now_ns() - drain_ns > time_limit_ns) break;
-    }
-    sinks_.flush_if_due(drain_ns);
+  // Everything up to the watermark is final (SessionTracer::drain): it is closed, handed on and
+  // written.
+  void advance(uint64_t watermark_ns) {
+    if (stacks_) stacks_->resolve_pending();
+    closer_.advance(watermark_ns);
+    if (device_correlator_) device_correlator_->advance(watermark_ns);
   }
+
+  // At most once a second, what was handed on so far reaches the partial files.
+  void flush_if_due(uint64_t now_ns) { sinks_.flush_if_due(now_ns); }
 
   // Closes what is still open at `stop_ns`, ends and renames the files.
   model::RunSummary finish(uint64_t stop_ns, const LossCounts& losses, const MonotonicToUnix& clock) {
@@ -799,7 +786,8 @@ class RecordingPipeline {
   }
 
   const TargetProcess& target_;
-  const OpTracer& tracer_;
+  const TargetProbes& probes_;
+  RecordRouter& router_;
   const SummaryOptions summary_options_;
   const std::string step_function_;  // --step-function; empty: steps end at Optimizer.step
   std::optional<PythonFrameResolver> frame_resolver_;
@@ -812,7 +800,6 @@ class RecordingPipeline {
   SpanCloser closer_;
   std::optional<DeviceCorrelator> device_correlator_;
   RecordDecoder decoder_;
-  RecordConsumer consumer_;
 };
 
 }  // namespace
@@ -820,8 +807,14 @@ class RecordingPipeline {
 // What a recording holds from planning to the written files; RecordingPipeline and AttachPlan
 // stay private to this file.
 struct TargetRecording::State {
-  State(const AttachOptions& options, pid_t pid, const MonotonicToUnix& clock, Console& console)
-      : options(options), console(console), clock(clock), target(pid), plan(checked_plan(this->options, target, console)) {}
+  State(const AttachOptions& options, pid_t pid, SessionTracer& session, const MonotonicToUnix& clock,
+        Console& console)
+      : options(options),
+        console(console),
+        session(session),
+        clock(clock),
+        target(pid),
+        plan(checked_plan(this->options, target, console)) {}
 
   // The privileges and kernel are checked before anything is read from the target.
   static AttachPlan checked_plan(const AttachOptions& options, const TargetProcess& target, Console& console) {
@@ -832,27 +825,30 @@ struct TargetRecording::State {
 
   AttachOptions options;
   Console& console;
+  SessionTracer& session;
   MonotonicToUnix clock;
   TargetProcess target;
   AttachPlan plan;
   std::optional<OutputFiles> outputs;
-  std::optional<OpTracer> tracer;
+  std::unique_ptr<TargetProbes> probes;
   std::unique_ptr<RecordingPipeline> pipeline;
   uint64_t attach_start_ns = 0;  // monotonic: when attaching began, and when every probe was live
   uint64_t attached_ns = 0;
+  uint64_t stop_ns = 0;          // monotonic: when the window closed
 };
 
-TargetRecording::TargetRecording(const AttachOptions& options, pid_t pid, const MonotonicToUnix& clock,
-                                 Console& console)
-    : state_(std::make_unique<State>(options, pid, clock, console)) {
+TargetRecording::TargetRecording(const AttachOptions& options, pid_t pid, SessionTracer& session,
+                                 const MonotonicToUnix& clock, Console& console)
+    : state_(std::make_unique<State>(options, pid, session, clock, console)) {
   State& s = *state_;
   s.outputs.emplace(s.options, s.target);  // fails now, not after recording
   plan_range_probes(s.plan, s.target, s.console);
-  s.tracer.emplace(tracer_options_for(s.options, s.target, s.plan.ops, s.plan.range_probes, s.plan.python));
+  s.probes = s.session.tracer().add_target(probe_options_for(s.target, s.plan.ops, s.plan.range_probes, s.plan.python));
   if (s.plan.ops && s.plan.ops->tensor_layout)
     for (uint32_t op_id = 0; op_id < s.plan.ops->argument_plans.size(); ++op_id)
-      s.tracer->set_op_plan(op_id, s.plan.ops->argument_plans[op_id].bpf);
-  s.pipeline = std::make_unique<RecordingPipeline>(s.plan, s.target, *s.tracer, *s.outputs, s.clock, s.options);
+      s.probes->set_op_plan(op_id, s.plan.ops->argument_plans[op_id].bpf);
+  s.pipeline = std::make_unique<RecordingPipeline>(s.plan, s.target, *s.probes, s.session, *s.outputs, s.clock,
+                                                   s.options);
 }
 
 TargetRecording::~TargetRecording() = default;
@@ -860,14 +856,14 @@ TargetRecording::~TargetRecording() = default;
 void TargetRecording::attach() {
   State& s = *state_;
   s.attach_start_ns = monotonic_now_ns();
-  attach_probes(*s.tracer, s.plan, s.options.sample_hz);
+  attach_probes(*s.probes, s.session.tracer(), s.plan, s.options.sample_hz);
   s.attached_ns = monotonic_now_ns();
 }
 
 void TargetRecording::begin(uint64_t base_time_unix_ns, bool window_opens_now) {
   State& s = *state_;
   const uint64_t window_start_ns = window_opens_now ? monotonic_now_ns() : s.attach_start_ns;
-  start_recording(*s.tracer, s.plan, s.console);
+  start_recording(*s.probes, s.plan, s.console);
   model::SessionInfo session = session_info(s.target, s.plan.ops, s.plan.python);
   session.window_start_unix_ns = s.clock.to_unix(window_start_ns);
   session.attach_unix_ns = s.clock.to_unix(std::max(s.attached_ns, window_start_ns));
@@ -885,32 +881,30 @@ void TargetRecording::start(uint64_t base_time_unix_ns) {
 
 const TargetProcess& TargetRecording::target() const { return state_->target; }
 
-void TargetRecording::drain(uint64_t time_limit_ns) { state_->pipeline->drain(time_limit_ns); }
+void TargetRecording::advance(uint64_t watermark_ns) { state_->pipeline->advance(watermark_ns); }
+
+void TargetRecording::flush_if_due(uint64_t now_ns) { state_->pipeline->flush_if_due(now_ns); }
 
 uint64_t TargetRecording::records() const { return state_->pipeline->records(); }
 
 bool TargetRecording::schedule_done() const { return state_->pipeline->schedule_done(); }
 
-uint64_t TargetRecording::dropped() const { return state_->tracer->losses().ring_buffer_full; }
+uint64_t TargetRecording::dropped() const { return state_->probes->losses().ring_buffer_full; }
 
-std::string TargetRecording::stop(StopReason reason) {
+void TargetRecording::detach() {
   State& s = *state_;
-  s.tracer->stop_recording();
-  // The window ends here: removing the probes takes a while (see OpTracer::detach) and records
-  // nothing more.
-  const uint64_t stop_ns = monotonic_now_ns();
-  s.tracer->detach();
-  std::string fault;
-  try {
-    s.pipeline->drain(0);
-  } catch (const std::exception& error) {
-    fault = error.what();
-    reason = StopReason::kFault;
-  }
-  const LossCounts losses = s.tracer->losses();
-  const model::RunSummary summary = s.pipeline->finish(stop_ns, losses, s.clock);
+  s.probes->stop_recording();
+  // The window ends here: removing the probes takes a while (see TargetProbes::detach) and
+  // records nothing more.
+  s.stop_ns = monotonic_now_ns();
+  s.probes->detach();
+}
+
+void TargetRecording::finish(StopReason reason) {
+  State& s = *state_;
+  const LossCounts losses = s.probes->losses();
+  const model::RunSummary summary = s.pipeline->finish(s.stop_ns, losses, s.clock);
   s.pipeline->report(s.console, reason, summary, losses);
-  return fault;
 }
 
 }  // namespace tprof

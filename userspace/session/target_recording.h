@@ -1,7 +1,7 @@
 // One target's recording, from its pid to its written files: every check that can fail cheaply
 // (process, privileges, kernel, libraries, output path) runs in the constructor, before any
-// probe is attached; start() attaches and begins the trace; stop() detaches and writes out
-// whatever was recorded, even after a fault.
+// probe is attached; start() attaches and begins the trace; the session's drains advance it;
+// detach() ends its window, and finish() writes out whatever was recorded, even after a fault.
 #pragma once
 
 #include <sys/types.h>
@@ -14,18 +14,18 @@
 #include "userspace/cli/console.h"
 #include "userspace/session/attach_session.h"
 #include "userspace/session/recording_loop.h"
+#include "userspace/session/session_tracer.h"
 #include "userspace/session/target_process.h"
 
 namespace tprof {
 
-// How long one drain may take before it returns (so that a stop signal is still seen).
-constexpr uint64_t kDrainTimeLimitNs = 500'000'000;
-
 class TargetRecording {
  public:
   // Plans the probes, opens the output files (options.output_path, or the default name) and
-  // loads the BPF object. Throws tprof::Error.
-  TargetRecording(const AttachOptions& options, pid_t pid, const MonotonicToUnix& clock, Console& console);
+  // registers the target with the session's op tracer (loaded with the first). Throws
+  // tprof::Error.
+  TargetRecording(const AttachOptions& options, pid_t pid, SessionTracer& session, const MonotonicToUnix& clock,
+                  Console& console);
   ~TargetRecording();
   TargetRecording(const TargetRecording&) = delete;
   TargetRecording& operator=(const TargetRecording&) = delete;
@@ -39,12 +39,15 @@ class TargetRecording {
   // `window_opens_now`, else when attaching began.
   void attach();
   void begin(uint64_t base_time_unix_ns, bool window_opens_now);
-  // Hands on what is final; returns after `time_limit_ns` (0: when the ring buffer is empty).
-  // Throws tprof::Error when reading fails.
-  void drain(uint64_t time_limit_ns);
-  // Stops recording, detaches, writes the files and reports on the console. Returns what went
-  // wrong while finishing ("" if nothing); the files are written either way.
-  std::string stop(StopReason reason);
+  // Its records up to `watermark_ns` are final (SessionTracer::drain): closed and handed on.
+  void advance(uint64_t watermark_ns);
+  // At most once a second, what was handed on so far reaches the partial files.
+  void flush_if_due(uint64_t now_ns);
+  // Stops recording and removes the probes: the window ends.
+  void detach();
+  // Once the session has drained the ring buffer after detach(): closes what is still open,
+  // writes the files and reports on the console.
+  void finish(StopReason reason);
 
   const TargetProcess& target() const;
   // --schedule with repeat=R: its last cycle is written.
