@@ -151,6 +151,7 @@ class TprofRun {
     return process_.stderr_lines().read_line_containing(needle, timeout).has_value();
   }
   std::string stderr_transcript() { return process_.stderr_lines().transcript(); }
+  pid_t pid() const { return process_.pid(); }
 
  private:
   static std::vector<std::string> tprof_command(std::vector<std::string> arguments,
@@ -655,9 +656,33 @@ std::vector<fs::path> trace_files_in(const fs::path& directory) {
   return files;
 }
 
+// The BPF objects a process holds, from the fdinfo of its BPF file descriptors.
+struct HeldBpf {
+  size_t ring_buffers = 0;
+  std::map<std::string, size_t> programs_by_tag;  // prog_tag -> programs loaded with that code
+};
+
+HeldBpf bpf_held_by(pid_t pid) {
+  constexpr int kRingBufferMapType = 27;  // BPF_MAP_TYPE_RINGBUF
+  HeldBpf held;
+  const fs::path fds = "/proc/" + std::to_string(pid) + "/fd";
+  for (const auto& fd : fs::directory_iterator(fds)) {
+    std::error_code error;
+    const std::string target = fs::read_symlink(fd.path(), error).string();
+    if (target != "anon_inode:bpf-map" && target != "anon_inode:bpf-prog") continue;
+    std::ifstream info("/proc/" + std::to_string(pid) + "/fdinfo/" + fd.path().filename().string());
+    for (std::string line; std::getline(info, line);) {
+      if (line.starts_with("map_type:") && std::stoi(line.substr(9)) == kRingBufferMapType) ++held.ring_buffers;
+      if (line.starts_with("prog_tag:")) ++held.programs_by_tag[line.substr(9)];
+    }
+  }
+  return held;
+}
+
 // All the ranks of a job at once: --match finds three processes by their command line, and each
 // gets its own trace, named after its rank, holding its own ops only, with its rank in
-// distributedInfo and one base time for all.
+// distributedInfo and one base time for all. One BPF object serves the three: one ring buffer,
+// each program loaded once.
 TEST_F(AttachTest, MatchRecordsEachProcessOfAJobIntoItsOwnTrace) {
   constexpr int kRanks = 3;
   ScratchDirectory job;  // its path makes the command lines of this job's processes unique
@@ -674,6 +699,10 @@ TEST_F(AttachTest, MatchRecordsEachProcessOfAJobIntoItsOwnTrace) {
   ScratchDirectory output;
   TprofRun tprof({"attach", "--match", script.string(), "--output-dir", output.path().string(), "--no-et"});
   for (int rank = 0; rank < kRanks; ++rank) tprof.wait_until_attached();
+  const HeldBpf held = bpf_held_by(tprof.pid());
+  EXPECT_EQ(held.ring_buffers, 1u) << "one ring buffer for every target";
+  EXPECT_GE(held.programs_by_tag.size(), 5u) << "the op tracer's programs";
+  for (const auto& [tag, count] : held.programs_by_tag) EXPECT_EQ(count, 1u) << "program " << tag << " loaded again";
   for (const auto& rank : ranks) rank->run_steps();
   for (const auto& rank : ranks) rank->wait_until_done();
   const ExitStatus status = tprof.interrupt_and_wait();
@@ -707,6 +736,70 @@ TEST_F(AttachTest, MatchRecordsEachProcessOfAJobIntoItsOwnTrace) {
     EXPECT_GE(comparison.precision(), kMinimumPrecision) << "rank " << rank;
   }
   EXPECT_EQ(base_times.size(), 1u) << "one baseTimeNanoseconds for the job";
+}
+
+// The input shapes of every aten::addmm in a trace, in order.
+std::vector<std::string> addmm_input_dims(const TraceJson& trace) {
+  std::vector<std::string> dims;
+  for (const auto& event : trace.at("traceEvents"))
+    if (event.value("cat", "") == "cpu_op" && event.value("name", "") == "aten::addmm")
+      dims.push_back(event.at("args").value("Input Dims", TraceJson()).dump());
+  return dims;
+}
+
+// One session, two runtimes: torch 1.13 on Python 3.11 and torch 2.6 on Python 3.13 (the trixie
+// root) recorded at once by the one op tracer, each with its own Python layout, TensorImpl
+// layout and op plans. Each trace matches its own torch's profiler and carries shapes and
+// Python stacks.
+TEST_F(AttachTest, RecordsTwoTorchesOnTwoPythonsInOneSession) {
+  const auto trixie = TrixieWorkload::make();
+  if (!trixie) {
+    GTEST_SKIP() << "\n**********\n*** SKIPPED: scripts/make-trixie-root.sh could not provide the "
+                    "torch 2.6 root; a session of two runtimes is NOT tested\n**********";
+  }
+  const std::vector<WorkloadEnvironment> environments = {host_workload(scratch_.path()), trixie->environment()};
+  std::vector<std::unique_ptr<ParkedWorkload>> workloads;
+  for (const auto& environment : environments)
+    workloads.push_back(std::make_unique<ParkedWorkload>(environment, kMeasuredSteps));
+  ScratchDirectory output;
+  TprofRun tprof({"attach", std::to_string(workloads[0]->python_pid()), std::to_string(workloads[1]->python_pid()),
+                  "--output-dir", output.path().string(), "--no-et"});
+  tprof.wait_until_attached();
+  tprof.wait_until_attached();
+  EXPECT_EQ(bpf_held_by(tprof.pid()).ring_buffers, 1u) << "one op tracer for both";
+  for (const auto& workload : workloads) workload->run_steps();
+  for (const auto& workload : workloads) workload->wait_until_done();
+  const ExitStatus status = tprof.interrupt_and_wait();
+  std::cout << "tprof stderr:\n" << tprof.stderr_transcript();
+  ASSERT_TRUE(status.succeeded()) << status.describe();
+  for (const auto& workload : workloads) workload->finish();
+
+  const std::vector<fs::path> files = trace_files_in(output.path());
+  ASSERT_EQ(files.size(), 2u);
+  std::set<std::string> python_versions;
+  for (size_t index = 0; index < workloads.size(); ++index) {
+    const std::string pid = std::to_string(workloads[index]->python_pid());
+    const auto file = std::find_if(files.begin(), files.end(), [&](const fs::path& path) {
+      return path.filename().string().find("_" + pid + ".") != std::string::npos;
+    });
+    ASSERT_NE(file, files.end()) << "no trace for pid " << pid;
+    expect_valid_trace(*file);
+    const auto trace = load_trace(*file);
+    python_versions.insert(trace.at("tprof").at("python_version").get<std::string>());
+    const auto comparison =
+        compare_op_streams(aten_op_counts(trace), run_reference(environments[index], kMeasuredSteps).counts());
+    std::cout << environments[index].description << ": recall " << comparison.recall() << " ("
+              << comparison.matched << "/" << comparison.expected << "), precision " << comparison.precision() << '\n';
+    EXPECT_GE(comparison.recall(), kMinimumRecall) << environments[index].description;
+    EXPECT_GE(comparison.precision(), kMinimumPrecision) << environments[index].description;
+    // train_loop.py's two Linear layers, batch 8: 512 -> 32 -> 10, once per step.
+    const std::vector<std::string> dims = addmm_input_dims(trace);
+    ASSERT_EQ(dims.size(), 2u * kMeasuredSteps) << environments[index].description;
+    EXPECT_EQ(dims[0], R"([[32],[8,512],[512,32],[],[]])") << environments[index].description;
+    EXPECT_EQ(dims[1], R"([[10],[8,32],[32,10],[],[]])") << environments[index].description;
+    expect_ops_carry_step_stacks(trace);
+  }
+  EXPECT_EQ(python_versions.size(), 2u) << "two interpreters";
 }
 
 // --children: a child the target starts after the attach, which loads torch and runs ops, is

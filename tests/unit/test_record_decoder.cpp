@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include <algorithm>
@@ -252,6 +253,66 @@ TEST_F(RecordDecoderTest, RefusesShortRecordsOtherAbiVersionsAndUnknownKinds) {
   EXPECT_EQ(decoder_.malformed_records(), 4u);
   EXPECT_TRUE(build().empty());
   EXPECT_TRUE(sink_.threads.empty());
+}
+
+// One ring buffer serves every target of a session: each record goes to the decoder of the
+// process it names, records of no target are counted, and a target forgotten gets no more.
+TEST(RecordRouter, HandsEachRecordToTheDecoderOfItsProcess) {
+  std::vector<model::Operator> operators = many_operators();
+  struct Target {
+    test::RecordingSink sink;
+    std::vector<uint32_t> threads;
+  };
+  Target first, second;
+  auto closer_for = [&](Target& target) {
+    return std::make_unique<SpanCloser>(operators, [](uint64_t) -> const StoredStack* { return nullptr; },
+                                        kIdentityClock, [](uint32_t) { return std::string(); }, target.sink);
+  };
+  auto decoder_for = [](SpanCloser& closer, Target& target) {
+    return std::make_unique<RecordDecoder>(
+        closer, RecordDecoder::Callbacks{.on_new_thread = [&target](uint32_t tid) { target.threads.push_back(tid); },
+                                         .decode_arguments = [](uint32_t, bool, const op_arguments&) {
+                                           return std::vector<model::Value>();
+                                         }});
+  };
+  const auto first_closer = closer_for(first);
+  const auto second_closer = closer_for(second);
+  const auto first_decoder = decoder_for(*first_closer, first);
+  const auto second_decoder = decoder_for(*second_closer, second);
+  RecordRouter router;
+  router.route(100, *first_decoder);
+  router.route(200, *second_decoder);
+
+  auto of_process = [](op_record record, uint32_t tgid) {
+    record.tgid = tgid;
+    return bytes_of(record);
+  };
+  router.route_record(of_process(head(OP_RECORD_ENTER, 101, 10, 1), 100));
+  router.route_record(of_process(head(OP_RECORD_ENTER, 201, 11, 2), 200));
+  router.route_record(of_process(head(OP_RECORD_EXIT, 201, 15, 2), 200));
+  router.route_record(of_process(head(OP_RECORD_EXIT, 101, 20, 1), 100));
+  router.route_record(of_process(head(OP_RECORD_ENTER, 301, 21, 3), 300));  // no target
+  const std::vector<std::byte> whole = of_process(head(OP_RECORD_ENTER, 101, 22, 1), 100);
+  router.route_record(std::span(whole).first(sizeof(op_record) - 1));  // names no process
+  EXPECT_EQ(router.last_timestamp_ns(), 20u) << "of the last record routed";
+  router.forget(200, *first_decoder);  // not its decoder: still routed
+  router.route_record(of_process(head(OP_RECORD_ENTER, 202, 25, 4), 200));
+  router.route_record(of_process(head(OP_RECORD_EXIT, 202, 26, 4), 200));
+  router.forget(200, *second_decoder);
+  router.route_record(of_process(head(OP_RECORD_ENTER, 201, 30, 2), 200));
+  EXPECT_EQ(router.unrouted(), 3u);
+
+  EXPECT_EQ(first_decoder->records(), 2u);
+  EXPECT_EQ(second_decoder->records(), 4u);
+  EXPECT_EQ(first.threads, (std::vector<uint32_t>{101}));
+  EXPECT_EQ(second.threads, (std::vector<uint32_t>{201, 202}));
+  first_closer->finish(1000);
+  second_closer->finish(1000);
+  ASSERT_EQ(first.sink.ops.size(), 1u);
+  EXPECT_EQ(first.sink.ops[0].span.operator_index, 1u);
+  ASSERT_EQ(second.sink.ops.size(), 2u);
+  EXPECT_EQ(second.sink.ops[0].span.operator_index, 2u);
+  EXPECT_EQ(second.sink.ops[1].span.operator_index, 4u);
 }
 
 }  // namespace

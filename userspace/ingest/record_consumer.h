@@ -99,8 +99,11 @@ class RecordRouter {
  public:
   // Records of process `tgid` (as the op tracer numbers it) go to `decoder` from now on.
   void route(uint32_t tgid, RecordDecoder& decoder) { decoders_[tgid] = &decoder; }
-  // ... and to no one: a target finished with.
-  void forget(uint32_t tgid) { decoders_.erase(tgid); }
+  // ... and to no one: a target finished with (unless the pid was reused by a later target).
+  void forget(uint32_t tgid, const RecordDecoder& decoder) {
+    if (const auto routed = decoders_.find(tgid); routed != decoders_.end() && routed->second == &decoder)
+      decoders_.erase(routed);
+  }
 
   // One record as the ring buffer holds it, to its process's decoder. One too short to name
   // a process, or of a process no target is, is counted unrouted.

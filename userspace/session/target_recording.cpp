@@ -653,7 +653,7 @@ class RecordingPipeline {
     router_.route(static_cast<uint32_t>(target.pid()), decoder_);
   }
 
-  ~RecordingPipeline() { router_.forget(static_cast<uint32_t>(target_.pid())); }
+  ~RecordingPipeline() { router_.forget(static_cast<uint32_t>(target_.pid()), decoder_); }
   RecordingPipeline(const RecordingPipeline&) = delete;
   RecordingPipeline& operator=(const RecordingPipeline&) = delete;
 
