@@ -681,8 +681,8 @@ HeldBpf bpf_held_by(pid_t pid) {
 
 // All the ranks of a job at once: --match finds three processes by their command line, and each
 // gets its own trace, named after its rank, holding its own ops only, with its rank in
-// distributedInfo and one base time for all. One BPF object serves the three: one ring buffer,
-// each program loaded once.
+// distributedInfo and one base time and window for all. One BPF object serves the three: one
+// ring buffer, each program loaded once.
 TEST_F(AttachTest, MatchRecordsEachProcessOfAJobIntoItsOwnTrace) {
   constexpr int kRanks = 3;
   ScratchDirectory job;  // its path makes the command lines of this job's processes unique
@@ -714,6 +714,7 @@ TEST_F(AttachTest, MatchRecordsEachProcessOfAJobIntoItsOwnTrace) {
   ASSERT_EQ(files.size(), static_cast<size_t>(kRanks));
   const NameCounts expected = run_reference(job_environment, kMeasuredSteps).counts();
   std::set<uint64_t> base_times;
+  std::set<uint64_t> window_starts;
   for (int rank = 0; rank < kRanks; ++rank) {
     const pid_t pid = ranks[rank]->python_pid();
     const auto file = std::find_if(files.begin(), files.end(), [&](const fs::path& path) {
@@ -726,6 +727,7 @@ TEST_F(AttachTest, MatchRecordsEachProcessOfAJobIntoItsOwnTrace) {
     EXPECT_EQ(trace.at("distributedInfo").at("rank"), rank);
     EXPECT_EQ(trace.at("distributedInfo").at("world_size"), kRanks);
     base_times.insert(trace.at("baseTimeNanoseconds").get<uint64_t>());
+    window_starts.insert(trace.at("tprof").at("window_start_unix_ns").get<uint64_t>());
     for (const auto& event : trace.at("traceEvents")) {
       if (event.value("cat", "") != "cpu_op") continue;
       ASSERT_EQ(event.at("pid"), pid) << "another process's op";
@@ -736,6 +738,7 @@ TEST_F(AttachTest, MatchRecordsEachProcessOfAJobIntoItsOwnTrace) {
     EXPECT_GE(comparison.precision(), kMinimumPrecision) << "rank " << rank;
   }
   EXPECT_EQ(base_times.size(), 1u) << "one baseTimeNanoseconds for the job";
+  EXPECT_EQ(window_starts.size(), 1u) << "one window for the job, opened once every rank was attached";
 }
 
 // The input shapes of every aten::addmm in a trace, in order.

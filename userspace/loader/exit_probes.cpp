@@ -34,19 +34,21 @@ UprobeSites catch_sites(const TargetProcess& target) {
 
 }  // namespace
 
-ExitProbes plan_exit_probes(const MappedLibrary& torch, const symbolizer::LibraryIndex& index,
-                            const std::vector<uint64_t>& function_addresses, const TargetProcess& target) {
+std::vector<uint64_t> plan_return_offsets(const symbolizer::LibraryIndex& index,
+                                          const std::vector<uint64_t>& function_addresses) {
   const symbolizer::FunctionBounds bounds(index.elf, index.sections);
   symbolizer::FunctionExitFinder finder(index.sections, bounds);
-  ExitProbes probes;
   std::set<uint64_t> return_offsets;  // a `ret` shared by several functions is probed once
   for (const uint64_t address : function_addresses) {
     for (const uint64_t ret : finder.exits_of(address).returns)
       if (const auto offset = index.sections.file_offset_of(ret)) return_offsets.insert(*offset);
   }
-  probes.returns = sites_in(torch.host_path, return_offsets);
-  probes.catches = catch_sites(target);
-  return probes;
+  return {return_offsets.begin(), return_offsets.end()};
+}
+
+ExitProbes plan_exit_probes(const std::string& torch_host_path, const std::vector<uint64_t>& return_offsets,
+                            const TargetProcess& target) {
+  return {sites_in(torch_host_path, {return_offsets.begin(), return_offsets.end()}), catch_sites(target)};
 }
 
 }  // namespace tprof

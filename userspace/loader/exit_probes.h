@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "symbolizer/binary/library_index.h"
@@ -21,9 +22,15 @@ struct ExitProbes {
   UprobeSites catches;
 };
 
-// `function_addresses` are link-time addresses in `torch`'s library. Throws std::runtime_error
-// when the library has no unwind table to find function bounds in.
-ExitProbes plan_exit_probes(const MappedLibrary& torch, const symbolizer::LibraryIndex& index,
-                            const std::vector<uint64_t>& function_addresses, const TargetProcess& target);
+// The file offsets of the `ret`s of `function_addresses` (link-time addresses in the library
+// `index` describes), each once: the same for every process that maps the library. Throws
+// std::runtime_error when the library has no unwind table to find function bounds in.
+std::vector<uint64_t> plan_return_offsets(const symbolizer::LibraryIndex& index,
+                                          const std::vector<uint64_t>& function_addresses);
+
+// The exits of one target: the `ret`s at `return_offsets` in its libtorch_cpu at
+// `torch_host_path`, and __cxa_begin_catch in the libstdc++ it maps.
+ExitProbes plan_exit_probes(const std::string& torch_host_path, const std::vector<uint64_t>& return_offsets,
+                            const TargetProcess& target);
 
 }  // namespace tprof

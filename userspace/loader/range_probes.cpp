@@ -27,12 +27,10 @@ std::optional<RangeProbes::SequenceCounterTls> locate_sequence_counter(const sym
 
 }  // namespace
 
-RangeProbes::RangeProbes(const MappedLibrary& torch_library, pid_t pid, Console& console)
-    : library_(torch_library),
-      elf_(std::make_unique<symbolizer::ElfFile>(torch_library.host_path)),
-      index_(std::make_unique<symbolizer::LibraryIndex>(*elf_)) {
-  // Each of these is extra to the ops: a library they cannot read is said once, and the ops are
-  // recorded anyway.
+RangeSites::RangeSites(const std::string& host_path)
+    : elf_(std::make_unique<symbolizer::ElfFile>(host_path)), index_(std::make_unique<symbolizer::LibraryIndex>(*elf_)) {
+  // Each of these is extra to the ops: a library they cannot read is said once per target, and
+  // the ops are recorded anyway.
   try {
     annotations_ = symbolizer::find_record_function_sites(*index_);
   } catch (const std::exception& error) {
@@ -40,9 +38,6 @@ RangeProbes::RangeProbes(const MappedLibrary& torch_library, pid_t pid, Console&
   }
   annotations_found_ = !annotations_.enter_functions.empty() && annotations_.user_scope_constructor != 0 &&
                        annotations_.end != 0;
-  if (!annotations_found_)
-    console.line("warning: no record_function() entry points found in " + torch_library.path_in_target +
-                 "; user annotations are not recorded (" + annotations_.source + ")");
   try {
     autograd_ = symbolizer::find_autograd_sites(*index_);
     if (autograd_.evaluate_function != 0) vtables_.emplace(index_->symbols);
@@ -51,22 +46,38 @@ RangeProbes::RangeProbes(const MappedLibrary& torch_library, pid_t pid, Console&
     autograd_.source = error.what();
   }
   autograd_found_ = autograd_.evaluate_function != 0 && vtables_.has_value();
-  if (!autograd_found_) {
+}
+
+std::vector<uint64_t> RangeSites::range_function_addresses() const {
+  std::vector<uint64_t> addresses;
+  if (!autograd_found_) return addresses;
+  addresses.push_back(autograd_.evaluate_function_address);
+  for (const auto& site : autograd_.apply_sites) addresses.push_back(site.address);
+  return addresses;
+}
+
+RangeProbes::RangeProbes(std::shared_ptr<const RangeSites> sites, const MappedLibrary& torch_library, pid_t pid,
+                         Console& console)
+    : sites_(std::move(sites)), library_(torch_library) {
+  if (!sites_->annotations_found_)
+    console.line("warning: no record_function() entry points found in " + torch_library.path_in_target +
+                 "; user annotations are not recorded (" + sites_->annotations_.source + ")");
+  if (!sites_->autograd_found_) {
     console.line("warning: no torch::autograd::Engine::evaluate_function in " + torch_library.path_in_target +
-                 "; backward nodes are not recorded (" + autograd_.source + ")");
+                 "; backward nodes are not recorded (" + sites_->autograd_.source + ")");
     return;
   }
   std::string why_not;
   try {
-    sequence_counter_ = locate_sequence_counter(*index_, torch_library.load_address, pid, &why_not);
+    sequence_counter_ = locate_sequence_counter(*sites_->index_, torch_library.load_address, pid, &why_not);
   } catch (const std::exception& error) {
     why_not = error.what();
   }
   if (!sequence_counter_) console.line("warning: backward nodes are not linked to forward ops: " + why_not);
 }
 
-uint32_t RangeProbes::node_sequence_nr_offset() const { return autograd_.sequence_nr_offset.value_or(0); }
-uint32_t RangeProbes::node_thread_id_offset() const { return autograd_.thread_id_offset.value_or(0); }
+uint32_t RangeProbes::node_sequence_nr_offset() const { return sites_->autograd_.sequence_nr_offset.value_or(0); }
+uint32_t RangeProbes::node_thread_id_offset() const { return sites_->autograd_.thread_id_offset.value_or(0); }
 
 UprobeSites RangeProbes::sites(const std::vector<uint64_t>& file_offsets) const {
   UprobeSites sites;
@@ -77,27 +88,20 @@ UprobeSites RangeProbes::sites(const std::vector<uint64_t>& file_offsets) const 
 }
 
 void RangeProbes::attach(TargetProbes& probes) const {
-  if (annotations_found_)
-    probes.attach_annotations(sites(annotations_.enter_functions), sites({annotations_.user_scope_constructor}),
-                              sites({annotations_.end}));
-  if (autograd_found_) {
+  const RangeSites& found = *sites_;
+  if (found.annotations_found_)
+    probes.attach_annotations(sites(found.annotations_.enter_functions),
+                              sites({found.annotations_.user_scope_constructor}), sites({found.annotations_.end}));
+  if (found.autograd_found_) {
     std::vector<uint64_t> apply_offsets;
-    for (const auto& site : autograd_.apply_sites) apply_offsets.push_back(site.file_offset);
-    probes.attach_autograd(sites({autograd_.evaluate_function}), sites(apply_offsets));
+    for (const auto& site : found.autograd_.apply_sites) apply_offsets.push_back(site.file_offset);
+    probes.attach_autograd(sites({found.autograd_.evaluate_function}), sites(apply_offsets));
   }
 }
 
-std::vector<uint64_t> RangeProbes::range_function_addresses() const {
-  std::vector<uint64_t> addresses;
-  if (!autograd_found_) return addresses;
-  addresses.push_back(autograd_.evaluate_function_address);
-  for (const auto& site : autograd_.apply_sites) addresses.push_back(site.address);
-  return addresses;
-}
-
 std::string RangeProbes::node_name(uint64_t vptr) const {
-  if (!vtables_ || vptr < library_.load_address) return "";
-  return vtables_->node_name_at(vptr - library_.load_address).value_or("");
+  if (!sites_->vtables_ || vptr < library_.load_address) return "";
+  return sites_->vtables_->node_name_at(vptr - library_.load_address).value_or("");
 }
 
 }  // namespace tprof

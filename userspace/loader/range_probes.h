@@ -22,9 +22,39 @@
 
 namespace tprof {
 
+// What libtorch_cpu holds for these ranges, read from the file once for every process that maps
+// it: its symbols and sections, the record_function() and autograd entry points, the node
+// classes' vtables.
+class RangeSites {
+ public:
+  // Reads the library at `host_path`; what is missing is kept as a reason, not thrown.
+  explicit RangeSites(const std::string& host_path);
+
+  // libtorch_cpu's symbols and sections, read once for every search of its code.
+  const symbolizer::LibraryIndex& library_index() const { return *index_; }
+  // Link-time addresses of the probed autograd functions, whose `ret`s close their ranges.
+  std::vector<uint64_t> range_function_addresses() const;
+  // Planning is over: libtorch_cpu's pages stop counting in tprof's memory (node names fault
+  // back the few they read).
+  void release_library_pages() const { elf_->release_pages(); }
+
+ private:
+  friend class RangeProbes;
+  std::unique_ptr<symbolizer::ElfFile> elf_;
+  std::unique_ptr<symbolizer::LibraryIndex> index_;  // read once for every search below
+  symbolizer::RecordFunctionSites annotations_;
+  symbolizer::AutogradSites autograd_;
+  std::optional<symbolizer::VtableNames> vtables_;
+  bool annotations_found_ = false;
+  bool autograd_found_ = false;
+};
+
+// The ranges of one target: the library's sites where the target maps it, and its autograd
+// sequence counter.
 class RangeProbes {
  public:
-  RangeProbes(const MappedLibrary& torch_library, pid_t pid, Console& console);
+  RangeProbes(std::shared_ptr<const RangeSites> sites, const MappedLibrary& torch_library, pid_t pid,
+              Console& console);
 
   // Where torch::autograd::Node keeps these (for TargetOptions); 0: unknown.
   uint32_t node_sequence_nr_offset() const;
@@ -41,29 +71,14 @@ class RangeProbes {
   // Attaches every probe that was found.
   void attach(TargetProbes& probes) const;
 
-  // Link-time addresses of the probed autograd functions, whose `ret`s close their ranges.
-  std::vector<uint64_t> range_function_addresses() const;
-  // libtorch_cpu's symbols and sections, read once for every search of its code.
-  const symbolizer::LibraryIndex& library_index() const { return *index_; }
-
   // A node's name as torch's profiler shows it, from its runtime vtable pointer; "" if unknown.
   std::string node_name(uint64_t vptr) const;
-
-  // Planning is over: libtorch_cpu's pages stop counting in tprof's memory (node_name() faults
-  // back the few it reads).
-  void release_library_pages() const { elf_->release_pages(); }
 
  private:
   UprobeSites sites(const std::vector<uint64_t>& file_offsets) const;  // in libtorch_cpu
 
+  std::shared_ptr<const RangeSites> sites_;
   MappedLibrary library_;
-  std::unique_ptr<symbolizer::ElfFile> elf_;
-  std::unique_ptr<symbolizer::LibraryIndex> index_;  // read once for every search below
-  symbolizer::RecordFunctionSites annotations_;
-  symbolizer::AutogradSites autograd_;
-  std::optional<symbolizer::VtableNames> vtables_;
-  bool annotations_found_ = false;
-  bool autograd_found_ = false;
   std::optional<SequenceCounterTls> sequence_counter_;
 };
 

@@ -26,8 +26,8 @@ constexpr uint64_t kChildTorchWaitNs = 60'000'000'000;
 // How long one drain may take before it returns (so that a stop signal is still seen).
 constexpr uint64_t kDrainTimeLimitNs = 500'000'000;
 
-// The targets of one `tprof attach`: one op tracer and ring buffer for all (SessionTracer),
-// and per target its probes, its pipeline and its files.
+// The targets of one `tprof attach`: one op tracer and ring buffer for all (SessionTracer), one
+// plan per libtorch_cpu file, and per target its probes, its pipeline and its files.
 class Recordings {
  public:
   Recordings(const AttachOptions& options, const MonotonicToUnix& clock, Console& console, bool labelled)
@@ -145,7 +145,7 @@ class Recordings {
   TargetRecording& prepare(pid_t pid) {
     Console& console = labelled_ ? *consoles_.emplace_back(std::make_unique<Console>(options_.quiet, "pid " + std::to_string(pid)))
                                  : console_;
-    recordings_.push_back(std::make_unique<TargetRecording>(options_, pid, session_, clock_, console));
+    recordings_.push_back(std::make_unique<TargetRecording>(options_, pid, session_, library_plans_, clock_, console));
     traced_.insert(pid);
     return *recordings_.back();
   }
@@ -160,6 +160,7 @@ class Recordings {
   Console& console_;
   const bool labelled_;  // several targets: each one's console lines say whose they are
   SessionTracer session_;  // before the recordings, which hold parts of it
+  TorchLibraryPlans library_plans_;
   std::vector<std::unique_ptr<Console>> consoles_;
   std::vector<std::unique_ptr<TargetRecording>> recordings_;
   std::set<pid_t> traced_;
@@ -221,8 +222,12 @@ int run_attach(const AttachOptions& options) {
       return 0;
     }
     recordings.begin_all(std::max(unix_now_ns(), static_cast<uint64_t>(*options.start_at_unix_s * 1e9)));
+  } else if (pids.size() > 1) {
+    // The ranks of a job are compared over one window: it opens for all once all are attached.
+    for (const pid_t pid : pids) recordings.add_attached(pid);
+    recordings.begin_all(unix_now_ns());
   } else {
-    for (const pid_t pid : pids) recordings.add(pid);
+    recordings.add(pids.front());
   }
 
   StopReason reason;

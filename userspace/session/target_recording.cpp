@@ -18,7 +18,6 @@
 #include "model/trace_model.h"
 #include "model/trace_sink.h"
 #include "python_stack.h"
-#include "symbolizer/autograd/named_scopes.h"
 #include "symbolizer/aten/flops.h"
 #include "symbolizer/aten/op_catalog.h"
 #include "symbolizer/binary/process_memory.h"
@@ -45,6 +44,7 @@
 #include "userspace/assemble/span_closer.h"
 #include "userspace/session/stop_signals.h"
 #include "userspace/session/target_process.h"
+#include "userspace/session/torch_library_plan.h"
 #include "userspace/loader/unique_fd.h"
 #include "userspace/assemble/wall_clock.h"
 
@@ -121,7 +121,8 @@ void make_execution_trace_directory(const std::string& et_path, mode_t file_mode
 // The libtorch ops to probe, or none for a Python process without torch.
 struct OpProbes {
   MappedLibrary library;
-  ProbePlan plan;
+  std::shared_ptr<const TorchLibraryPlan> library_plan;  // shared by every target mapping the file
+  ProbePlan plan;  // the library plan's, in this target's file, and then its CUDA API calls
   // With shapes: how to read each op's arguments (by op id), and the TensorImpl layout.
   std::vector<symbolizer::OpArgumentPlan> argument_plans;
   std::optional<symbolizer::TensorImplLayout> tensor_layout;
@@ -142,54 +143,27 @@ std::optional<symbolizer::TensorImplLayout> calibrate_tensors(const TargetProces
   return layout;
 }
 
-std::optional<OpProbes> plan_torch_probes(const TargetProcess& target, bool record_shapes, Console& console) {
+// The target's ops, from the plan of its libtorch_cpu file (worked out by the first target that
+// maps it), with its own TensorImpl calibration.
+std::optional<OpProbes> plan_torch_probes(const TargetProcess& target, bool record_shapes,
+                                          TorchLibraryPlans& library_plans, Console& console) {
   const auto torch_library = target.find_mapped_library(kTorchLibraryPrefix);
   if (!torch_library) return std::nullopt;
-  const symbolizer::OpCatalog catalog = symbolizer::build_op_catalog(torch_library->host_path);
-  if (catalog.unresolved_count > 0)
-    console.line(std::to_string(catalog.unresolved_count) +
-                 " ops have no schema in the library; their names are derived from their symbols");
-  OpProbes probes{*torch_library, plan_op_probes(catalog, torch_library->host_path), {}, std::nullopt};
-  if (probes.plan.shared_address_skipped > 0)
-    console.line(std::to_string(probes.plan.shared_address_skipped) +
-                 " ops share their code with another op and are recorded under its name");
+  auto library_plan = library_plans.plan_for(*torch_library, record_shapes, console);
+  OpProbes probes{*torch_library, library_plan, library_plan->plan, {}, std::nullopt};
+  probes.plan.sites.binary_path = torch_library->host_path;
   if (record_shapes) probes.tensor_layout = calibrate_tensors(target, console);
-  if (probes.tensor_layout) {
-    const auto optional_abi = symbolizer::optional_abi_of(catalog);
-    if (!optional_abi) {
-      console.line("warning: recording without shapes: the op symbols spell neither c10::optional nor std::optional");
-      probes.tensor_layout.reset();
-      return probes;
-    }
-    probes.argument_plans.reserve(probes.plan.catalog_entries.size());
-    for (const size_t entry_index : probes.plan.catalog_entries) {
-      const symbolizer::OpCatalogEntry& entry = catalog.entries[entry_index];
-      probes.argument_plans.push_back(
-          symbolizer::plan_op_arguments(entry.schema, entry.site.mangled_symbol.c_str(), *optional_abi));
-    }
+  if (probes.tensor_layout && !library_plan->no_arguments_why.empty()) {
+    console.line("warning: recording without shapes: " + library_plan->no_arguments_why);
+    probes.tensor_layout.reset();
   }
+  if (probes.tensor_layout) probes.argument_plans = library_plan->argument_plans;
   return probes;
 }
 
-// Ops whose float arguments stay unknown: tprof found no place their code saves them.
-void report_unread_doubles(const SpillProbes& spills, const std::vector<model::Operator>& operators, Console& console) {
-  if (spills.ops_with_unread_doubles.empty()) return;
-  std::set<std::string> names;
-  for (const uint32_t op_id : spills.ops_with_unread_doubles) names.insert(operators.at(op_id).name);
-  std::string listed;
-  for (const std::string& name : names) listed += (listed.empty() ? "" : ", ") + name;
-  console.line("float arguments of " + listed + " are recorded as unknown: their code keeps them where tprof "
-               "does not look");
-}
-
-// Where the ranges of the ops and autograd functions end: their `ret`s and the catch. A function
-// without a `ret` (one that always throws) is closed by the catch.
-ExitProbes plan_range_exits(const OpProbes& ops, const RangeProbes& ranges, const TargetProcess& target,
-                            Console& console) {
-  std::vector<uint64_t> functions = ops.plan.addresses;
-  const std::vector<uint64_t> autograd = ranges.range_function_addresses();
-  functions.insert(functions.end(), autograd.begin(), autograd.end());
-  ExitProbes exits = plan_exit_probes(ops.library, ranges.library_index(), functions, target);
+// Where the ranges of the ops and autograd functions end: their `ret`s and the catch.
+ExitProbes plan_range_exits(const OpProbes& ops, const TargetProcess& target, Console& console) {
+  ExitProbes exits = plan_exit_probes(ops.library.host_path, ops.library_plan->return_offsets, target);
   if (exits.catches.offsets.empty())
     console.line("warning: the target maps no libstdc++ with __cxa_begin_catch: ops ended by a C++ exception "
                  "are closed at their thread's next op, flagged 'tprof: return missing'");
@@ -552,11 +526,12 @@ void plan_gpu_activity(AttachPlan& plan, const TargetProcess& target, Console& c
   console.line("GPU timing " + plan.gpu);
 }
 
-AttachPlan plan_attach(const AttachOptions& options, const TargetProcess& target, Console& console) {
+AttachPlan plan_attach(const AttachOptions& options, const TargetProcess& target, TorchLibraryPlans& library_plans,
+                       Console& console) {
   AttachPlan plan;
   std::string no_python_reason = "--no-python";
   if (options.python_stacks) plan.python = symbolizer::discover_python(target.pid(), &no_python_reason);
-  plan.ops = plan_torch_probes(target, options.record_shapes, console);
+  plan.ops = plan_torch_probes(target, options.record_shapes, library_plans, console);
   if (!plan.ops && !plan.python)
     throw Error("process " + std::to_string(target.pid()) + " (" + target.name() +
                 ") has not loaded libtorch_cpu and has no Python stacks to record (" + no_python_reason + ")");
@@ -568,33 +543,17 @@ AttachPlan plan_attach(const AttachOptions& options, const TargetProcess& target
   return plan;
 }
 
-// The C++ scopes torch's profiler shows besides ops (autograd's detach, ...): probed as ops,
-// each a range named after its scope.
-void add_named_scopes(OpProbes& ops, const symbolizer::LibraryIndex& library) {
-  for (const symbolizer::NamedScope& scope : symbolizer::find_named_scopes(library).scopes) {
-    const auto offset = library.sections.file_offset_of(scope.function_address);
-    const auto& probed = ops.plan.addresses;
-    if (!offset || std::find(probed.begin(), probed.end(), scope.function_address) != probed.end()) continue;
-    ops.plan.sites.offsets.push_back(*offset);
-    ops.plan.sites.cookies.push_back(ops.plan.operators.size());
-    ops.plan.addresses.push_back(scope.function_address);
-    ops.plan.operators.push_back({scope.name, "", model::RangeKind::kOperator});
-  }
-}
-
-// The probes beyond the ops' entries: annotations, autograd, named C++ scopes, and where every
-// range ends.
+// The probes beyond the ops' entries: annotations, autograd, where every range ends, and where
+// the ops' doubles are read.
 void plan_range_probes(AttachPlan& plan, const TargetProcess& target, Console& console) {
   if (!plan.ops) return;
-  plan.range_probes.emplace(plan.ops->library, target.pid(), console);
-  add_named_scopes(*plan.ops, plan.range_probes->library_index());
-  plan.exits = plan_range_exits(*plan.ops, *plan.range_probes, target, console);
+  const TorchLibraryPlan& library_plan = *plan.ops->library_plan;
+  plan.range_probes.emplace(library_plan.ranges, plan.ops->library, target.pid(), console);
+  plan.exits = plan_range_exits(*plan.ops, target, console);
   if (plan.ops->tensor_layout) {
-    plan.spills = plan_spill_probes(plan.ops->plan.sites.binary_path, plan.range_probes->library_index().sections,
-                                    plan.ops->plan.addresses, plan.ops->argument_plans);
-    report_unread_doubles(plan.spills, plan.ops->plan.operators, console);
+    plan.spills = library_plan.spills;
+    plan.spills.sites.binary_path = plan.ops->library.host_path;
   }
-  plan.range_probes->release_library_pages();
 }
 
 // Attaches every planned probe but the CUPTI library's; they stay silent until
@@ -807,20 +766,21 @@ class RecordingPipeline {
 // What a recording holds from planning to the written files; RecordingPipeline and AttachPlan
 // stay private to this file.
 struct TargetRecording::State {
-  State(const AttachOptions& options, pid_t pid, SessionTracer& session, const MonotonicToUnix& clock,
-        Console& console)
+  State(const AttachOptions& options, pid_t pid, SessionTracer& session, TorchLibraryPlans& library_plans,
+        const MonotonicToUnix& clock, Console& console)
       : options(options),
         console(console),
         session(session),
         clock(clock),
         target(pid),
-        plan(checked_plan(this->options, target, console)) {}
+        plan(checked_plan(this->options, target, library_plans, console)) {}
 
   // The privileges and kernel are checked before anything is read from the target.
-  static AttachPlan checked_plan(const AttachOptions& options, const TargetProcess& target, Console& console) {
+  static AttachPlan checked_plan(const AttachOptions& options, const TargetProcess& target,
+                                 TorchLibraryPlans& library_plans, Console& console) {
     require_tracing_privileges(target.uid());
     require_uprobe_multi_kernel();
-    return plan_attach(options, target, console);
+    return plan_attach(options, target, library_plans, console);
   }
 
   AttachOptions options;
@@ -838,8 +798,8 @@ struct TargetRecording::State {
 };
 
 TargetRecording::TargetRecording(const AttachOptions& options, pid_t pid, SessionTracer& session,
-                                 const MonotonicToUnix& clock, Console& console)
-    : state_(std::make_unique<State>(options, pid, session, clock, console)) {
+                                 TorchLibraryPlans& library_plans, const MonotonicToUnix& clock, Console& console)
+    : state_(std::make_unique<State>(options, pid, session, library_plans, clock, console)) {
   State& s = *state_;
   s.outputs.emplace(s.options, s.target);  // fails now, not after recording
   plan_range_probes(s.plan, s.target, s.console);

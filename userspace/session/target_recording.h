@@ -16,16 +16,18 @@
 #include "userspace/session/recording_loop.h"
 #include "userspace/session/session_tracer.h"
 #include "userspace/session/target_process.h"
+#include "userspace/session/torch_library_plan.h"
 
 namespace tprof {
 
 class TargetRecording {
  public:
-  // Plans the probes, opens the output files (options.output_path, or the default name) and
+  // Plans the probes (from the session's plan of its libtorch_cpu file, made by the first
+  // target that maps it), opens the output files (options.output_path, or the default name) and
   // registers the target with the session's op tracer (loaded with the first). Throws
   // tprof::Error.
-  TargetRecording(const AttachOptions& options, pid_t pid, SessionTracer& session, const MonotonicToUnix& clock,
-                  Console& console);
+  TargetRecording(const AttachOptions& options, pid_t pid, SessionTracer& session, TorchLibraryPlans& library_plans,
+                  const MonotonicToUnix& clock, Console& console);
   ~TargetRecording();
   TargetRecording(const TargetRecording&) = delete;
   TargetRecording& operator=(const TargetRecording&) = delete;

@@ -1,0 +1,100 @@
+#include "userspace/session/torch_library_plan.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <set>
+
+#include "symbolizer/autograd/named_scopes.h"
+#include "symbolizer/aten/op_catalog.h"
+#include "userspace/cli/error.h"
+#include "userspace/loader/exit_probes.h"
+
+namespace tprof {
+namespace {
+
+// The C++ scopes torch's profiler shows besides ops (autograd's detach, ...): probed as ops,
+// each a range named after its scope.
+void add_named_scopes(ProbePlan& plan, const symbolizer::LibraryIndex& library) {
+  for (const symbolizer::NamedScope& scope : symbolizer::find_named_scopes(library).scopes) {
+    const auto offset = library.sections.file_offset_of(scope.function_address);
+    const auto& probed = plan.addresses;
+    if (!offset || std::find(probed.begin(), probed.end(), scope.function_address) != probed.end()) continue;
+    plan.sites.offsets.push_back(*offset);
+    plan.sites.cookies.push_back(plan.operators.size());
+    plan.addresses.push_back(scope.function_address);
+    plan.operators.push_back({scope.name, "", model::RangeKind::kOperator});
+  }
+}
+
+// Ops whose float arguments stay unknown: tprof found no place their code saves them.
+void report_unread_doubles(const SpillProbes& spills, const std::vector<model::Operator>& operators, Console& console) {
+  if (spills.ops_with_unread_doubles.empty()) return;
+  std::set<std::string> names;
+  for (const uint32_t op_id : spills.ops_with_unread_doubles) names.insert(operators.at(op_id).name);
+  std::string listed;
+  for (const std::string& name : names) listed += (listed.empty() ? "" : ", ") + name;
+  console.line("float arguments of " + listed + " are recorded as unknown: their code keeps them where tprof "
+               "does not look");
+}
+
+// How to read each op's arguments, or none (and why) when the symbols spell no optional ABI.
+void plan_arguments(TorchLibraryPlan& planned, const symbolizer::OpCatalog& catalog) {
+  const auto optional_abi = symbolizer::optional_abi_of(catalog);
+  if (!optional_abi) {
+    planned.no_arguments_why = "the op symbols spell neither c10::optional nor std::optional";
+    return;
+  }
+  planned.argument_plans.reserve(planned.plan.catalog_entries.size());
+  for (const size_t entry_index : planned.plan.catalog_entries) {
+    const symbolizer::OpCatalogEntry& entry = catalog.entries[entry_index];
+    planned.argument_plans.push_back(
+        symbolizer::plan_op_arguments(entry.schema, entry.site.mangled_symbol.c_str(), *optional_abi));
+  }
+}
+
+}  // namespace
+
+TorchLibraryPlan plan_torch_library(const MappedLibrary& library, bool record_shapes, Console& console) {
+  TorchLibraryPlan planned;
+  const symbolizer::OpCatalog catalog = symbolizer::build_op_catalog(library.host_path);
+  if (catalog.unresolved_count > 0)
+    console.line(std::to_string(catalog.unresolved_count) +
+                 " ops have no schema in the library; their names are derived from their symbols");
+  planned.plan = plan_op_probes(catalog, library.host_path);
+  if (planned.plan.shared_address_skipped > 0)
+    console.line(std::to_string(planned.plan.shared_address_skipped) +
+                 " ops share their code with another op and are recorded under its name");
+  if (record_shapes) plan_arguments(planned, catalog);
+
+  auto ranges = std::make_shared<RangeSites>(library.host_path);
+  add_named_scopes(planned.plan, ranges->library_index());
+  // A function without a `ret` (one that always throws) is closed by the catch.
+  std::vector<uint64_t> functions = planned.plan.addresses;
+  const std::vector<uint64_t> autograd = ranges->range_function_addresses();
+  functions.insert(functions.end(), autograd.begin(), autograd.end());
+  planned.return_offsets = plan_return_offsets(ranges->library_index(), functions);
+  if (!planned.argument_plans.empty()) {
+    planned.spills = plan_spill_probes(library.host_path, ranges->library_index().sections, planned.plan.addresses,
+                                       planned.argument_plans);
+    report_unread_doubles(planned.spills, planned.plan.operators, console);
+  }
+  ranges->release_library_pages();
+  planned.ranges = std::move(ranges);
+  return planned;
+}
+
+std::shared_ptr<const TorchLibraryPlan> TorchLibraryPlans::plan_for(const MappedLibrary& library, bool record_shapes,
+                                                                    Console& console) {
+  struct stat file{};
+  if (::stat(library.host_path.c_str(), &file) != 0)
+    throw Error(errno_message("cannot read " + library.host_path, errno));
+  const FileKey key{file.st_dev, file.st_ino, file.st_mtim.tv_sec * 1'000'000'000LL + file.st_mtim.tv_nsec,
+                    file.st_size, record_shapes};
+  auto& planned = plans_[key];
+  if (!planned) planned = std::make_shared<const TorchLibraryPlan>(plan_torch_library(library, record_shapes, console));
+  return planned;
+}
+
+}  // namespace tprof
