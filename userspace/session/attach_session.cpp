@@ -40,12 +40,13 @@ class Recordings {
     if (base_time_unix_ns_ == 0) base_time_unix_ns_ = unix_now_ns();
   }
 
-  // For a window agreed in advance: plans, loads and attaches one target, silent until begin_all.
+  // For a window shared by every target: plans, loads and attaches one, silent until begin_all.
   void add_attached(pid_t pid) { prepare(pid).attach(); }
 
   void begin_all(uint64_t window_start_unix_ns) {
     base_time_unix_ns_ = window_start_unix_ns;
-    for (const auto& recording : recordings_) recording->begin(base_time_unix_ns_, /*window_opens_now=*/true);
+    const uint64_t window_start_ns = monotonic_now_ns();
+    for (const auto& recording : recordings_) recording->begin(base_time_unix_ns_, window_start_ns);
   }
 
   // The ring buffer, then (with --children) any new child that has loaded torch.

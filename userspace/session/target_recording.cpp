@@ -820,9 +820,9 @@ void TargetRecording::attach() {
   s.attached_ns = monotonic_now_ns();
 }
 
-void TargetRecording::begin(uint64_t base_time_unix_ns, bool window_opens_now) {
+void TargetRecording::begin(uint64_t base_time_unix_ns, std::optional<uint64_t> window_start) {
   State& s = *state_;
-  const uint64_t window_start_ns = window_opens_now ? monotonic_now_ns() : s.attach_start_ns;
+  const uint64_t window_start_ns = window_start.value_or(s.attach_start_ns);
   start_recording(*s.probes, s.plan, s.console);
   model::SessionInfo session = session_info(s.target, s.plan.ops, s.plan.python);
   session.window_start_unix_ns = s.clock.to_unix(window_start_ns);
@@ -836,7 +836,7 @@ void TargetRecording::begin(uint64_t base_time_unix_ns, bool window_opens_now) {
 
 void TargetRecording::start(uint64_t base_time_unix_ns) {
   attach();
-  begin(base_time_unix_ns, /*window_opens_now=*/false);
+  begin(base_time_unix_ns, std::nullopt);
 }
 
 const TargetProcess& TargetRecording::target() const { return state_->target; }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "userspace/assemble/wall_clock.h"
@@ -36,11 +37,11 @@ class TargetRecording {
   // one session share `base_time_unix_ns` (rounded down as Kineto's base time), so that HTA
   // lines their ranks up; 0: this one's start.
   void start(uint64_t base_time_unix_ns);
-  // The same in two steps, for a window agreed in advance (--start-at): attach() makes every
-  // probe live but silent; begin() starts recording, the window opening then if
-  // `window_opens_now`, else when attaching began.
+  // The same in two steps, for a window shared with other targets (several targets, or
+  // --start-at): attach() makes every probe live but silent; begin() starts recording, the
+  // window opening at `window_start_ns` (monotonic; none: when attaching began).
   void attach();
-  void begin(uint64_t base_time_unix_ns, bool window_opens_now);
+  void begin(uint64_t base_time_unix_ns, std::optional<uint64_t> window_start_ns);
   // Its records up to `watermark_ns` are final (SessionTracer::drain): closed and handed on.
   void advance(uint64_t watermark_ns);
   // At most once a second, what was handed on so far reaches the partial files.
