@@ -74,7 +74,6 @@ void RecordDecoder::decode(std::span<const std::byte> record) {
     return;
   }
   ++records_;
-  last_timestamp_ns_ = head.timestamp_ns;
   consume(head, reinterpret_cast<const unsigned char*>(record.data()) + sizeof(head), record.size() - sizeof(head));
 }
 

@@ -61,8 +61,6 @@ class RecordDecoder {
   void decode(std::span<const std::byte> record);
 
   uint64_t records() const { return records_; }
-  // The timestamp of the last record decoded; 0 before the first.
-  uint64_t last_timestamp_ns() const { return last_timestamp_ns_; }
   uint64_t python_samples() const { return python_samples_; }
   uint64_t malformed_records() const { return malformed_; }
   // Spill-probe records whose op entry was not the thread's last record (attached between
@@ -89,7 +87,6 @@ class RecordDecoder {
   std::unordered_map<uint32_t, std::vector<uint32_t>> open_evaluations_;
   std::unordered_map<uint32_t, std::vector<uint32_t>> open_nodes_;
   uint64_t records_ = 0;
-  uint64_t last_timestamp_ns_ = 0;
   uint64_t python_samples_ = 0;
   uint64_t malformed_ = 0;
   uint64_t unmatched_spilled_arguments_ = 0;

@@ -19,7 +19,6 @@
 #include "model/trace_sink.h"
 #include "python_stack.h"
 #include "symbolizer/aten/flops.h"
-#include "symbolizer/aten/op_catalog.h"
 #include "symbolizer/binary/process_memory.h"
 #include "symbolizer/python/python_runtime.h"
 #include "userspace/ingest/argument_decoder.h"
@@ -229,19 +228,19 @@ struct OutputFiles {
 TargetOptions probe_options_for(const TargetProcess& target, const std::optional<OpProbes>& ops,
                                 const std::optional<RangeProbes>& ranges,
                                 const std::optional<symbolizer::PythonLayout>& python) {
-  TargetOptions tracer_options;
-  tracer_options.pid = target.pid();
+  TargetOptions options;
+  options.pid = target.pid();
   if (ranges) {
-    tracer_options.node_sequence_nr_offset = ranges->node_sequence_nr_offset();
-    tracer_options.node_thread_id_offset = ranges->node_thread_id_offset();
+    options.node_sequence_nr_offset = ranges->node_sequence_nr_offset();
+    options.node_thread_id_offset = ranges->node_thread_id_offset();
     if (const auto& counter = ranges->sequence_counter()) {
-      tracer_options.sequence_counter_module = counter->module;
-      tracer_options.sequence_counter_offset = counter->offset;
+      options.sequence_counter_module = counter->module;
+      options.sequence_counter_offset = counter->offset;
     }
   }
-  if (python) tracer_options.python = make_walker_config(*python);
-  if (ops && ops->tensor_layout) tracer_options.tensors = ops->tensor_layout->to_bpf();
-  return tracer_options;
+  if (python) options.python = make_walker_config(*python);
+  if (ops && ops->tensor_layout) options.tensors = ops->tensor_layout->to_bpf();
+  return options;
 }
 
 model::SessionInfo session_info(const TargetProcess& target, const std::optional<OpProbes>& ops,
