@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks deploy/: the Kubernetes manifests parse as YAML and grant tprof exactly the
-capabilities it needs (BPF, PERFMON, SYS_PTRACE; everything else dropped, never privileged);
+capabilities it needs (BPF, PERFMON, SYS_PTRACE; everything else dropped, never privileged) and
+no seccomp filter in the way of bpf() and perf_event_open();
 the sidecar shares the pod's PID namespace and hands libtprof_cupti.so to the trainer through an
 emptyDir named by CUDA_INJECTION64_PATH; the node agent runs in the host's PID namespace; the
 Dockerfile builds with the repository's installer and ends in tprof.
@@ -34,6 +35,8 @@ def check_tprof_container(container, where):
           f"{where}: capabilities.add must be exactly {sorted(TPROF_CAPABILITIES)}, not {capabilities.get('add')}")
     check(capabilities.get("drop") == ["ALL"], f"{where}: capabilities.drop must be [ALL]")
     check(not context.get("privileged", False), f"{where}: must not be privileged")
+    check(context.get("seccompProfile", {}).get("type") == "Unconfined",
+          f"{where}: seccompProfile must be Unconfined (a default profile may refuse bpf())")
 
 
 def check_sidecar(path):

@@ -605,6 +605,173 @@ TEST_F(AttachTest, RecordsATargetInItsOwnPidAndMountNamespacesFromTheHost) {
       << "the stack sampler sees threads of a child PID namespace";
 }
 
+// `podman run` with `root` as the container's root (what follows is its command), as this VM
+// allows it: runc (crun refuses its hybrid cgroup hierarchy), cgroupfs, no network, and limits
+// no higher than the VM's own (it withholds CAP_SYS_RESOURCE). `options` go before the root.
+std::vector<std::string> podman_run(const std::string& root, const std::vector<std::string>& options = {}) {
+  std::vector<std::string> command = {"podman", "--runtime", "runc", "--cgroup-manager=cgroupfs", "run", "--rm",
+                                      "--network=none", "--ulimit", "nofile=4096:4096", "--ulimit",
+                                      "nproc=4096:4096"};
+  command.insert(command.end(), options.begin(), options.end());
+  command.insert(command.end(), {"--rootfs", root});
+  return command;
+}
+
+// `command` with `tail` appended.
+std::vector<std::string> with(std::vector<std::string> command, const std::vector<std::string>& tail) {
+  command.insert(command.end(), tail.begin(), tail.end());
+  return command;
+}
+
+// Removes the named container however the test ends.
+struct ContainerGuard {
+  std::string name;
+  ~ContainerGuard() { run_command({"podman", "--runtime", "runc", "rm", "--force", "--ignore", name}, std::chrono::seconds(60)); }
+};
+
+// A real container runtime, as a node agent meets it: podman runs torch 2.6 on Python 3.13 with
+// the trixie root as the container's root, in the container's own PID, mount, IPC, UTS and
+// network namespaces; tprof on the host attaches by the host pid podman reports. Ops match
+// torch's profiler on the same workload, the sampler sees the container's threads, and the
+// trace shows the pid the container gives the target (1).
+TEST_F(AttachTest, RecordsATargetInAPodmanContainerFromTheHost) {
+  const auto trixie = TrixieWorkload::make();
+  if (!trixie) {
+    GTEST_SKIP() << "\n**********\n*** SKIPPED: scripts/make-trixie-root.sh could not provide the "
+                    "torch 2.6 root; the container runtime path is NOT tested\n**********";
+  }
+  const WorkloadEnvironment& environment = trixie->environment();
+  const std::string root = environment.interpreter.at(1);  // chroot ROOT env ... python3
+  if (const auto runtime = run_command(with(podman_run(root), {"true"}), std::chrono::minutes(2));
+      !runtime.status || !runtime.status->succeeded()) {
+    GTEST_SKIP() << "\n**********\n*** SKIPPED: podman cannot run a container here (scripts/install-deps.sh "
+                    "installs podman and runc); the container runtime path is NOT tested\n**********";
+  }
+
+  const ContainerGuard container{"tprof-e2e-" + std::to_string(::getpid())};
+  // After the root: env TMPDIR=... python3, the script and its arguments, as under chroot.
+  const std::vector<std::string> inside =
+      workload_command(environment, {"--steps", std::to_string(kMeasuredSteps), "--trigger", "stdin"});
+  ChildProcess workload({.argv = with(podman_run(root, {"-i", "--name", container.name}),
+                                      std::vector<std::string>(inside.begin() + 2, inside.end())),
+                         .pipe_stdin = true,
+                         .pipe_stdout = true});
+  const auto ready = workload.stdout_lines().read_line_containing("READY", kWorkloadStartTimeout);
+  ASSERT_TRUE(ready) << workload.stdout_lines().transcript();
+  const int64_t pid_in_container = std::stoll(ready->substr(ready->find(' ') + 1));
+  const auto inspected =
+      run_command({"podman", "inspect", "-f", "{{.State.Pid}}", container.name}, std::chrono::seconds(60));
+  ASSERT_TRUE(inspected.status && inspected.status->succeeded() && !inspected.stdout_lines.empty());
+  const std::string host_pid = inspected.stdout_lines.front();
+
+  const fs::path trace_path = scratch_.path() / "podman.pt.trace.json";
+  TprofRun tprof({"attach", host_pid, "--output", trace_path.string(), "--no-et"});
+  tprof.wait_until_attached();
+  workload.write_stdin("go\n");
+  ASSERT_TRUE(workload.stdout_lines().read_line_containing("DONE", kStepsTimeout))
+      << workload.stdout_lines().transcript();
+  const ExitStatus status = tprof.interrupt_and_wait();
+  std::cout << "tprof stderr:\n" << tprof.stderr_transcript();
+  ASSERT_TRUE(status.succeeded()) << status.describe();
+  workload.close_stdin();
+  const auto exited = workload.wait_for_exit(kStepsTimeout);
+  EXPECT_TRUE(exited && exited->succeeded()) << "the container's workload did not exit cleanly";
+
+  ASSERT_NO_FATAL_FAILURE(expect_valid_trace(trace_path));
+  const auto trace = load_trace(trace_path);
+  EXPECT_EQ(trace.at("tprof").at("pid"), std::stoll(host_pid));
+  EXPECT_EQ(trace.at("tprof").at("namespace_pid"), pid_in_container);
+  EXPECT_EQ(pid_in_container, 1) << "the container's first process";
+  EXPECT_GT(trace.at("tprof_summary").at("python_samples").get<uint64_t>(), 0u);
+  const auto comparison = compare_op_streams(aten_op_counts(trace), run_reference(environment, kMeasuredSteps).counts());
+  std::cout << "podman: recall " << comparison.recall() << " (" << comparison.matched << "/" << comparison.expected
+            << "), precision " << comparison.precision() << '\n';
+  EXPECT_GE(comparison.recall(), kMinimumRecall);
+  EXPECT_GE(comparison.precision(), kMinimumPrecision);
+  expect_ops_carry_step_stacks(trace);
+}
+
+// A root holding nothing but what the packed tprof (scripts/pack-for-device.sh) needs: glibc and
+// the pack, at /opt/tprof. No torch, no Python: tprof can find the target's only through
+// /proc/PID/root.
+fs::path make_bare_tprof_root(const fs::path& directory) {
+  const fs::path pack = directory / "opt/tprof";
+  const auto packed = run_command({"bash", (fs::path(testing::source_dir()) / "scripts/pack-for-device.sh").string(),
+                                   kTprofBinary.parent_path().string(), pack.string()},
+                                  std::chrono::minutes(5));
+  if (!packed.status || !packed.status->succeeded()) fail_harness("scripts/pack-for-device.sh failed");
+  for (const char* dir : {"lib/x86_64-linux-gnu", "lib64", "tmp", "proc", "sys", "dev", "traces"})
+    fs::create_directories(directory / dir);
+  for (const char* library : {"libc.so.6", "libm.so.6", "ld-linux-x86-64.so.2"})
+    fs::copy_file(fs::path("/lib/x86_64-linux-gnu") / library, directory / "lib/x86_64-linux-gnu" / library);
+  fs::create_symlink("/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", directory / "lib64/ld-linux-x86-64.so.2");
+  return directory;
+}
+
+// The sidecar through a real container runtime: the target in one podman container (torch 2.6
+// from the trixie root), tprof in another that joins its PID namespace (what
+// shareProcessNamespace gives a pod), with a bare root of its own, exactly the capabilities
+// deploy/k8s grants (BPF, PERFMON, SYS_PTRACE, the rest dropped) and seccomp unconfined.
+TEST_F(AttachTest, RecordsATargetFromASidecarContainerWithOnlyItsCapabilities) {
+  const auto trixie = TrixieWorkload::make();
+  if (!trixie) {
+    GTEST_SKIP() << "\n**********\n*** SKIPPED: scripts/make-trixie-root.sh could not provide the "
+                    "torch 2.6 root; the sidecar container path is NOT tested\n**********";
+  }
+  const WorkloadEnvironment& environment = trixie->environment();
+  const std::string root = environment.interpreter.at(1);  // chroot ROOT env ... python3
+  if (const auto runtime = run_command(with(podman_run(root), {"true"}), std::chrono::minutes(2));
+      !runtime.status || !runtime.status->succeeded()) {
+    GTEST_SKIP() << "\n**********\n*** SKIPPED: podman cannot run a container here (scripts/install-deps.sh "
+                    "installs podman and runc); the sidecar container path is NOT tested\n**********";
+  }
+  ScratchDirectory sidecar_root_directory;
+  const fs::path sidecar_root = make_bare_tprof_root(sidecar_root_directory.path());
+
+  const ContainerGuard target{"tprof-e2e-target-" + std::to_string(::getpid())};
+  const std::vector<std::string> inside =
+      workload_command(environment, {"--steps", std::to_string(kMeasuredSteps), "--trigger", "stdin"});
+  ChildProcess workload({.argv = with(podman_run(root, {"-i", "--name", target.name}),
+                                      std::vector<std::string>(inside.begin() + 2, inside.end())),
+                         .pipe_stdin = true,
+                         .pipe_stdout = true});
+  const auto ready = workload.stdout_lines().read_line_containing("READY", kWorkloadStartTimeout);
+  ASSERT_TRUE(ready) << workload.stdout_lines().transcript();
+  const std::string pid_in_pod = ready->substr(ready->find(' ') + 1);
+
+  const ContainerGuard sidecar{"tprof-e2e-sidecar-" + std::to_string(::getpid())};
+  ChildProcess tprof({.argv = with(podman_run(sidecar_root.string(),
+                                              {"--name", sidecar.name, "--pid", "container:" + target.name,
+                                               "--security-opt", "seccomp=unconfined", "--cap-drop", "all",
+                                               "--cap-add", "BPF,PERFMON,SYS_PTRACE"}),
+                                   {"/opt/tprof/tprof", "attach", pid_in_pod, "-o", "/traces/sidecar.pt.trace.json",
+                                    "--no-et"}),
+                      .pipe_stderr = true});
+  ASSERT_TRUE(tprof.stderr_lines().read_line_containing("attached", kAttachTimeout)) << tprof.stderr_lines().transcript();
+  workload.write_stdin("go\n");
+  ASSERT_TRUE(workload.stdout_lines().read_line_containing("DONE", kStepsTimeout))
+      << workload.stdout_lines().transcript();
+  tprof.send_signal(SIGINT);  // podman passes it on to tprof
+  tprof.stderr_lines().read_to_end(kTraceWriteTimeout);
+  const auto status = tprof.wait_for_exit(kTraceWriteTimeout);
+  std::cout << "tprof stderr:\n" << tprof.stderr_lines().transcript();
+  ASSERT_TRUE(status && status->succeeded()) << (status ? status->describe() : "still running");
+  workload.close_stdin();
+  workload.wait_for_exit(kStepsTimeout);
+
+  const fs::path trace_path = sidecar_root / "traces/sidecar.pt.trace.json";
+  ASSERT_NO_FATAL_FAILURE(expect_valid_trace(trace_path));
+  const auto trace = load_trace(trace_path);
+  EXPECT_EQ(trace.at("tprof").at("pid"), std::stoll(pid_in_pod)) << "the pid the pod's namespace gives it";
+  EXPECT_GT(trace.at("tprof_summary").at("python_samples").get<uint64_t>(), 0u);
+  const auto comparison = compare_op_streams(aten_op_counts(trace), run_reference(environment, kMeasuredSteps).counts());
+  std::cout << "sidecar container: recall " << comparison.recall() << " (" << comparison.matched << "/"
+            << comparison.expected << "), precision " << comparison.precision() << '\n';
+  EXPECT_GE(comparison.recall(), kMinimumRecall);
+  EXPECT_GE(comparison.precision(), kMinimumPrecision);
+  expect_ops_carry_step_stacks(trace);
+}
+
 // A sidecar: tprof and the target share a new PID namespace, with different roots (the target
 // chrooted into the trixie root). tprof attaches by the pid that namespace gives the target,
 // and records its ops, stacks and samples.

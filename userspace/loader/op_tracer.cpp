@@ -47,7 +47,11 @@ OpTracer::OpTracer(size_t ring_buffer_bytes) {
 
   if (op_tracer__load(skeleton_.get()) != 0) {
     const int err = errno;
-    if (err == EPERM) throw Error("the kernel refused to load BPF programs (EPERM); run as root");
+    // The privileges were checked before: what refuses now is usually a seccomp filter.
+    if (err == EPERM)
+      throw Error("the kernel refused to load BPF programs (EPERM) although tprof holds CAP_BPF: a seccomp "
+                  "filter may forbid bpf(), as a container runtime's default profile does; run the container "
+                  "with seccomp unconfined (docs/deploy.md)");
     throw Error(errno_message("cannot load the op tracer BPF programs", err));
   }
 }

@@ -49,7 +49,8 @@ DoctorCheck check_btf() {
 DoctorCheck check_bpf_loads() {
   if (libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_KPROBE, nullptr) == 1) return ok("BPF", "the kernel loads uprobe programs");
   return failure("BPF", "the kernel refused a trivial uprobe program",
-                 "run on a kernel with CONFIG_BPF_SYSCALL and CONFIG_UPROBE_EVENTS, outside a sandbox such as gVisor");
+                 "run on a kernel with CONFIG_BPF_SYSCALL and CONFIG_UPROBE_EVENTS, outside a sandbox such as gVisor; "
+                 "in a container, with seccomp unconfined (docs/deploy.md)");
 }
 
 DoctorCheck check_privileges(uid_t target_uid) {
