@@ -623,11 +623,79 @@ std::vector<std::string> with(std::vector<std::string> command, const std::vecto
   return command;
 }
 
+// Whether podman runs a container with `root` here (scripts/install-deps.sh installs it).
+bool podman_runs_containers(const std::string& root) {
+  const auto runtime = run_command(with(podman_run(root), {"true"}), std::chrono::minutes(2));
+  return runtime.status && runtime.status->succeeded();
+}
+
 // Removes the named container however the test ends.
-struct ContainerGuard {
+struct RemovedContainer {
   std::string name;
-  ~ContainerGuard() { run_command({"podman", "--runtime", "runc", "rm", "--force", "--ignore", name}, std::chrono::seconds(60)); }
+  ~RemovedContainer() {
+    run_command({"podman", "--runtime", "runc", "rm", "--force", "--ignore", name}, std::chrono::seconds(60));
+  }
 };
+
+// The training loop of `environment` (the trixie root's) in a podman container whose root is
+// that root, parked at READY until run_steps(); the container is removed however the test ends.
+class ContainerWorkload {
+ public:
+  ContainerWorkload(const WorkloadEnvironment& environment, const std::string& name)
+      : container_{name}, process_({.argv = command(environment, name), .pipe_stdin = true, .pipe_stdout = true}) {
+    const auto ready = process_.stdout_lines().read_line_containing("READY", kWorkloadStartTimeout);
+    if (!ready) fail_harness("the container's workload never printed READY:\n" + process_.stdout_lines().transcript());
+    pid_in_container_ = ready->substr(ready->find(' ') + 1);
+  }
+  const std::string& name() const { return container_.name; }
+  const std::string& pid_in_container() const { return pid_in_container_; }
+  // As this process's /proc numbers it.
+  std::string host_pid() const {
+    const auto inspected =
+        run_command({"podman", "inspect", "-f", "{{.State.Pid}}", name()}, std::chrono::seconds(60));
+    if (!inspected.status || !inspected.status->succeeded() || inspected.stdout_lines.empty())
+      fail_harness("podman inspect found no pid for " + name());
+    return inspected.stdout_lines.front();
+  }
+
+  void run_steps() { process_.write_stdin("go\n"); }
+  void wait_until_done() {
+    if (!process_.stdout_lines().read_line_containing("DONE", kStepsTimeout))
+      fail_harness("the container's workload never printed DONE:\n" + process_.stdout_lines().transcript());
+  }
+  // Releases the final wait; the loop must exit cleanly.
+  bool finish() {
+    process_.close_stdin();
+    const auto status = process_.wait_for_exit(kStepsTimeout);
+    return status && status->succeeded();
+  }
+
+ private:
+  // After the root: env TMPDIR=... python3, the script and its arguments, as under chroot.
+  static std::vector<std::string> command(const WorkloadEnvironment& environment, const std::string& name) {
+    const std::vector<std::string> chrooted =
+        workload_command(environment, {"--steps", std::to_string(kMeasuredSteps), "--trigger", "stdin"});
+    return with(podman_run(environment.interpreter.at(1), {"-i", "--name", name}),
+                std::vector<std::string>(chrooted.begin() + 2, chrooted.end()));
+  }
+
+  RemovedContainer container_;  // outlives the podman client, stopped first
+  ChildProcess process_;
+  std::string pid_in_container_;
+};
+
+// What the container tests check of a trace of their workload: ops against torch's profiler on
+// the same steps, stack samples, and every op inside the training step.
+void expect_trace_of_container_workload(const TraceJson& trace, const WorkloadEnvironment& environment,
+                                        const std::string& description) {
+  EXPECT_GT(trace.at("tprof_summary").at("python_samples").get<uint64_t>(), 0u);
+  const auto comparison = compare_op_streams(aten_op_counts(trace), run_reference(environment, kMeasuredSteps).counts());
+  std::cout << description << ": recall " << comparison.recall() << " (" << comparison.matched << "/"
+            << comparison.expected << "), precision " << comparison.precision() << '\n';
+  EXPECT_GE(comparison.recall(), kMinimumRecall);
+  EXPECT_GE(comparison.precision(), kMinimumPrecision);
+  expect_ops_carry_step_stacks(trace);
+}
 
 // A real container runtime, as a node agent meets it: podman runs torch 2.6 on Python 3.13 with
 // the trixie root as the container's root, in the container's own PID, mount, IPC, UTS and
@@ -641,54 +709,28 @@ TEST_F(AttachTest, RecordsATargetInAPodmanContainerFromTheHost) {
                     "torch 2.6 root; the container runtime path is NOT tested\n**********";
   }
   const WorkloadEnvironment& environment = trixie->environment();
-  const std::string root = environment.interpreter.at(1);  // chroot ROOT env ... python3
-  if (const auto runtime = run_command(with(podman_run(root), {"true"}), std::chrono::minutes(2));
-      !runtime.status || !runtime.status->succeeded()) {
+  if (!podman_runs_containers(environment.interpreter.at(1))) {
     GTEST_SKIP() << "\n**********\n*** SKIPPED: podman cannot run a container here (scripts/install-deps.sh "
                     "installs podman and runc); the container runtime path is NOT tested\n**********";
   }
-
-  const ContainerGuard container{"tprof-e2e-" + std::to_string(::getpid())};
-  // After the root: env TMPDIR=... python3, the script and its arguments, as under chroot.
-  const std::vector<std::string> inside =
-      workload_command(environment, {"--steps", std::to_string(kMeasuredSteps), "--trigger", "stdin"});
-  ChildProcess workload({.argv = with(podman_run(root, {"-i", "--name", container.name}),
-                                      std::vector<std::string>(inside.begin() + 2, inside.end())),
-                         .pipe_stdin = true,
-                         .pipe_stdout = true});
-  const auto ready = workload.stdout_lines().read_line_containing("READY", kWorkloadStartTimeout);
-  ASSERT_TRUE(ready) << workload.stdout_lines().transcript();
-  const int64_t pid_in_container = std::stoll(ready->substr(ready->find(' ') + 1));
-  const auto inspected =
-      run_command({"podman", "inspect", "-f", "{{.State.Pid}}", container.name}, std::chrono::seconds(60));
-  ASSERT_TRUE(inspected.status && inspected.status->succeeded() && !inspected.stdout_lines.empty());
-  const std::string host_pid = inspected.stdout_lines.front();
-
+  ContainerWorkload workload(environment, "tprof-e2e-" + std::to_string(::getpid()));
+  const std::string host_pid = workload.host_pid();
   const fs::path trace_path = scratch_.path() / "podman.pt.trace.json";
   TprofRun tprof({"attach", host_pid, "--output", trace_path.string(), "--no-et"});
   tprof.wait_until_attached();
-  workload.write_stdin("go\n");
-  ASSERT_TRUE(workload.stdout_lines().read_line_containing("DONE", kStepsTimeout))
-      << workload.stdout_lines().transcript();
+  workload.run_steps();
+  workload.wait_until_done();
   const ExitStatus status = tprof.interrupt_and_wait();
   std::cout << "tprof stderr:\n" << tprof.stderr_transcript();
   ASSERT_TRUE(status.succeeded()) << status.describe();
-  workload.close_stdin();
-  const auto exited = workload.wait_for_exit(kStepsTimeout);
-  EXPECT_TRUE(exited && exited->succeeded()) << "the container's workload did not exit cleanly";
+  EXPECT_TRUE(workload.finish()) << "the container's workload did not exit cleanly";
 
   ASSERT_NO_FATAL_FAILURE(expect_valid_trace(trace_path));
   const auto trace = load_trace(trace_path);
   EXPECT_EQ(trace.at("tprof").at("pid"), std::stoll(host_pid));
-  EXPECT_EQ(trace.at("tprof").at("namespace_pid"), pid_in_container);
-  EXPECT_EQ(pid_in_container, 1) << "the container's first process";
-  EXPECT_GT(trace.at("tprof_summary").at("python_samples").get<uint64_t>(), 0u);
-  const auto comparison = compare_op_streams(aten_op_counts(trace), run_reference(environment, kMeasuredSteps).counts());
-  std::cout << "podman: recall " << comparison.recall() << " (" << comparison.matched << "/" << comparison.expected
-            << "), precision " << comparison.precision() << '\n';
-  EXPECT_GE(comparison.recall(), kMinimumRecall);
-  EXPECT_GE(comparison.precision(), kMinimumPrecision);
-  expect_ops_carry_step_stacks(trace);
+  EXPECT_EQ(trace.at("tprof").at("namespace_pid"), std::stoll(workload.pid_in_container()));
+  EXPECT_EQ(workload.pid_in_container(), "1") << "the container's first process";
+  expect_trace_of_container_workload(trace, environment, "podman");
 }
 
 // A root holding nothing but what the packed tprof (scripts/pack-for-device.sh) needs: glibc and
@@ -719,57 +761,38 @@ TEST_F(AttachTest, RecordsATargetFromASidecarContainerWithOnlyItsCapabilities) {
                     "torch 2.6 root; the sidecar container path is NOT tested\n**********";
   }
   const WorkloadEnvironment& environment = trixie->environment();
-  const std::string root = environment.interpreter.at(1);  // chroot ROOT env ... python3
-  if (const auto runtime = run_command(with(podman_run(root), {"true"}), std::chrono::minutes(2));
-      !runtime.status || !runtime.status->succeeded()) {
+  if (!podman_runs_containers(environment.interpreter.at(1))) {
     GTEST_SKIP() << "\n**********\n*** SKIPPED: podman cannot run a container here (scripts/install-deps.sh "
                     "installs podman and runc); the sidecar container path is NOT tested\n**********";
   }
   ScratchDirectory sidecar_root_directory;
   const fs::path sidecar_root = make_bare_tprof_root(sidecar_root_directory.path());
+  ContainerWorkload workload(environment, "tprof-e2e-target-" + std::to_string(::getpid()));
 
-  const ContainerGuard target{"tprof-e2e-target-" + std::to_string(::getpid())};
-  const std::vector<std::string> inside =
-      workload_command(environment, {"--steps", std::to_string(kMeasuredSteps), "--trigger", "stdin"});
-  ChildProcess workload({.argv = with(podman_run(root, {"-i", "--name", target.name}),
-                                      std::vector<std::string>(inside.begin() + 2, inside.end())),
-                         .pipe_stdin = true,
-                         .pipe_stdout = true});
-  const auto ready = workload.stdout_lines().read_line_containing("READY", kWorkloadStartTimeout);
-  ASSERT_TRUE(ready) << workload.stdout_lines().transcript();
-  const std::string pid_in_pod = ready->substr(ready->find(' ') + 1);
-
-  const ContainerGuard sidecar{"tprof-e2e-sidecar-" + std::to_string(::getpid())};
+  const RemovedContainer sidecar{"tprof-e2e-sidecar-" + std::to_string(::getpid())};
   ChildProcess tprof({.argv = with(podman_run(sidecar_root.string(),
-                                              {"--name", sidecar.name, "--pid", "container:" + target.name,
+                                              {"--name", sidecar.name, "--pid", "container:" + workload.name(),
                                                "--security-opt", "seccomp=unconfined", "--cap-drop", "all",
                                                "--cap-add", "BPF,PERFMON,SYS_PTRACE"}),
-                                   {"/opt/tprof/tprof", "attach", pid_in_pod, "-o", "/traces/sidecar.pt.trace.json",
-                                    "--no-et"}),
+                                   {"/opt/tprof/tprof", "attach", workload.pid_in_container(), "-o",
+                                    "/traces/sidecar.pt.trace.json", "--no-et"}),
                       .pipe_stderr = true});
   ASSERT_TRUE(tprof.stderr_lines().read_line_containing("attached", kAttachTimeout)) << tprof.stderr_lines().transcript();
-  workload.write_stdin("go\n");
-  ASSERT_TRUE(workload.stdout_lines().read_line_containing("DONE", kStepsTimeout))
-      << workload.stdout_lines().transcript();
+  workload.run_steps();
+  workload.wait_until_done();
   tprof.send_signal(SIGINT);  // podman passes it on to tprof
   tprof.stderr_lines().read_to_end(kTraceWriteTimeout);
   const auto status = tprof.wait_for_exit(kTraceWriteTimeout);
   std::cout << "tprof stderr:\n" << tprof.stderr_lines().transcript();
   ASSERT_TRUE(status && status->succeeded()) << (status ? status->describe() : "still running");
-  workload.close_stdin();
-  workload.wait_for_exit(kStepsTimeout);
+  EXPECT_TRUE(workload.finish()) << "the container's workload did not exit cleanly";
 
   const fs::path trace_path = sidecar_root / "traces/sidecar.pt.trace.json";
   ASSERT_NO_FATAL_FAILURE(expect_valid_trace(trace_path));
   const auto trace = load_trace(trace_path);
-  EXPECT_EQ(trace.at("tprof").at("pid"), std::stoll(pid_in_pod)) << "the pid the pod's namespace gives it";
-  EXPECT_GT(trace.at("tprof_summary").at("python_samples").get<uint64_t>(), 0u);
-  const auto comparison = compare_op_streams(aten_op_counts(trace), run_reference(environment, kMeasuredSteps).counts());
-  std::cout << "sidecar container: recall " << comparison.recall() << " (" << comparison.matched << "/"
-            << comparison.expected << "), precision " << comparison.precision() << '\n';
-  EXPECT_GE(comparison.recall(), kMinimumRecall);
-  EXPECT_GE(comparison.precision(), kMinimumPrecision);
-  expect_ops_carry_step_stacks(trace);
+  EXPECT_EQ(trace.at("tprof").at("pid"), std::stoll(workload.pid_in_container()))
+      << "the pid the pod's namespace gives it";
+  expect_trace_of_container_workload(trace, environment, "sidecar container");
 }
 
 // A sidecar: tprof and the target share a new PID namespace, with different roots (the target
