@@ -105,7 +105,8 @@ TargetProbes::TargetProbes(OpTracer& tracer, const TargetOptions& options, uint3
   settings_.sequence_counter_offset = options.sequence_counter_offset;
   settings_.slot = slot;
   settings_.recording = 0;
-  write_settings();
+  if (!write_settings())
+    throw Error(errno_message("cannot store the probe settings of process " + std::to_string(pid_), errno));
   // A pid recorded earlier in the session (the number reused) now names this target.
   const auto tgid = static_cast<__u32>(pid_);
   if (bpf_map__update_elem(skeleton().maps.target_slots, &tgid, sizeof(tgid), &slot_, sizeof(slot_), BPF_ANY) != 0)
@@ -128,10 +129,9 @@ TargetProbes::~TargetProbes() {
 
 op_tracer& TargetProbes::skeleton() const { return *tracer_.skeleton_; }
 
-void TargetProbes::write_settings() {
-  if (bpf_map__update_elem(skeleton().maps.target_settings, &slot_, sizeof(slot_), &settings_, sizeof(settings_),
-                           BPF_ANY) != 0)
-    throw Error(errno_message("cannot store the probe settings of process " + std::to_string(pid_), errno));
+bool TargetProbes::write_settings() {
+  return bpf_map__update_elem(skeleton().maps.target_settings, &slot_, sizeof(slot_), &settings_, sizeof(settings_),
+                              BPF_ANY) == 0;
 }
 
 void TargetProbes::attach_ops(const UprobeSites& sites) {
@@ -185,16 +185,19 @@ void TargetProbes::attach_device_activity(const std::string& library_path) {
 
 void TargetProbes::start_recording() {
   settings_.recording = 1;
-  write_settings();
+  if (!write_settings())
+    throw Error(errno_message("cannot start recording process " + std::to_string(pid_), errno));
 }
 
-void TargetProbes::stop_recording() {
+// Never throws: what was recorded must still be written out. Should the map refuse the update,
+// the probes stop as their links go.
+void TargetProbes::stop_recording() noexcept {
   if (!settings_.recording) return;
   settings_.recording = 0;
   write_settings();
 }
 
-void TargetProbes::detach() {
+void TargetProbes::detach() noexcept {
   stop_recording();
   op_links_ = {};
   spill_links_ = {};

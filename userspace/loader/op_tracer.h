@@ -101,10 +101,10 @@ class TargetProbes {
   // Probes record only between these two calls: start once everything is attached, stop
   // before detaching, so that all kinds of record begin and end at the same moment.
   void start_recording();
-  void stop_recording();
+  void stop_recording() noexcept;
   // Removes every probe (stopping the recording first). Records already in the ring buffer
   // stay readable.
-  void detach();
+  void detach() noexcept;
 
   LossCounts losses() const;  // summed over CPUs
 
@@ -129,7 +129,7 @@ class TargetProbes {
   void attach_device_activity(const std::string& library_path);
 
  private:
-  void write_settings();
+  bool write_settings();  // false: the map refused them (errno says why)
   op_tracer& skeleton() const;
 
   OpTracer& tracer_;
