@@ -2,7 +2,9 @@
 """How long `tprof attach PID...` takes to attach to N idle torch processes at once (the ranks
 of a job on one node), as the median over rounds of the wall time from starting tprof to its
 N-th 'attached' line. Every target is planned, loaded and attached before the window opens, so
-this is how long a job waits for its trace to begin.
+this is how long a job waits for its trace to begin. Also the kernel memory tprof's BPF objects
+hold once all are attached: the sum of `memlock` over its BPF map and program descriptors
+(their /proc fdinfo), with the count of maps, ring buffers and programs.
 
 Usage (root): /usr/bin/python3 bench/attach_targets.py [--targets 1 2 4 8] [--rounds 3] [--tprof PATH]
 """
@@ -27,7 +29,32 @@ def start_targets(count):
     return targets
 
 
+RINGBUF_MAP_TYPE = "27"  # BPF_MAP_TYPE_RINGBUF
+
+
+def bpf_held_by(pid):
+    """(memlock bytes, maps, ring buffers, programs) over the BPF descriptors of process `pid`."""
+    memlock = maps = ring_buffers = programs = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            with open(f"/proc/{pid}/fdinfo/{fd}") as info:
+                fields = dict(line.split(":\t", 1) for line in info.read().splitlines() if ":\t" in line)
+        except OSError:
+            continue
+        if link not in ("anon_inode:bpf-map", "anon_inode:bpf-prog"):
+            continue
+        memlock += int(fields.get("memlock", "0"))
+        if link == "anon_inode:bpf-prog":
+            programs += 1
+            continue
+        maps += 1
+        ring_buffers += fields.get("map_type", "").strip() == RINGBUF_MAP_TYPE
+    return memlock, maps, ring_buffers, programs
+
+
 def time_to_attached_s(tprof, pids):
+    """Seconds to the last 'attached' line, and what bpf_held_by finds in tprof then."""
     with tempfile.TemporaryDirectory() as scratch:
         started = time.monotonic()
         process = subprocess.Popen([tprof, "attach", *map(str, pids), "--output-dir", scratch, "--no-et"],
@@ -39,11 +66,12 @@ def time_to_attached_s(tprof, pids):
                 if attached == len(pids):
                     break
         elapsed = time.monotonic() - started
+        held = bpf_held_by(process.pid)
         process.send_signal(signal.SIGINT)
         rest = process.stderr.read()
         if process.wait(timeout=120) != 0 or attached != len(pids):
             raise SystemExit(f"tprof failed ({attached} of {len(pids)} attached):\n{rest}")
-    return elapsed
+    return elapsed, held
 
 
 def main():
@@ -55,12 +83,15 @@ def main():
     targets = start_targets(max(args.targets))
     try:
         print(f"tprof: {args.tprof}")
-        print("| targets | to every 'attached' (s, median) | per target (s) |")
-        print("|---:|---:|---:|")
+        print("| targets | to every 'attached' (s, median) | per target (s) | BPF memlock (MiB) | maps | ring buffers | programs |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
         for count in args.targets:
             pids = [target.pid for target in targets[:count]]
-            median = statistics.median(time_to_attached_s(args.tprof, pids) for _ in range(args.rounds))
-            print(f"| {count} | {median:.2f} | {median / count:.2f} |", flush=True)
+            rounds = [time_to_attached_s(args.tprof, pids) for _ in range(args.rounds)]
+            median = statistics.median(elapsed for elapsed, _ in rounds)
+            memlock, maps, ring_buffers, programs = rounds[-1][1]
+            print(f"| {count} | {median:.2f} | {median / count:.2f} | {memlock / 2**20:.1f} | {maps} | {ring_buffers} "
+                  f"| {programs} |", flush=True)
     finally:
         for target in targets:
             target.stdin.close()

@@ -249,12 +249,13 @@ struct {
 /* `prev` is the current task here: its user memory is the one bpf_probe_read_user sees. A
  * voluntary switch never lands inside another of its walks (BPF programs do not sleep), so
  * its op walk buffer is free. */
-static __always_inline void record_blocking(struct task_struct *prev, __u64 now)
+static __always_inline void record_blocking(struct task_struct *prev)
 {
 	struct thread_ids ids;
 	const struct target_settings *target = current_target(&ids);
 	if (!target || !target->python.enabled)
 		return;
+	__u64 now = bpf_ktime_get_ns();
 	struct off_cpu_state *state =
 		bpf_task_storage_get(&off_cpu_states, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!state || now < state->not_python_until_ns)
@@ -268,23 +269,23 @@ static __always_inline void record_blocking(struct task_struct *prev, __u64 now)
 	emit_sample(ids, stack_id, now, SAMPLE_BLOCKED);
 }
 
-static __always_inline void record_resuming(struct task_struct *next, __u64 now)
+static __always_inline void record_resuming(struct task_struct *next)
 {
 	struct off_cpu_state *state = bpf_task_storage_get(&off_cpu_states, next, 0, 0);
 	if (!state || !state->stack_id)
 		return;
 	struct thread_ids ids = task_thread_ids(next);
 	if (recording_target(&ids))
-		emit_sample(ids, state->stack_id, now, SAMPLE_RESUMED);
+		emit_sample(ids, state->stack_id, bpf_ktime_get_ns(), SAMPLE_RESUMED);
 	state->stack_id = 0;
 }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(python_switch, bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
 {
-	__u64 now = bpf_ktime_get_ns();
+	/* Runs at every switch on the machine: the clock is read only for a target's thread. */
 	if (!preempt && prev_state != TASK_RUNNING)
-		record_blocking(prev, now);
-	record_resuming(next, now);
+		record_blocking(prev);
+	record_resuming(next);
 	return 0;
 }

@@ -495,12 +495,10 @@ TEST(ArgumentDecoder, EngagedOptionalsAreTheirPayload) {
   EXPECT_EQ(values[3].text, "Generator");
 }
 
+// A string's bytes sit in int_values like an int list's elements.
 argument_value string_at(uint8_t first_int, uint32_t length, uint8_t words) {
-  argument_value raw{};
+  argument_value raw = int_list(first_int, words, length);
   raw.status = ARGUMENT_STRING;
-  raw.first_int = first_int;
-  raw.length = length;
-  raw.int_count = words;
   return raw;
 }
 
