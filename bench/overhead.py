@@ -12,7 +12,7 @@ drift hits every mode alike, it measures the mean step time:
   torchfull - the same with record_shapes=True and with_stack=True
 and reports (ops - none) / (floor - none), the cost of shape capture and of stack capture over
 op tracing, the per-op costs, and tprof's attach time on torch 1.13 and on torch 2.6 (the trixie root from
-scripts/make-trixie-root.sh), where it also measures none / floor / ops only.
+scripts/make-torch-root.sh trixie), where it also measures none / floor / ops only.
 
 Usage (root): /usr/bin/python3 bench/overhead.py [--rounds R] [--steps N] [--markdown FILE]
 """
@@ -179,7 +179,7 @@ def main():
     tprof_cost = median["tprof"] - none
 
     attach_113 = attach_time_ms(["/usr/bin/python3"], "torch 1.13")
-    trixie = subprocess.run(["bash", os.path.join(REPO, "scripts", "make-trixie-root.sh")],
+    trixie = subprocess.run(["bash", os.path.join(REPO, "scripts", "make-torch-root.sh"), "trixie"],
                             stdout=subprocess.PIPE, text=True)
     attach_26 = attach_time_ms(["chroot", trixie.stdout.strip(), "python3"], "torch 2.6") \
         if trixie.returncode == 0 else None

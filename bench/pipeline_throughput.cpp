@@ -222,7 +222,9 @@ int main(int argc, char** argv) {
                                  .node_operator = [](uint64_t, model::RangeKind) { return 0u; },
                                  .on_device_activity = {},
                                  .on_python_stack = {},
-                                 .complete_arguments = {}});
+                                 .complete_arguments = {},
+                                 .append_list_elements = {},
+                                 .complete_more_arguments = {}});
 
   std::vector<RecordStream> threads;
   for (uint32_t t = 0; t < kThreads; ++t) threads.push_back({100 + t, 1'000'000 + t * 7});

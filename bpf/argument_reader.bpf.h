@@ -68,6 +68,24 @@ static __always_inline bool location_word(const struct entry_registers *register
 	return false;
 }
 
+/* Copies the TensorImpl `impl`'s window and its storage's data pointer into `copy`; false when
+ * the impl cannot be read. */
+static __always_inline bool copy_tensor_window(const struct tensor_layout *layout, struct tensor_copy *copy, __u64 impl)
+{
+	__u32 window_bytes = layout->window_bytes;
+	if (window_bytes > TENSOR_WINDOW_BYTES)
+		window_bytes = TENSOR_WINDOW_BYTES;
+	if (!impl || bpf_probe_read_user(copy->window, window_bytes, (const void *)(impl + layout->window_offset)))
+		return false;
+	copy->impl = impl;
+	copy->storage_data = 0;
+	__u64 storage = 0;
+	if (!bpf_probe_read_user(&storage, sizeof(storage), (const void *)(impl + layout->storage_field)) && storage)
+		bpf_probe_read_user(&copy->storage_data, sizeof(copy->storage_data),
+				    (const void *)(storage + layout->storage_data_field));
+	return true;
+}
+
 /*
  * Copies the TensorImpl `impl` into the next free tensor slot. Returns the slot, or -1 when
  * every slot is taken or the impl cannot be read.
@@ -75,20 +93,11 @@ static __always_inline bool location_word(const struct entry_registers *register
 static __noinline int copy_tensor(const struct tensor_layout *layout, struct op_arguments *args, __u64 impl)
 {
 	__u32 slot = args->tensor_count;
-	if (slot >= OP_TENSORS_MAX || !impl || !layout)
+	if (slot >= OP_TENSORS_MAX || !layout)
 		return -1;
 	struct tensor_copy *copy = &args->tensors[slot & (OP_TENSORS_MAX - 1)];
-	__u32 window_bytes = layout->window_bytes;
-	if (window_bytes > TENSOR_WINDOW_BYTES)
-		window_bytes = TENSOR_WINDOW_BYTES;
-	if (bpf_probe_read_user(copy->window, window_bytes, (const void *)(impl + layout->window_offset)))
+	if (!copy_tensor_window(layout, copy, impl))
 		return -1;
-	copy->impl = impl;
-	copy->storage_data = 0;
-	__u64 storage = 0;
-	if (!bpf_probe_read_user(&storage, sizeof(storage), (const void *)(impl + layout->storage_field)) && storage)
-		bpf_probe_read_user(&copy->storage_data, sizeof(copy->storage_data),
-				    (const void *)(storage + layout->storage_data_field));
 
 	/* More than 5 dims live out of line: sizes then strides, behind the first inline slot. */
 	__u64 dims = *(__u64 *)copy->window;
@@ -127,56 +136,181 @@ static __always_inline void record_tensor(const struct tensor_layout *layout, st
 	value->tensor_count = 1;
 }
 
-#define TENSOR_LIST_COPIED_MAX 4 /* elements of one Tensor[] copied: shapes of the first few */
+#define TENSOR_LIST_COPIED_MAX 4 /* elements of one Tensor[] copied into its op's record; the rest follow */
+#define INT_LIST_COPIED_MAX 8    /* elements of one int[] copied into its op's record; the rest follow */
+#define IVALUE_BYTES 16          /* c10::IValue: an 8-byte payload (a Tensor's is its TensorImpl*), then its tag */
+
+/*
+ * Where a list argument's elements are: element i at base + stride * i. A tensor element's
+ * TensorImpl* is the first word there (an at::Tensor, or an IValue holding one), or with
+ * `indirect` the first word of the at::Tensor a pointer there points at (a reference_wrapper).
+ */
+struct list_source {
+	__u64 base;
+	__u64 length;
+	__u32 first; /* the first element not yet copied */
+	__u8 argument;
+	__u8 kind;   /* enum list_elements_kind */
+	__u8 stride;
+	__u8 indirect;
+};
+
+/* The lists whose elements did not all fit in their op's record: OP_RECORD_LIST_ELEMENTS
+ * records carry the rest (list_elements.bpf.h). */
+#define PENDING_LISTS_MAX 4
+struct pending_lists {
+	__u32 count;
+	struct list_source lists[PENDING_LISTS_MAX];
+};
+
+static __always_inline void defer_rest(struct pending_lists *pending, const struct list_source *list, __u32 copied)
+{
+	__u32 index = pending ? pending->count : PENDING_LISTS_MAX;
+	if (copied >= list->length || index >= PENDING_LISTS_MAX)
+		return;
+	pending->lists[index] = *list;
+	pending->lists[index].first = copied;
+	pending->count = index + 1;
+}
+
+static __always_inline __u64 list_tensor_impl(const struct list_source *list, __u64 i)
+{
+	__u64 element = list->base + list->stride * i;
+	if (list->indirect)
+		element = tensor_impl(element); /* the at::Tensor's address */
+	return tensor_impl(element);
+}
 
 static __always_inline void record_tensor_list(const struct tensor_layout *layout, struct op_arguments *args,
-					       struct argument_value *value, __u64 data, __u64 length)
+					       struct argument_value *value, const struct list_source *list,
+					       struct pending_lists *pending)
 {
 	value->status = ARGUMENT_TENSOR_LIST;
-	value->length = (__u32)length;
+	value->length = list->length > 0xffffffffULL ? 0xffffffffU : (__u32)list->length;
 	value->first_tensor = args->tensor_count;
 	value->tensor_count = 0;
 	for (__u32 i = 0; i < TENSOR_LIST_COPIED_MAX; i++) {
-		if (i >= length)
+		if (i >= list->length)
 			break;
-		/* ArrayRef<Tensor> elements are at::Tensor objects: one TensorImpl* each. */
-		if (copy_tensor(layout, args, tensor_impl(data + 8 * (__u64)i)) < 0)
+		if (copy_tensor(layout, args, list_tensor_impl(list, i)) < 0)
+			break;
+		value->tensor_count++;
+	}
+	defer_rest(pending, list, value->tensor_count);
+}
+
+/* A std::vector's {begin, end} at `vector`; false when unreadable or not a whole number of
+ * `element_bytes` elements. */
+static __always_inline bool vector_elements(__u64 vector, __u64 element_bytes, __u64 *begin, __u64 *count)
+{
+	__u64 bounds[2] = {};
+	if (!vector || bpf_probe_read_user(bounds, sizeof(bounds), (const void *)vector) || bounds[1] < bounds[0] ||
+	    (bounds[1] - bounds[0]) % element_bytes)
+		return false;
+	*begin = bounds[0];
+	*count = (bounds[1] - bounds[0]) / element_bytes;
+	return true;
+}
+
+/*
+ * The std::vector<IValue> of the c10::List at `list`: a c10::List is an intrusive_ptr to a
+ * ListImpl, whose vector follows its intrusive_ptr_target base, which is exactly as long as the
+ * offset of TensorImpl::storage_ (TensorImpl's first member after the same base).
+ */
+static __always_inline bool list_impl_values(const struct tensor_layout *layout, __u64 list, __u64 *begin,
+					     __u64 *count)
+{
+	__u64 impl = tensor_impl(list);
+	return impl && vector_elements(impl + layout->storage_field, IVALUE_BYTES, begin, count);
+}
+
+/* IListRefTag (c10/core/IListRef.h) */
+#define ILISTREF_UNBOXED 0
+#define ILISTREF_BOXED 1
+#define ILISTREF_MATERIALIZED 2
+
+/* A c10::IListRef<at::Tensor> at `ref`: the elements of whichever list its tag says it holds. */
+static __always_inline bool tensor_list_ref_source(const struct tensor_layout *layout, __u64 ref,
+						   struct list_source *list)
+{
+	__u64 words[3] = {}; /* the 16-byte payload union, then the tag */
+	if (bpf_probe_read_user(words, sizeof(words), (const void *)ref))
+		return false;
+	switch ((__u32)words[2]) {
+	case ILISTREF_UNBOXED: /* an ArrayRef<at::Tensor> */
+		list->base = words[0];
+		list->length = words[1];
+		return true;
+	case ILISTREF_BOXED: /* a const c10::List<at::Tensor>*: IValues, each a Tensor */
+		list->stride = IVALUE_BYTES;
+		return list_impl_values(layout, words[0], &list->base, &list->length);
+	case ILISTREF_MATERIALIZED: /* a std::vector<std::reference_wrapper<const at::Tensor>>* */
+		list->indirect = 1;
+		return vector_elements(words[0], 8, &list->base, &list->length);
+	}
+	return false;
+}
+
+/* IValue's tags (ATen/core/ivalue.h TORCH_FORALL_TAGS): None first, then Tensor. */
+#define IVALUE_TAG_NONE 0
+#define IVALUE_TAG_TENSOR 1
+
+/* A Tensor?[] (c10::List<optional<at::Tensor>> at `list`), up to OPTIONAL_TENSOR_LIST_MAX
+ * elements, all in the op's record: its Nones as bits of `value`, its tensors copied. */
+static __always_inline void record_optional_tensor_list(const struct tensor_layout *layout, struct op_arguments *args,
+							struct argument_value *value, __u64 list)
+{
+	__u64 begin = 0, length = 0;
+	if (!list_impl_values(layout, list, &begin, &length)) {
+		value->status = ARGUMENT_UNREADABLE;
+		return;
+	}
+	value->status = ARGUMENT_TENSOR_LIST;
+	value->length = length > 0xffffffffULL ? 0xffffffffU : (__u32)length;
+	value->first_tensor = args->tensor_count;
+	value->tensor_count = 0;
+	value->value = 0;
+	for (__u32 i = 0; i < OPTIONAL_TENSOR_LIST_MAX; i++) {
+		__u64 element[2] = {}; /* payload, tag */
+		if (i >= length || bpf_probe_read_user(element, sizeof(element), (const void *)(begin + IVALUE_BYTES * i)))
+			break;
+		if ((__u32)element[1] == IVALUE_TAG_NONE) {
+			value->value |= 1ULL << i;
+			continue;
+		}
+		if ((__u32)element[1] != IVALUE_TAG_TENSOR || copy_tensor(layout, args, element[0]) < 0)
 			break;
 		value->tensor_count++;
 	}
 }
 
-#define INT_LIST_COPIED_MAX 8 /* elements of one int[] copied */
-
 static __always_inline void record_int_list(struct op_arguments *args, struct argument_value *value,
-					    __u64 data, __u64 length)
+					    const struct list_source *list, struct pending_lists *pending)
 {
 	value->status = ARGUMENT_INT_LIST;
-	value->length = (__u32)length;
+	value->length = list->length > 0xffffffffULL ? 0xffffffffU : (__u32)list->length;
 	__u32 first = args->int_count;
 	value->first_int = (__u8)first;
-	__u32 count = length < INT_LIST_COPIED_MAX ? (__u32)length : INT_LIST_COPIED_MAX;
+	value->int_count = 0;
+	__u32 count = list->length < INT_LIST_COPIED_MAX ? (__u32)list->length : INT_LIST_COPIED_MAX;
 	if (first + count > INT_LIST_VALUES_MAX)
 		count = first < INT_LIST_VALUES_MAX ? INT_LIST_VALUES_MAX - first : 0;
-	if (count == 0 || first >= INT_LIST_VALUES_MAX) {
-		value->int_count = 0;
-		return;
-	}
 	/* int64_t and c10::SymInt elements are both 8 bytes; userspace tells them apart. */
-	if (bpf_probe_read_user(&args->int_values[first & (INT_LIST_VALUES_MAX - 1)],
-				(count & (2 * INT_LIST_COPIED_MAX - 1)) * sizeof(__s64),
-				(const void *)data)) {
-		value->int_count = 0;
-		return;
+	if (count && first < INT_LIST_VALUES_MAX &&
+	    !bpf_probe_read_user(&args->int_values[first & (INT_LIST_VALUES_MAX - 1)],
+				 (count & (2 * INT_LIST_COPIED_MAX - 1)) * sizeof(__s64), (const void *)list->base)) {
+		value->int_count = (__u8)count;
+		args->int_count = (__u8)(first + count);
 	}
-	value->int_count = (__u8)count;
-	args->int_count = (__u8)(first + count);
+	defer_rest(pending, list, value->int_count);
 }
 
 /*
  * c10::Scalar {Tag tag; union {double; int64_t; c10::complex<double>; ...} v;} at `scalar`: the
  * union holds a complex<double>, aligned to 16, so the payload is at 16, not 8.
  */
+#define SCALAR_BYTES 32
+
 static __always_inline void record_scalar(struct argument_value *value, __u64 scalar)
 {
 	__u64 words[3] = {};
@@ -213,19 +347,24 @@ struct argument_walk {
 	struct entry_registers registers;
 	const struct op_plan *plan;
 	struct op_arguments *args;
+	struct pending_lists *pending;
+	__u32 first; /* the schema argument args->arguments[0] is: 0, or OP_ARGUMENTS_MAX */
 };
 
 static long read_argument(__u32 index, void *context)
 {
 	struct argument_walk *walk = context;
-	if (index >= OP_ARGUMENTS_MAX || index >= walk->plan->argument_count)
+	if (index >= OP_ARGUMENTS_MAX || walk->first + index >= walk->plan->argument_count)
 		return 1;
 	/* The verifier needs the bound on the register that indexes; keep the compiler from
 	 * indexing with an unmasked copy. */
 	__u32 slot = index & (OP_ARGUMENTS_MAX - 1);
 	asm volatile("" : "+r"(slot));
 	slot &= OP_ARGUMENTS_MAX - 1;
-	const struct argument_plan *plan = &walk->plan->arguments[slot];
+	__u32 planned = (walk->first + slot) & (OP_PLAN_ARGUMENTS_MAX - 1);
+	asm volatile("" : "+r"(planned));
+	planned &= OP_PLAN_ARGUMENTS_MAX - 1;
+	const struct argument_plan *plan = &walk->plan->arguments[planned];
 	struct argument_value *value = &walk->args->arguments[slot];
 	__builtin_memset(value, 0, sizeof(*value));
 	walk->args->argument_count = (__u8)(index + 1);
@@ -234,6 +373,7 @@ static long read_argument(__u32 index, void *context)
 	if (plan->read == READ_NOTHING || !location_word(&walk->registers, plan->word, &word))
 		return 0; /* ARGUMENT_UNKNOWN */
 	__u64 length = 0;
+	struct list_source list = {.base = word, .argument = (__u8)planned, .kind = LIST_OF_TENSORS, .stride = 8};
 	switch (plan->read) {
 	case READ_WORD:
 		value->status = ARGUMENT_WORD;
@@ -260,23 +400,44 @@ static long read_argument(__u32 index, void *context)
 		break;
 	}
 	case READ_TENSOR_LIST:
-		if (!location_word(&walk->registers, plan->length, &length))
+		if (!location_word(&walk->registers, plan->length, &list.length))
 			break;
-		record_tensor_list(walk->layout, walk->args, value, word, length);
+		record_tensor_list(walk->layout, walk->args, value, &list, walk->pending);
+		break;
+	case READ_TENSOR_LIST_REF:
+		if (!tensor_list_ref_source(walk->layout, word, &list)) {
+			value->status = ARGUMENT_UNREADABLE;
+			break;
+		}
+		record_tensor_list(walk->layout, walk->args, value, &list, walk->pending);
+		break;
+	case READ_SCALAR_LIST:
+		if (!location_word(&walk->registers, plan->length, &list.length))
+			break;
+		list.kind = LIST_OF_SCALARS;
+		list.stride = SCALAR_WORDS * 8;
+		value->status = ARGUMENT_SCALAR_LIST;
+		value->length = list.length > 0xffffffffULL ? 0xffffffffU : (__u32)list.length;
+		defer_rest(walk->pending, &list, 0);
+		break;
+	case READ_OPTIONAL_TENSOR_LIST:
+		record_optional_tensor_list(walk->layout, walk->args, value, word);
 		break;
 	case READ_INT_LIST:
-		if (!location_word(&walk->registers, plan->length, &length))
+		list.kind = LIST_OF_INTS;
+		if (!location_word(&walk->registers, plan->length, &list.length))
 			break;
-		record_int_list(walk->args, value, word, length);
+		record_int_list(walk->args, value, &list, walk->pending);
 		break;
 	case READ_OPTIONAL_INT_LIST:
-		if (!location_word(&walk->registers, plan->length, &length))
+		list.kind = LIST_OF_INTS;
+		if (!location_word(&walk->registers, plan->length, &list.length))
 			break;
-		if (!word && length) {
+		if (!word && list.length) {
 			value->status = ARGUMENT_ABSENT;
 			break;
 		}
-		record_int_list(walk->args, value, word, length);
+		record_int_list(walk->args, value, &list, walk->pending);
 		break;
 	case READ_STD_OPTIONAL_INT_LIST: {
 		struct argument_location flag = {.kind = plan->length.kind, .index = plan->length.index + 1};
@@ -290,7 +451,9 @@ static long read_argument(__u32 index, void *context)
 			value->status = ARGUMENT_ABSENT;
 			break;
 		}
-		record_int_list(walk->args, value, word, length);
+		list.kind = LIST_OF_INTS;
+		list.length = length;
+		record_int_list(walk->args, value, &list, walk->pending);
 		break;
 	}
 	case READ_OPTIONAL_WORD_PAIR: {
@@ -323,6 +486,20 @@ static long read_argument(__u32 index, void *context)
 	case READ_SCALAR:
 		record_scalar(value, word);
 		break;
+	case READ_OPTIONAL_SCALAR: {
+		bool std_optional = walk->layout->optional_tensor_flag != 0;
+		__u8 engaged = 0;
+		if (bpf_probe_read_user(&engaged, 1, (const void *)(word + (std_optional ? SCALAR_BYTES : 0)))) {
+			value->status = ARGUMENT_UNREADABLE;
+			break;
+		}
+		if (!engaged) {
+			value->status = ARGUMENT_ABSENT;
+			break;
+		}
+		record_scalar(value, word + (std_optional ? 0 : 16));
+		break;
+	}
 	}
 	return 0;
 }
@@ -336,12 +513,16 @@ static __always_inline void reset_arguments(struct op_arguments *args)
 	args->reserved = 0;
 }
 
-/* The op's inputs, at its entry. */
+/* The op's inputs from schema argument `first` on (0, or OP_ARGUMENTS_MAX for an op's
+ * OP_RECORD_MORE_ARGUMENTS), at its entry; `pending` gets the lists with more elements than
+ * `args` holds. */
 static __always_inline void read_op_inputs(const struct tensor_layout *layout, struct pt_regs *regs,
-					   const struct op_plan *plan, struct op_arguments *args)
+					   const struct op_plan *plan, __u32 first, struct op_arguments *args,
+					   struct pending_lists *pending)
 {
 	reset_arguments(args);
-	struct argument_walk walk = {.layout = layout, .plan = plan, .args = args};
+	pending->count = 0;
+	struct argument_walk walk = {.layout = layout, .plan = plan, .args = args, .pending = pending, .first = first};
 	save_entry_registers(regs, &walk.registers);
 	bpf_loop(OP_ARGUMENTS_MAX, read_argument, &walk, 0);
 }
@@ -427,11 +608,13 @@ static __always_inline void read_tensor_vector(const struct tensor_layout *layou
 	}
 }
 
-/* The op's returns, at its return probe: `result` is rax. */
+/* The op's returns, at its return probe: `result` is rax; `pending` as for read_op_inputs. */
 static __always_inline void read_op_outputs(const struct tensor_layout *layout, __u64 result,
-					    const struct op_plan *plan, struct op_arguments *args)
+					    const struct op_plan *plan, struct op_arguments *args,
+					    struct pending_lists *pending)
 {
 	reset_arguments(args);
+	pending->count = 0;
 	switch (plan->output_read) {
 	case OUTPUT_TENSOR:
 		args->argument_count = 1;
@@ -466,20 +649,23 @@ static __always_inline void read_op_outputs(const struct tensor_layout *layout, 
 		record_scalar(&args->arguments[0], result);
 		break;
 	case OUTPUT_TENSOR_VECTOR: {
-		__u64 bounds[2] = {};
-		if (bpf_probe_read_user(bounds, sizeof(bounds), (const void *)result))
+		struct list_source list = {.kind = LIST_OF_TENSORS, .stride = 8};
+		if (!vector_elements(result, 8, &list.base, &list.length))
 			break;
 		args->argument_count = 1;
 		__builtin_memset(&args->arguments[0], 0, sizeof(args->arguments[0]));
-		record_tensor_list(layout, args, &args->arguments[0], bounds[0], (bounds[1] - bounds[0]) / 8);
+		record_tensor_list(layout, args, &args->arguments[0], &list, pending);
 		break;
 	}
 	}
 }
 
-/* Bytes of `args` worth sending: everything up to the last tensor copied. */
+/* Bytes of `args` worth sending: everything up to the last tensor copied, or all of it when a
+ * tensor's dims are out of line (rare: more than 5 dims). */
 static __always_inline __u32 arguments_size(const struct op_arguments *args)
 {
+	if (args->out_of_line_tensor != NO_OUT_OF_LINE_TENSOR)
+		return sizeof(*args);
 	__u32 tensors = args->tensor_count;
 	if (tensors > OP_TENSORS_MAX)
 		tensors = OP_TENSORS_MAX;

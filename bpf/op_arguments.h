@@ -16,13 +16,20 @@
 #include <linux/types.h>
 #endif
 
-#define OP_ARGUMENTS_MAX 16       /* schema arguments (or returns) described per op */
-#define OP_TENSORS_MAX 8          /* TensorImpls copied per record */
+#define OP_ARGUMENTS_MAX 16       /* schema arguments (or returns) one record holds */
+#define OP_PLAN_ARGUMENTS_MAX 32  /* schema arguments an op's plan describes: past the first OP_ARGUMENTS_MAX,
+				   * they follow in an OP_RECORD_MORE_ARGUMENTS record (a power of 2) */
+#define OP_TENSORS_MAX 16         /* TensorImpls copied per record (a power of 2) */
 #define TENSOR_WINDOW_BYTES 128   /* TensorImpl bytes copied from tensor_layout.window_offset */
-#define OUT_OF_LINE_DIMS_MAX 8    /* dims copied for the one tensor with more than 5 */
+#define OUT_OF_LINE_DIMS_MAX 16   /* dims copied for the one tensor with more than 5 */
 #define INT_LIST_VALUES_MAX 16    /* int[] elements copied per record, over all int[] arguments */
 #define INLINE_DIMS_MAX 5         /* c10::impl::SizesAndStrides keeps up to 5 dims inline */
 #define STRING_BYTES_MAX 32       /* bytes of a str argument copied (into int_values: 4 words) */
+#define OPTIONAL_TENSOR_LIST_MAX 8 /* elements of a Tensor?[] read, all in its op's record */
+#define LIST_ELEMENTS_MAX 1024    /* elements of one list argument read, over its records; beyond, truncated */
+#define LIST_CHUNK_TENSORS 8      /* tensors of one list in one OP_RECORD_LIST_ELEMENTS record */
+#define LIST_CHUNK_INTS 64        /* ints of one list in one OP_RECORD_LIST_ELEMENTS record */
+#define SCALAR_WORDS 4            /* a c10::Scalar's 32 bytes */
 
 /* Where an argument's 8-byte word is at the function's entry. */
 enum argument_location_kind {
@@ -64,6 +71,18 @@ enum argument_read {
 				       * the flag's and the payload's, in optional<at::Tensor>'s order */
 	READ_STRING = 11,          /* a string_view: word = data, `length` = its length (c10's and libstdc++'s
 				    * order their two fields differently; the plan says which is where) */
+	READ_TENSOR_LIST_REF = 13, /* the word points at a c10::IListRef<at::Tensor> (ITensorListRef): a 16-byte
+				    * payload, then its tag (IListRefTag): 0 Unboxed (an ArrayRef<Tensor>),
+				    * 1 Boxed (a const c10::List<Tensor>*), 2 Materialized (a const
+				    * std::vector<reference_wrapper<const Tensor>>*) */
+	READ_OPTIONAL_TENSOR_LIST = 15, /* the word points at a c10::List<optional<at::Tensor>> (Tensor?[], as
+					 * index takes): an intrusive_ptr to a ListImpl, whose std::vector<IValue>
+					 * follows its intrusive_ptr_target base; each element None or a Tensor */
+	READ_SCALAR_LIST = 16,     /* ArrayRef<c10::Scalar>: word = data, `length` = count; every element follows in
+				    * OP_RECORD_LIST_ELEMENTS records */
+	READ_OPTIONAL_SCALAR = 14, /* the word points at an optional<c10::Scalar>: std::optional keeps the Scalar
+				    * at 0 and its flag at 32, c10's its flag at 0 and the Scalar at 16
+				    * (tensor_layout.optional_tensor_flag tells which optional the build has) */
 };
 
 struct argument_plan {
@@ -87,12 +106,12 @@ enum output_read {
 
 /* One op's plan: the value type of the op_plans map, keyed by op id. */
 struct op_plan {
-	__u8 argument_count;  /* schema arguments, in schema order (at most OP_ARGUMENTS_MAX described) */
+	__u8 argument_count;  /* schema arguments, in schema order (at most OP_PLAN_ARGUMENTS_MAX described) */
 	__u8 output_read;     /* enum output_read */
 	__u8 output_count;    /* tuple elements for OUTPUT_TENSOR_TUPLE / _REF_TUPLE */
 	__u8 output_word_mask; /* OUTPUT_TENSOR_TUPLE: bit i set when element i is an int64_t, not a Tensor */
 	__u8 reserved[4];
-	struct argument_plan arguments[OP_ARGUMENTS_MAX];
+	struct argument_plan arguments[OP_PLAN_ARGUMENTS_MAX];
 };
 
 /* The calibrated c10::TensorImpl layout BPF needs (read-only data; offsets in bytes). */
@@ -115,16 +134,18 @@ struct tensor_copy {
 };
 
 enum argument_status {
-	ARGUMENT_UNKNOWN = 0,     /* not captured (no plan, xmm, or past OP_ARGUMENTS_MAX) */
+	ARGUMENT_UNKNOWN = 0,     /* not captured (no plan, xmm, or past OP_PLAN_ARGUMENTS_MAX) */
 	ARGUMENT_WORD = 1,        /* `value` holds it */
 	ARGUMENT_TENSOR = 2,      /* tensors[first_tensor] */
 	ARGUMENT_ABSENT = 3,      /* an optional<Tensor> that is nullopt */
-	ARGUMENT_TENSOR_LIST = 4, /* `length` elements; the first `tensor_count` copied from first_tensor */
+	ARGUMENT_TENSOR_LIST = 4, /* `length` elements; the first `tensor_count` copied from first_tensor; of a
+				   * Tensor?[], bit i of `value` set when element i is None (it takes no copy) */
 	ARGUMENT_INT_LIST = 5,    /* `length` elements; the first `int_count` in int_values from first_int */
 	ARGUMENT_SCALAR = 6,      /* `length` = the Scalar's tag, `value` = its payload word */
 	ARGUMENT_UNREADABLE = 7,  /* the plan said where, but the memory could not be read */
 	ARGUMENT_STRING = 8,      /* `length` bytes; the first STRING_BYTES_MAX of them in int_values from
 				   * first_int, over int_count words */
+	ARGUMENT_SCALAR_LIST = 9, /* `length` Scalars, all in the OP_RECORD_LIST_ELEMENTS records that follow */
 };
 
 struct argument_value {
@@ -150,8 +171,32 @@ struct spilled_arguments {
 };
 
 /*
+ * OP_RECORD_LIST_ELEMENTS' payload: elements [first, first + count) of list argument `argument` of
+ * the entry record its thread sent just before, when the list had more than that record holds.
+ * A list's records follow one another, in element order, up to LIST_ELEMENTS_MAX elements.
+ */
+enum list_elements_kind {
+	LIST_OF_TENSORS = 1, /* tensors[count]; a tensor of more than 5 dims has no out-of-line sizes here */
+	LIST_OF_INTS = 2,    /* ints[count] */
+	LIST_OF_SCALARS = 3, /* count c10::Scalars of 4 words each in ints[]: {tag, -, payload, -} */
+};
+
+struct list_elements {
+	__u8 argument;
+	__u8 kind;   /* enum list_elements_kind */
+	__u8 count;
+	__u8 reserved;
+	__u32 first;
+	union {
+		__s64 ints[LIST_CHUNK_INTS];
+		struct tensor_copy tensors[LIST_CHUNK_TENSORS];
+	};
+};
+
+/*
  * Appended to an op's entry record (inputs, in schema order) or exit record (returns). The
- * record is cut after tensors[tensor_count]: the size tells userspace how much is there.
+ * record is cut after tensors[tensor_count], unless a tensor of more than 5 dims was copied:
+ * then it is sent whole, out_of_line included. The size tells userspace how much is there.
  */
 struct op_arguments {
 	__u8 argument_count;
@@ -161,8 +206,8 @@ struct op_arguments {
 	__u32 reserved;
 	struct argument_value arguments[OP_ARGUMENTS_MAX];
 	__s64 int_values[INT_LIST_VALUES_MAX];
-	__s64 out_of_line[2 * OUT_OF_LINE_DIMS_MAX]; /* sizes, then strides */
 	struct tensor_copy tensors[OP_TENSORS_MAX];
+	__s64 out_of_line[2 * OUT_OF_LINE_DIMS_MAX]; /* sizes, then strides */
 };
 
 #define NO_OUT_OF_LINE_TENSOR 0xff

@@ -27,6 +27,11 @@ enum op_record_kind {
 					 * walker stored under python_stack_id for the first time */
 	OP_RECORD_SPILLED_ARGUMENTS = 12, /* + struct spilled_arguments (op_arguments.h): arguments of the op whose
 					   * entry this thread recorded last, read where its code stored them */
+	OP_RECORD_MORE_ARGUMENTS = 14,    /* + struct op_arguments: arguments OP_ARGUMENTS_MAX.. of the op whose entry
+					   * this thread recorded last (its argument i is schema argument
+					   * OP_ARGUMENTS_MAX + i) */
+	OP_RECORD_LIST_ELEMENTS = 13,     /* + struct list_elements (op_arguments.h) up to its last element: more
+					   * elements of a list argument of the entry this thread recorded last */
 };
 
 /*
@@ -49,7 +54,7 @@ struct op_record {
 };
 
 /* Raised whenever a record's layout or meaning changes; the consumer drops other versions. */
-#define OP_RECORD_ABI_VERSION 6
+#define OP_RECORD_ABI_VERSION 7
 
 /* Why a range ended (open_ranges.bpf.h). */
 enum range_exit_cause {

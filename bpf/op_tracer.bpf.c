@@ -33,6 +33,7 @@
 #include "argument_reader.bpf.h"
 #include "autograd_probes.bpf.h"
 #include "device_activity_probes.bpf.h"
+#include "list_elements.bpf.h"
 #include "op_record.h"
 #include "open_ranges.bpf.h"
 #include "python_walker.bpf.h"
@@ -95,6 +96,17 @@ static __always_inline const struct op_plan *capture_plan(const struct target_se
 	return op_plan_of(ids.slot, op_id);
 }
 
+/* Sends the op's inputs from schema argument `first` on in `record` (its head filled in), then
+ * the lists that did not fit. */
+static __always_inline void emit_inputs(const struct target_settings *target, struct pt_regs *ctx,
+					struct thread_ids ids, __u32 op_id, __u64 now, const struct op_plan *plan,
+					struct record_with_arguments *record, __u32 first)
+{
+	read_op_inputs(&target->tensors, ctx, plan, first, &record->arguments, &record->pending);
+	emit_assembled(ids, record, arguments_size(&record->arguments));
+	emit_pending_lists(&target->tensors, ids, op_id, now, &record->pending);
+}
+
 SEC("uprobe.multi")
 int op_enter(struct pt_regs *ctx)
 {
@@ -111,8 +123,12 @@ int op_enter(struct pt_regs *ctx)
 	struct record_with_arguments *record =
 		plan ? begin_record(ids, op_id, OP_RECORD_ENTER, stack_id, now, counter) : NULL;
 	if (record) {
-		read_op_inputs(&target->tensors, ctx, plan, &record->arguments);
-		emit_assembled(ids, record, arguments_size(&record->arguments));
+		emit_inputs(target, ctx, ids, op_id, now, plan, record, 0);
+		if (plan->argument_count > OP_ARGUMENTS_MAX) {
+			record = begin_record(ids, op_id, OP_RECORD_MORE_ARGUMENTS, 0, now, SEQUENCE_COUNTER_UNKNOWN);
+			if (record)
+				emit_inputs(target, ctx, ids, op_id, now, plan, record, OP_ARGUMENTS_MAX);
+		}
 	} else {
 		emit(ids, op_id, OP_RECORD_ENTER, stack_id, now, counter);
 	}
@@ -175,8 +191,9 @@ static __always_inline void emit_op_return(struct pt_regs *ctx, const struct tar
 		emit(ids, op_id, OP_RECORD_EXIT, 0, now, counter);
 		return;
 	}
-	read_op_outputs(&target->tensors, PT_REGS_RC(ctx), plan, &record->arguments);
+	read_op_outputs(&target->tensors, PT_REGS_RC(ctx), plan, &record->arguments, &record->pending);
 	emit_assembled(ids, record, arguments_size(&record->arguments));
+	emit_pending_lists(&target->tensors, ids, op_id, now, &record->pending);
 }
 
 /* Every `ret` of the op and autograd functions (several functions may share one). */

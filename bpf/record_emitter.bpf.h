@@ -7,12 +7,15 @@
 #ifndef TPROF_BPF_RECORD_EMITTER_BPF_H
 #define TPROF_BPF_RECORD_EMITTER_BPF_H
 
+#include "argument_reader.bpf.h"
 #include "op_arguments.h"
 #include "op_record.h"
 #include "python_walker.bpf.h"
 #include "record_ring.bpf.h"
 
-/* A record being assembled: its head, then the payload of its kind. */
+/* A record being assembled: its head, then the payload of its kind; after them, never sent, the
+ * lists whose further elements follow the record (the verifier forbids indexing them on the
+ * stack). */
 struct record_with_arguments {
 	struct op_record head;
 	union {
@@ -20,11 +23,13 @@ struct record_with_arguments {
 		struct annotation_enter annotation_enter;
 		struct annotation_exit annotation_exit;
 		struct spilled_arguments spilled;
+		struct list_elements elements;
 		struct {
 			struct autograd_node node;
 			struct op_arguments node_arguments;
 		};
 	};
+	struct pending_lists pending;
 };
 
 /* Per thread, like the op walk buffer: a probe can be preempted by another thread's probe. */
@@ -88,8 +93,8 @@ static __always_inline int emit_assembled(struct thread_ids ids, struct record_w
 					  __u32 payload_bytes)
 {
 	__u32 size = sizeof(record->head) + payload_bytes;
-	if (size > sizeof(*record))
-		size = sizeof(*record);
+	if (size > __builtin_offsetof(struct record_with_arguments, pending))
+		size = __builtin_offsetof(struct record_with_arguments, pending);
 	if (bpf_ringbuf_output(&op_records, record, size, BPF_RB_NO_WAKEUP))
 		count_loss(ids.slot, LOSS_RING_BUFFER_FULL);
 	return 0;

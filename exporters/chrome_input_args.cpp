@@ -45,7 +45,8 @@ std::string_view input_type(const Value& input) {
     case ValueKind::kTensor: return input.tensor.dtype;
     case ValueKind::kTensorList: return "TensorList";
     case ValueKind::kIntList:
-    case ValueKind::kBoolList: return "ScalarList";
+    case ValueKind::kBoolList:
+    case ValueKind::kDoubleList: return "ScalarList";
     case ValueKind::kInt:
     case ValueKind::kBool:
     case ValueKind::kDouble: return "Scalar";
@@ -92,6 +93,12 @@ std::string concrete_input(const Value& input) {
       std::string text;
       append_json_integer_list(text, input.ints, ", ");
       return text;
+    }
+    case ValueKind::kDoubleList: {  // "[0.063198132875900398, 0.9]"
+      if (input.reals.size() != input.list_length) return "";
+      std::string text = "[";
+      for (size_t i = 0; i < input.reals.size(); ++i) text += (i > 0 ? ", " : "") + double_text(input.reals[i]);
+      return text + "]";
     }
     case ValueKind::kBoolList: {  // "[True, True, False]"
       if (input.ints.size() != input.list_length) return "";

@@ -28,6 +28,7 @@ void append_empty_lists(std::string& out, size_t count) {
 bool is_partial_list(const Value& value) {
   return ((value.kind == ValueKind::kIntList || value.kind == ValueKind::kBoolList) &&
           value.ints.size() != value.list_length) ||
+         (value.kind == ValueKind::kDoubleList && value.reals.size() != value.list_length) ||
          (value.kind == ValueKind::kTensorList && value.tensors.size() != value.list_length);
 }
 
@@ -102,20 +103,20 @@ class ValueFormatter {
         }
         out += ']';
         return;
+      case ValueKind::kDoubleList:
+        out += '[';
+        for (size_t i = 0; i < value.reals.size(); ++i) {
+          if (i > 0) out += ',';
+          append_double(out, value.reals[i]);
+        }
+        out += ']';
+        return;
       case ValueKind::kDevice:
       case ValueKind::kString: append_json_string(out, value.text); return;
       case ValueKind::kObject: append_json_string(out, "<" + value.text + ">"); return;  // convertIValue's "<TagKind>"
       case ValueKind::kInt: append_json_integer(out, value.ints.at(0)); return;
       case ValueKind::kBool: out += value.boolean ? "true" : "false"; return;
-      case ValueKind::kDouble:
-        // getScalarValue: std::to_string, quoted when it is not a JSON number ("inf", "-inf",
-        // "nan").
-        if (std::isfinite(value.real)) {
-          out += std::to_string(value.real);
-        } else {
-          append_json_string(out, std::to_string(value.real));
-        }
-        return;
+      case ValueKind::kDouble: append_double(out, value.real); return;
       case ValueKind::kNone: append_json_string(out, "<None>"); return;
       case ValueKind::kUndefinedTensor:
         // torch: an id for the (singleton) TensorImpl, and no storage, size or device.
@@ -124,6 +125,15 @@ class ValueFormatter {
         out += ",0,0,0,0,\"\"]";
         return;
       case ValueKind::kUnknown: append_json_string(out, kUnknownValue); return;
+    }
+  }
+
+  // getScalarValue: std::to_string, quoted when it is not a JSON number ("inf", "-inf", "nan").
+  static void append_double(std::string& out, double value) {
+    if (std::isfinite(value)) {
+      out += std::to_string(value);
+    } else {
+      append_json_string(out, std::to_string(value));
     }
   }
 
@@ -146,6 +156,7 @@ class ValueFormatter {
         return;
       case ValueKind::kIntList:
       case ValueKind::kBoolList: append_empty_lists(out, value.ints.size()); return;
+      case ValueKind::kDoubleList: append_empty_lists(out, value.reals.size()); return;
       default: out += "[]"; return;
     }
   }
@@ -176,6 +187,11 @@ class ValueFormatter {
       case ValueKind::kBoolList:
         out += "GenericList[";
         for (size_t i = 0; i < value.ints.size(); ++i) out += i > 0 ? ",Bool" : "Bool";
+        out += ']';
+        break;
+      case ValueKind::kDoubleList:
+        out += "GenericList[";
+        for (size_t i = 0; i < value.reals.size(); ++i) out += i > 0 ? ",Double" : "Double";
         out += ']';
         break;
       case ValueKind::kDevice: out += "Device"; break;

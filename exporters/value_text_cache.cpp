@@ -14,10 +14,16 @@ bool same_tensor_shape(const TensorValue& a, const TensorValue& b) {
   return a.sizes == b.sizes && a.strides == b.strides && a.dtype == b.dtype;
 }
 
+// Bit for bit, as the single double is compared: -0.0 and 0.0 print differently.
+bool same_reals(const std::vector<double>& a, const std::vector<double>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](double x, double y) { return std::bit_cast<uint64_t>(x) == std::bit_cast<uint64_t>(y); });
+}
+
 bool same_value_shape(const Value& a, const Value& b) {
   return a.kind == b.kind && a.schema_type == b.schema_type && a.list_length == b.list_length &&
          a.boolean == b.boolean && std::bit_cast<uint64_t>(a.real) == std::bit_cast<uint64_t>(b.real) &&
-         a.ints == b.ints && a.text == b.text && same_tensor_shape(a.tensor, b.tensor) &&
+         a.ints == b.ints && same_reals(a.reals, b.reals) && a.text == b.text && same_tensor_shape(a.tensor, b.tensor) &&
          std::equal(a.tensors.begin(), a.tensors.end(), b.tensors.begin(), b.tensors.end(), same_tensor_shape);
 }
 
@@ -73,6 +79,8 @@ uint64_t ValueTextCache::hash_shapes_and_constants(const std::vector<Value>& val
     hash.add_prefix(value.schema_type);
     hash.add(std::bit_cast<uint64_t>(value.real));
     hash.add_all(value.ints);
+    hash.add(value.reals.size());
+    for (const double real : value.reals) hash.add(std::bit_cast<uint64_t>(real));
     hash.add_prefix(value.text);
     hash.add_tensor(value.tensor);
     for (const TensorValue& tensor : value.tensors) hash.add_tensor(tensor);

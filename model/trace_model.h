@@ -4,6 +4,7 @@
 // knows about BPF, ELF or any output format.
 #pragma once
 
+#include <boost/container/small_vector.hpp>
 #include <boost/container/static_vector.hpp>
 
 #include <cstdint>
@@ -33,13 +34,13 @@ struct Operator {
   RangeKind kind = RangeKind::kOperator;
 };
 
-// A tensor's sizes or strides. BPF copies at most 8 dims of a tensor (bpf/op_arguments.h
+// A tensor's sizes or strides. BPF copies at most 16 dims of a tensor (bpf/op_arguments.h
 // OUT_OF_LINE_DIMS_MAX), so they live inline: millions of values a second are decoded, moved
 // and freed, and a heap block per list was the pipeline's largest single cost.
-using Dims = boost::container::static_vector<int64_t, 8>;
-// An int list's elements as far as BPF copied them (at most INT_LIST_VALUES_MAX, 16), or an
-// int's value.
-using IntValues = boost::container::static_vector<int64_t, 16>;
+using Dims = boost::container::static_vector<int64_t, 16>;
+// An int list's elements as far as BPF copied them (up to LIST_ELEMENTS_MAX), or an int's value:
+// inline up to 16, the common case, on the heap beyond.
+using IntValues = boost::container::small_vector<int64_t, 16>;
 
 // A tensor as an op saw it.
 struct TensorValue {
@@ -68,6 +69,7 @@ enum class ValueKind {
   kTensorList,
   kIntList,
   kBoolList,         // bool[N]: `ints` holds 0 or 1 per element
+  kDoubleList,       // a Scalar[] of floats (a foreach op's scalars): `reals`
 };
 
 // One argument or return value of an op.
@@ -77,9 +79,10 @@ struct Value {
   TensorValue tensor;                // kTensor
   std::vector<TensorValue> tensors;  // kTensorList: its first elements
   IntValues ints;                    // kInt: one; kIntList, kBoolList: its first elements
-  uint32_t list_length = 0;          // kTensorList, kIntList, kBoolList: the whole list's length
+  uint32_t list_length = 0;          // kTensorList, kIntList, kBoolList, kDoubleList: the whole list's length
   bool boolean = false;              // kBool
   double real = 0;                   // kDouble
+  std::vector<double> reals;         // kDoubleList: its first elements
   std::string text;                  // kDevice: "cpu", "cuda:0" (Device::str()); kString
 };
 

@@ -43,6 +43,13 @@ constexpr KnownParameter kKnownParameters[] = {
     {"std::optional<at::Tensor> const&", {Passing::kOneInteger, READ_OPTIONAL_TENSOR, "Tensor?"}},
     {"c10::Scalar const&", {Passing::kOneInteger, READ_SCALAR, "Scalar"}},
     {"c10::ArrayRef<at::Tensor>", {Passing::kTwoIntegers, READ_TENSOR_LIST, "Tensor[]"}},
+    {"c10::ArrayRef<c10::Scalar>", {Passing::kTwoIntegers, READ_SCALAR_LIST, "Scalar[]"}},
+    // ITensorListRef: an ArrayRef, a boxed List or a vector of references, by its tag.
+    {"c10::IListRef<at::Tensor> const&", {Passing::kOneInteger, READ_TENSOR_LIST_REF, "Tensor[]"}},
+    {"c10::List<c10::optional<at::Tensor> > const&", {Passing::kOneInteger, READ_OPTIONAL_TENSOR_LIST, "Tensor?[]"}},
+    {"c10::List<std::optional<at::Tensor> > const&", {Passing::kOneInteger, READ_OPTIONAL_TENSOR_LIST, "Tensor?[]"}},
+    {"c10::optional<c10::Scalar> const&", {Passing::kOneInteger, READ_OPTIONAL_SCALAR, "Scalar?"}},
+    {"std::optional<c10::Scalar> const&", {Passing::kOneInteger, READ_OPTIONAL_SCALAR, "Scalar?"}},
     {"c10::ArrayRef<long>", {Passing::kTwoIntegers, READ_INT_LIST, "int[]"}},
     {"c10::ArrayRef<c10::SymInt>", {Passing::kTwoIntegers, READ_INT_LIST, "SymInt[]"}},
     {"long", {Passing::kOneInteger, READ_WORD, "int SymInt"}},
@@ -90,7 +97,9 @@ constexpr KnownParameter kKnownParameters[] = {
     // c10's optional keeps the value in a union with a char, which makes the double's eightbyte
     // INTEGER; libstdc++'s union has an empty member instead, so the double stays SSE.
     {"c10::optional<double>", {Passing::kTwoIntegers, READ_OPTIONAL_WORD_PAIR, "float?"}},
-    {"std::optional<double>", {Passing::kIntegerAndSse, READ_NOTHING, "float?"}},
+    // Its double in an xmm register and its flag in a general one, unless both went on the
+    // stack: then read as c10's (see plan_op_arguments).
+    {"std::optional<double>", {Passing::kIntegerAndSse, READ_OPTIONAL_WORD_PAIR, "float?"}},
     // c10's is {data, size}, libstdc++'s {size, data}: encode() swaps the latter's places.
     {"c10::basic_string_view<char>", {Passing::kTwoIntegers, READ_STRING, "str"}},
     {"std::basic_string_view<char, std::char_traits<char> >", {Passing::kTwoIntegers, READ_STRING, "str"}},
@@ -262,10 +271,12 @@ class ArgumentPlacer {
         if (integer_registers_left() >= 1 && sse_registers_used_ < kSseRegisters) {
           ++sse_registers_used_;
           take_integer_register();
-          return {kNowhere, kNowhere};
+          return {kNowhere, kNowhere};  // the SSE half is out of reach
         }
-        take_stack_slots(2);
-        return {kNowhere, kNowhere};
+        {
+          argument_location first = take_stack_slots(2);
+          return {first, {LOCATION_STACK, static_cast<uint8_t>(first.index + 1)}};
+        }
       case Passing::kMemory: {
         argument_location first = take_stack_slots(abi.memory_slots);
         return {first, {LOCATION_STACK, static_cast<uint8_t>(first.index + 1)}};
@@ -302,7 +313,7 @@ class ArgumentPlacer {
 
 argument_plan encode(argument_read read, std::string_view cxx_type, const std::array<argument_location, 2>& places) {
   argument_plan encoded{};
-  if (read == READ_NOTHING) return encoded;
+  if (read == READ_NOTHING || places[0].kind == LOCATION_NONE) return encoded;
   encoded.read = read;
   encoded.word = places[0];
   if (read == READ_STRING) {
@@ -311,7 +322,7 @@ argument_plan encode(argument_read read, std::string_view cxx_type, const std::a
     encoded.length = places[size_first ? 0 : 1];
     return encoded;
   }
-  if (read == READ_TENSOR_LIST || read == READ_INT_LIST || read == READ_OPTIONAL_INT_LIST ||
+  if (read == READ_TENSOR_LIST || read == READ_INT_LIST || read == READ_SCALAR_LIST || read == READ_OPTIONAL_INT_LIST ||
       read == READ_STD_OPTIONAL_INT_LIST || read == READ_OPTIONAL_WORD_PAIR)
     encoded.length = places[1];
   return encoded;
@@ -400,7 +411,7 @@ OpArgumentPlan plan_op_arguments(std::string_view schema, const char* mangled_ca
   }
 
   plan.bpf.argument_count =
-      static_cast<uint8_t>(std::min<size_t>(plan.inputs.size(), OP_ARGUMENTS_MAX));
+      static_cast<uint8_t>(std::min<size_t>(plan.inputs.size(), OP_PLAN_ARGUMENTS_MAX));
   for (size_t i = 0; i < plan.bpf.argument_count; ++i) plan.bpf.arguments[i] = plan.inputs[i].bpf;
   plan.bpf.output_read = return_abi->read;
   plan.bpf.output_count = return_abi->count;
@@ -409,7 +420,10 @@ OpArgumentPlan plan_op_arguments(std::string_view schema, const char* mangled_ca
 }
 
 bool read_where_saved(OpArgumentPlan& plan, size_t input, const SpilledRegister& spill) {
-  if (input >= plan.bpf.argument_count || spill.displacement < INT16_MIN || spill.displacement > INT16_MAX) return false;
+  // The spill record holds the words of the first OP_ARGUMENTS_MAX arguments.
+  if (input >= plan.bpf.argument_count || input >= OP_ARGUMENTS_MAX || spill.displacement < INT16_MIN ||
+      spill.displacement > INT16_MAX)
+    return false;
   argument_plan& encoded = plan.inputs[input].bpf;
   encoded = {};
   encoded.read = READ_WORD;

@@ -46,7 +46,7 @@ struct PlannedArgument {
 
 struct OpArgumentPlan {
   std::vector<PlannedArgument> inputs;    // every schema argument, schema order (may exceed
-                                          // OP_ARGUMENTS_MAX; only the first ones go to BPF)
+                                          // OP_PLAN_ARGUMENTS_MAX; only the first ones go to BPF)
   std::vector<std::string> return_types;  // without alias annotations: {"Tensor"}, {} for "()"
   op_plan bpf{};                          // the encoded map value
   std::string unplanned_reason;  // empty when the plan was derived; else one line why not (and

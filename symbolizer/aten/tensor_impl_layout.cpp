@@ -26,6 +26,7 @@ constexpr std::string_view kNumelCustom = "_ZNK3c1010TensorImpl12numel_customEv"
 constexpr std::string_view kDeviceCustom = "_ZNK3c1010TensorImpl13device_customEv";
 constexpr std::string_view kHasStorage = "_ZNK3c1010TensorImpl11has_storageEv";
 constexpr std::string_view kStorageImplVtable = "_ZTVN3c1011StorageImplE";
+constexpr std::string_view kUndefinedTensorSingleton = "_ZN3c1019UndefinedTensorImpl10_singletonE";
 
 // StorageImpl::release_resources in StorageImpl's vtable: after the offset to top, the
 // typeinfo and the two destructors intrusive_ptr_target declares first.
@@ -53,6 +54,7 @@ constexpr KnownLayout kKnownLayouts[] = {
     {"torch 1.13-2.1 (3-word intrusive_ptr_target, c10::optional)", 24, 72, false},
     {"torch 2.2 (3-word intrusive_ptr_target, std::optional)", 24, 72, true},
     {"torch 2.3+ (2-word intrusive_ptr_target, std::optional)", 16, 64, true},
+    {"torch 2.14 (2-word intrusive_ptr_target, 1-word PyObjectSlot, std::optional)", 16, 56, true},
 };
 
 // Calibration failed; the message is the one-line reason.
@@ -229,7 +231,9 @@ void check_consistency(const TensorImplLayout& layout) {
               std::to_string(TENSOR_WINDOW_BYTES) + " bytes");
 }
 
-// Which known layout this is, possibly moved as a whole by a member added before storage_.
+// How the derived layout relates to the ones PyTorch's headers have given. Informational only:
+// the accessors' code is the authority, so a layout never seen before is used as derived (its
+// consistency checked above, and each decoded tensor's plausibility at run time).
 std::string known_layout_match(const TensorImplLayout& layout) {
   for (const KnownLayout& known : kKnownLayouts) {
     if (known.optional_payload_first != layout.optional_payload_first) continue;
@@ -245,10 +249,9 @@ std::string known_layout_match(const TensorImplLayout& layout) {
              std::to_string(shift) + " bytes";
     }
   }
-  throw Inconsistent("storage_ at " + offset_text(layout.storage) + ", sizes_and_strides_ at " +
-                     offset_text(layout.dims) + " with " +
-                     (layout.optional_payload_first ? "std::optional" : "c10::optional") +
-                     " match no known TensorImpl layout, even shifted");
+  return "a layout not seen before (storage_ at " + offset_text(layout.storage) + ", sizes_and_strides_ at " +
+         offset_text(layout.dims) + ", " + (layout.optional_payload_first ? "std::optional" : "c10::optional") +
+         "), used as its accessors give it";
 }
 
 TensorImplLayout calibrate(const std::string& libc10_path) {
@@ -306,6 +309,7 @@ TensorImplLayout calibrate(const std::string& libc10_path) {
     storage_data_evidence = "storage_data = storage_ by structure (" + why_not + ")";
   }
   layout.storage_data = layout.storage;
+  if (const DefinedSymbol* undefined = symbols.find(kUndefinedTensorSingleton)) layout.undefined_tensor_symbol = undefined->address;
 
   check_consistency(layout);
   layout.source = std::filesystem::path(libc10_path).filename().string() +

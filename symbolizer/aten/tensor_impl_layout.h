@@ -27,6 +27,9 @@ struct TensorImplLayout {
   // std::optional (torch 2.2+) stores the payload before its flag, c10::optional the flag
   // first; the same holds for optional<Tensor> arguments.
   bool optional_payload_first = false;
+  // c10::UndefinedTensorImpl::_singleton's address in the file (0: not exported): every
+  // undefined at::Tensor points at it, and torch's ET names a None in a Tensor?[] by it.
+  uint64_t undefined_tensor_symbol = 0;
   std::string source;  // how it was found, one line (trace metadata, --verbose)
 
   // What BPF copies: the window runs from `dims` to the end of device_opt_, rounded up to
@@ -36,8 +39,9 @@ struct TensorImplLayout {
 
 // Calibrates from the target's libc10, e.g. /proc/PID/root/usr/lib/x86_64-linux-gnu/
 // libc10.so.1.13 or a wheel's torch/lib/libc10.so. nullopt and a one-line *why_not when an
-// accessor is missing, decodes to something inconsistent, or the result matches no known
-// layout even shifted as a whole.
+// accessor is missing or decodes to something inconsistent. A consistent layout that no known
+// torch has is used all the same, as its accessors give it, and said so in `source`: the first
+// tensors decoded are its trial (ArgumentDecoder::layout_rejection).
 std::optional<TensorImplLayout> calibrate_tensor_impl_layout(const std::string& libc10_path,
                                                              std::string* why_not);
 

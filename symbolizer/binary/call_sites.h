@@ -1,5 +1,5 @@
-// Where a library's code calls given functions directly: `call rel32` instructions found by
-// scanning its executable sections.
+// Where a library's code calls or jumps to given functions directly: `call rel32` and `jmp
+// rel32` instructions found by scanning its executable sections.
 #pragma once
 
 #include <cstdint>
@@ -13,5 +13,8 @@ namespace tprof::symbolizer {
 // sections. Byte scanning also hits e8 bytes inside other instructions; callers keep only
 // sites that disassembly of the enclosing function confirms.
 std::vector<uint64_t> direct_calls_to(const SectionMap& sections, const std::vector<uint64_t>& targets);
+
+// The same for `jmp rel32` (e9), the tail calls.
+std::vector<uint64_t> direct_jumps_to(const SectionMap& sections, const std::vector<uint64_t>& targets);
 
 }  // namespace tprof::symbolizer

@@ -3,12 +3,16 @@
 // parameter (batch_norm's momentum and eps, layer_norm's eps, dropout's p) arrives in xmm0-7.
 //
 // No xmm register survives a call under the SysV ABI, so a function that makes any call before
-// it is done with such an argument saves it first, and GCC does so in the entry block: into its
-// frame (at::_ops::batch_norm::call of torch 1.13: `movsd %xmm0,-0x110(%rbp)`) or into a
-// callee-saved general register (torch 2.6's uniform_: `movq %xmm0,%r15`). Only that block is
-// examined: there every instruction runs on every call, in order, so a probe on the block's
-// closing branch or call (an instruction the kernel emulates) sees every store done, and finds
-// the values where they were put.
+// it is done with such an argument saves it first. GCC 12 and 14 do so in the entry block: into
+// the frame (at::_ops::batch_norm::call of torch 1.13: `movsd %xmm0,-0x110(%rbp)`) or into a
+// callee-saved general register (torch 2.6's uniform_: `movq %xmm0,%r15`). GCC 16 (torch 2.14)
+// stores the first one there and the others only around each call, on each path: batch_norm's
+// eps stays in xmm1 past the entry block, is stored and reloaded around the __cxa_guard_acquire
+// of the cold path that sets up the op's handle, and stored again (`movsd %xmm1,-0x110(%rbp)`)
+// before the __tls_get_addr every run makes. So the function's control flow is followed from
+// its entry, with where each argument certainly is at each instruction, whichever way led
+// there; the probe goes on the first branch or call the kernel emulates that every run which
+// returns passes, among those where the most arguments are readable.
 #pragma once
 
 #include <cstdint>
@@ -32,13 +36,13 @@ struct SpilledRegister {
 };
 
 struct RegisterSpills {
-  uint64_t probe_address = 0;  // link-time address of the entry block's closing jcc, jmp or call
+  uint64_t probe_address = 0;  // link-time address of a jcc, jmp or call every run passes
   std::vector<SpilledRegister> spills;  // the requested registers stored intact, in request order
 };
 
-// Of the function at `function_address`, the entry-block stores of the requested xmm registers
-// that still hold the function's arguments, and the probe site after them. nullopt when none of
-// them is stored there, or the block does not close with a branch or call the kernel emulates.
+// Of the function at `function_address`, where the arguments that arrived in the requested xmm
+// registers are at a probe site every run of it passes. nullopt when no such site has any of
+// them in a slot or general register.
 std::optional<RegisterSpills> find_register_spills(const SectionMap& sections, uint64_t function_address,
                                                    std::span<const unsigned> xmm_registers);
 

@@ -8,8 +8,9 @@ namespace tprof::symbolizer {
 namespace {
 
 // Inline cache code units after each opcode (specialized and instrumented ones included), as
-// each interpreter's opcode._inline_cache_entries and _specializations say; opcodes not listed
-// have none. Generated from CPython 3.11.7, 3.12.1 and 3.13.0 (3.13.5 gives the same).
+// each interpreter's opcode._inline_cache_entries and _specializations say (a specialized or
+// instrumented opcode has those of its base); opcodes not listed have none. Generated from
+// CPython 3.11.7, 3.12.1, 3.13.0 (3.13.5 gives the same) and 3.14.10.
 using CacheTable = std::array<uint8_t, 256>;
 
 constexpr CacheTable cache_table(std::initializer_list<std::pair<uint8_t, uint8_t>> entries) {
@@ -48,6 +49,19 @@ constexpr CacheTable kCaches313 = cache_table({
     {205, 1}, {206, 1}, {208, 1}, {209, 4}, {210, 4}, {211, 4}, {212, 1}, {213, 1}, {214, 3},
     {215, 3}, {216, 3}, {217, 3}, {218, 3}, {219, 3}, {220, 1}, {221, 1}, {222, 1}, {242, 1},
     {243, 1}, {244, 3}, {249, 1}, {250, 1}, {251, 1}, {252, 1}, {253, 1}});
+constexpr CacheTable kCaches314 = cache_table({
+    {3, 5}, {38, 1}, {39, 3}, {44, 5}, {52, 3}, {55, 3}, {56, 1}, {57, 1}, {70, 1}, {75, 1},
+    {80, 9}, {92, 4}, {96, 1}, {100, 1}, {101, 1}, {102, 1}, {103, 1}, {106, 1}, {110, 4}, {119, 1},
+    {129, 5}, {130, 5}, {131, 5}, {132, 5}, {133, 5}, {134, 5}, {135, 5}, {136, 5}, {137, 5},
+    {138, 5}, {139, 5}, {140, 5}, {141, 5}, {142, 5}, {143, 3}, {144, 3}, {145, 3}, {146, 3},
+    {147, 3}, {148, 3}, {149, 3}, {150, 3}, {151, 3}, {152, 3}, {153, 3}, {154, 3}, {155, 3},
+    {156, 3}, {157, 3}, {158, 3}, {159, 3}, {160, 3}, {161, 3}, {162, 3}, {163, 3}, {164, 3},
+    {165, 3}, {166, 1}, {167, 1}, {168, 1}, {169, 1}, {170, 1}, {171, 1}, {172, 1}, {173, 1},
+    {174, 1}, {175, 1}, {176, 1}, {177, 9}, {178, 9}, {179, 9}, {180, 9}, {181, 9}, {182, 9},
+    {183, 9}, {184, 9}, {185, 9}, {186, 9}, {187, 9}, {188, 9}, {189, 9}, {192, 4}, {193, 4},
+    {194, 1}, {195, 1}, {197, 1}, {198, 4}, {199, 4}, {200, 4}, {201, 1}, {202, 1}, {203, 3},
+    {204, 3}, {205, 3}, {206, 3}, {207, 3}, {208, 3}, {209, 1}, {210, 1}, {211, 1}, {237, 1},
+    {241, 1}, {242, 1}, {243, 1}, {244, 1}, {249, 1}, {250, 3}, {251, 3}, {253, 1}});
 
 // What one version's decoder needs: which opcodes jump backwards by their argument (relative to
 // the next instruction, past its caches), which carry an absolute target (3.9/3.10), and which
@@ -81,6 +95,11 @@ std::optional<Dialect> dialect_for(const PythonVersion& version) {
       // JUMP_BACKWARD, JUMP_BACKWARD_NO_INTERRUPT, INSTRUMENTED_JUMP_BACKWARD; ENTER_EXECUTOR
       // (a tier-2 executor in place of a JUMP_BACKWARD), INSTRUMENTED_INSTRUCTION, INSTRUMENTED_LINE.
       return Dialect{.extended_args = {71}, .relative_backward = {77, 78, 249}, .undecodable = {70, 247, 254}, .caches = &kCaches313};
+    case 14:
+      // JUMP_BACKWARD, JUMP_BACKWARD_NO_INTERRUPT, INSTRUMENTED_JUMP_BACKWARD, and
+      // JUMP_BACKWARD_JIT, JUMP_BACKWARD_NO_JIT (JUMP_BACKWARD specialized where the JIT is built
+      // in, on or off: Debian's); ENTER_EXECUTOR, INSTRUMENTED_INSTRUCTION, INSTRUMENTED_LINE.
+      return Dialect{.extended_args = {69}, .relative_backward = {75, 76, 253, 175, 176}, .undecodable = {255, 238, 254}, .caches = &kCaches314};
     default:
       return std::nullopt;
   }

@@ -22,9 +22,9 @@ struct BackwardJump {
 };
 
 // The backward jumps of `bytecode`: co_code on 3.9/3.10, co_code_adaptive (specialized
-// instructions and their inline caches included) on 3.11-3.13. nullopt where it cannot be
+// instructions and their inline caches included) on 3.11-3.14. nullopt where it cannot be
 // decoded with certainty: another version, instrumentation (a debugger's line events, 3.12+),
-// a tier-2 executor (3.13), or a jump that lands outside the code.
+// a tier-2 executor (3.13+), or a jump that lands outside the code.
 std::optional<std::vector<BackwardJump>> backward_jumps(const PythonVersion& version, std::span<const uint8_t> bytecode);
 
 // Whether one invocation of code with these jumps can be at `earlier` (< `later`) after having

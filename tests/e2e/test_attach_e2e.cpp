@@ -578,23 +578,26 @@ TEST_F(AttachTest, RecordsTheOpsTorchProfilerSeesOnTorch113) {
   expect_trace_matches_torch_profiler(host_workload(scratch_.path()));
 }
 
-TEST_F(AttachTest, RecordsTheOpsTorchProfilerSeesOnTorch26InChroot) {
-  const auto trixie = TrixieWorkload::make();
-  if (!trixie) {
-    GTEST_SKIP() << "\n**********\n*** SKIPPED: scripts/make-trixie-root.sh could not provide the "
-                    "torch 2.6 root; the container / torch 2.x path is NOT tested\n**********";
-  }
-  expect_trace_matches_torch_profiler(trixie->environment());
+// torch 2.6 on Python 3.13 (trixie) and torch 2.14 on Python 3.14 built by GCC 16 (sid), each
+// in its chroot.
+class RootAttachTest : public AttachTest, public ::testing::WithParamInterface<TorchRoot> {};
+
+TEST_P(RootAttachTest, RecordsTheOpsTorchProfilerSees) {
+  const auto root = RootWorkload::make(GetParam());
+  if (!root) GTEST_SKIP() << missing_root_message(GetParam(), "the chroot / torch 2.x path");
+  expect_trace_matches_torch_profiler(root->environment());
 }
+
+INSTANTIATE_TEST_SUITE_P(Torch2, RootAttachTest, ::testing::Values(TorchRoot::kTrixie, TorchRoot::kSid),
+                         [](const auto& info) { return suite_name(info.param); });
 
 // A node agent: tprof on the host, the target in a container's PID and mount namespaces (and
 // root). Ops, Python stacks and stack samples all come through, with the target's own pid
 // beside the host's.
 TEST_F(AttachTest, RecordsATargetInItsOwnPidAndMountNamespacesFromTheHost) {
-  const auto trixie = TrixieWorkload::make();
+  const auto trixie = RootWorkload::make(TorchRoot::kTrixie);
   if (!trixie) {
-    GTEST_SKIP() << "\n**********\n*** SKIPPED: scripts/make-trixie-root.sh could not provide the "
-                    "torch 2.6 root; the container path is NOT tested\n**********";
+    GTEST_SKIP() << missing_root_message(TorchRoot::kTrixie, "the container path");
   }
   const RecordedRun run = expect_trace_matches_torch_profiler(in_new_pid_namespace(trixie->environment()));
   if (::testing::Test::HasFatalFailure() || run.trace.is_null()) return;
@@ -703,10 +706,9 @@ void expect_trace_of_container_workload(const TraceJson& trace, const WorkloadEn
 // torch's profiler on the same workload, the sampler sees the container's threads, and the
 // trace shows the pid the container gives the target (1).
 TEST_F(AttachTest, RecordsATargetInAPodmanContainerFromTheHost) {
-  const auto trixie = TrixieWorkload::make();
+  const auto trixie = RootWorkload::make(TorchRoot::kTrixie);
   if (!trixie) {
-    GTEST_SKIP() << "\n**********\n*** SKIPPED: scripts/make-trixie-root.sh could not provide the "
-                    "torch 2.6 root; the container runtime path is NOT tested\n**********";
+    GTEST_SKIP() << missing_root_message(TorchRoot::kTrixie, "the container runtime path");
   }
   const WorkloadEnvironment& environment = trixie->environment();
   if (!podman_runs_containers(environment.interpreter.at(1))) {
@@ -755,10 +757,9 @@ fs::path make_bare_tprof_root(const fs::path& directory) {
 // shareProcessNamespace gives a pod), with a bare root of its own, exactly the capabilities
 // deploy/k8s grants (BPF, PERFMON, SYS_PTRACE, the rest dropped) and seccomp unconfined.
 TEST_F(AttachTest, RecordsATargetFromASidecarContainerWithOnlyItsCapabilities) {
-  const auto trixie = TrixieWorkload::make();
+  const auto trixie = RootWorkload::make(TorchRoot::kTrixie);
   if (!trixie) {
-    GTEST_SKIP() << "\n**********\n*** SKIPPED: scripts/make-trixie-root.sh could not provide the "
-                    "torch 2.6 root; the sidecar container path is NOT tested\n**********";
+    GTEST_SKIP() << missing_root_message(TorchRoot::kTrixie, "the sidecar container path");
   }
   const WorkloadEnvironment& environment = trixie->environment();
   if (!podman_runs_containers(environment.interpreter.at(1))) {
@@ -799,10 +800,9 @@ TEST_F(AttachTest, RecordsATargetFromASidecarContainerWithOnlyItsCapabilities) {
 // chrooted into the trixie root). tprof attaches by the pid that namespace gives the target,
 // and records its ops, stacks and samples.
 TEST_F(AttachTest, RecordsATargetInTheSamePidNamespaceWithAnotherRoot) {
-  const auto trixie = TrixieWorkload::make();
+  const auto trixie = RootWorkload::make(TorchRoot::kTrixie);
   if (!trixie) {
-    GTEST_SKIP() << "\n**********\n*** SKIPPED: scripts/make-trixie-root.sh could not provide the "
-                    "torch 2.6 root; the sidecar path is NOT tested\n**********";
+    GTEST_SKIP() << missing_root_message(TorchRoot::kTrixie, "the sidecar path");
   }
   const WorkloadEnvironment& environment = trixie->environment();
   const std::string root = environment.interpreter.at(1);  // chroot ROOT env ... python3
@@ -945,10 +945,9 @@ std::vector<std::string> addmm_input_dims(const TraceJson& trace) {
 // layout and op plans. Each trace matches its own torch's profiler and carries shapes and
 // Python stacks.
 TEST_F(AttachTest, RecordsTwoTorchesOnTwoPythonsInOneSession) {
-  const auto trixie = TrixieWorkload::make();
+  const auto trixie = RootWorkload::make(TorchRoot::kTrixie);
   if (!trixie) {
-    GTEST_SKIP() << "\n**********\n*** SKIPPED: scripts/make-trixie-root.sh could not provide the "
-                    "torch 2.6 root; a session of two runtimes is NOT tested\n**********";
+    GTEST_SKIP() << missing_root_message(TorchRoot::kTrixie, "a session of two runtimes");
   }
   const std::vector<WorkloadEnvironment> environments = {host_workload(scratch_.path()), trixie->environment()};
   std::vector<std::unique_ptr<ParkedWorkload>> workloads;

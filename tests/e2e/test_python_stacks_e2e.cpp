@@ -496,7 +496,7 @@ TEST_P(PythonCallTreeTest, RebuildsTheKnownCallTreeFromSamples) {
     if (!fs::exists(root / ".tprof-complete")) {
       GTEST_SKIP() << loud_skip_message(
           (root / ".tprof-complete").string() +
-          " is missing (build the root with scripts/make-trixie-root.sh)");
+          " is missing (build the root with scripts/make-torch-root.sh trixie)");
     }
     if (!fs::exists(root / interpreter.python.relative_path())) {
       GTEST_SKIP() << loud_skip_message(interpreter.python.string() + " is missing in " +

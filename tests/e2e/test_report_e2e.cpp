@@ -21,10 +21,9 @@ namespace {
 using namespace std::chrono_literals;
 
 void expect_same_rows(bool group_by_shape) {
-  const auto trixie = TrixieWorkload::make(workload_script("kineto_key_averages.py"));
+  const auto trixie = RootWorkload::make(TorchRoot::kTrixie, workload_script("kineto_key_averages.py"));
   if (!trixie) {
-    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: scripts/make-trixie-root.sh could not provide torch 2.6; "
-                    "tprof report is NOT compared with torch's key_averages ***";
+    GTEST_SKIP() << missing_root_message(TorchRoot::kTrixie, "tprof report's agreement with torch's key_averages");
   }
   const WorkloadEnvironment& environment = trixie->environment();
   std::filesystem::copy_file(workload_script("train_loop.py"), environment.scratch_for_us / "train_loop.py");
@@ -61,9 +60,9 @@ TEST(Report, MatchesTorchsKeyAveragesOnTorchsOwnTrace) { expect_same_rows(false)
 TEST(Flops, PerCallMatchTorchsWithFlops) {
   if (!testing::has_tracing_capabilities())
     GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; FLOPs are NOT compared ***";
-  const auto reference = TrixieWorkload::make(workload_script("kineto_key_averages.py"));
-  const auto traced = TrixieWorkload::make(workload_script("train_loop.py"));
-  if (!reference || !traced) GTEST_SKIP() << "\n*** SKIPPED LOUDLY: no torch 2.6 root; FLOPs are NOT compared ***";
+  const auto reference = RootWorkload::make(TorchRoot::kTrixie, workload_script("kineto_key_averages.py"));
+  const auto traced = RootWorkload::make(TorchRoot::kTrixie, workload_script("train_loop.py"));
+  if (!reference || !traced) GTEST_SKIP() << missing_root_message(TorchRoot::kTrixie, "FLOPs against torch's");
   std::filesystem::copy_file(workload_script("train_loop.py"), reference->environment().scratch_for_us / "train_loop.py");
   run_workload(reference->environment(),
                {"--trace", (reference->environment().scratch_for_target / "torch.pt.trace.json").string(), "--averages",

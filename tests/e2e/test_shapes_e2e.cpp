@@ -212,13 +212,17 @@ TEST_F(ShapesEndToEndTest, MatchTorchProfilerOnTorch113) {
   expect_shapes_and_backward_match_torch(host_workload(scratch_.path()));
 }
 
-TEST_F(ShapesEndToEndTest, MatchTorchProfilerOnTorch26InChroot) {
-  const auto trixie = TrixieWorkload::make();
-  if (!trixie)
-    GTEST_SKIP() << "\n**********\n*** SKIPPED: scripts/make-trixie-root.sh could not provide the torch 2.6 "
-                    "root; the torch 2.x TensorImpl layout is NOT tested\n**********";
-  expect_shapes_and_backward_match_torch(trixie->environment());
+// torch 2.6 (trixie) and torch 2.14 (sid, GCC 16), each in its chroot.
+class RootShapesTest : public ShapesEndToEndTest, public ::testing::WithParamInterface<TorchRoot> {};
+
+TEST_P(RootShapesTest, MatchTorchProfiler) {
+  const auto root = RootWorkload::make(GetParam());
+  if (!root) GTEST_SKIP() << missing_root_message(GetParam(), "the torch 2.x TensorImpl layout");
+  expect_shapes_and_backward_match_torch(root->environment());
 }
+
+INSTANTIATE_TEST_SUITE_P(Torch2, RootShapesTest, ::testing::Values(TorchRoot::kTrixie, TorchRoot::kSid),
+                         [](const auto& info) { return suite_name(info.param); });
 
 TEST_F(ShapesEndToEndTest, NoShapesLeavesInputsOut) {
   const fs::path trace_path = scratch_.path() / "no_shapes.pt.trace.json";

@@ -174,10 +174,9 @@ class TargetHarm : public ::testing::TestWithParam<HarmCase> {
                       "CAP_PERFMON); target safety is NOT tested ***";
     const fs::path script = workload_script("harm_workloads.py");
     if (GetParam().torch26) {
-      trixie_ = TrixieWorkload::make(script);
+      trixie_ = RootWorkload::make(TorchRoot::kTrixie, script);
       if (!trixie_)
-        GTEST_SKIP() << "\n**********\n*** SKIPPED LOUDLY: scripts/make-trixie-root.sh could not provide the "
-                        "torch 2.6 root; target safety on torch 2.6 is NOT tested\n**********";
+        GTEST_SKIP() << missing_root_message(TorchRoot::kTrixie, "target safety on torch 2.6");
       environment_ = trixie_->environment();
     } else {
       environment_ = host_workload(scratch_.path(), script);
@@ -191,7 +190,7 @@ class TargetHarm : public ::testing::TestWithParam<HarmCase> {
   }
 
   ScratchDirectory scratch_;
-  std::unique_ptr<TrixieWorkload> trixie_;
+  std::unique_ptr<RootWorkload> trixie_;
   WorkloadEnvironment environment_;
 };
 

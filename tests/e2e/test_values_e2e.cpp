@@ -1,10 +1,11 @@
 // End to end: the Scalar values tprof writes in "Concrete Inputs" are the ones the target passed
-// (tests/workloads/scalar_values.py calls ops with known Scalars), on torch 1.13 and torch 2.6;
-// and on torch 2.6 every non-tensor input value of the training loop, in the Chrome trace and
-// the Execution Trace, agrees with what torch's own profiler and ExecutionTraceObserver record
-// for the same steps (tests/e2e/scripts/compare_values.py), and so do the ranges besides ATen
-// ops (autograd's, and C++ scopes such as detach). A wrong value is worse than none:
-// an unknown one is written "" (or "<Unknown>" in the ET), never a guess.
+// (tests/workloads/scalar_values.py calls ops with known Scalars), on torch 1.13, 2.6 and 2.14;
+// and on torch 2.6 and 2.14, for the training loop and the broad model, every non-tensor input
+// value in the Chrome trace and the Execution Trace agrees with what torch's own profiler and
+// ExecutionTraceObserver record for the same steps (tests/e2e/scripts/compare_values.py), so do
+// the ranges besides ATen ops (autograd's, and C++ scopes such as detach), and on torch 2.14 the
+// python_function spans around each op (compare_python_spans.py). A wrong value is worse than
+// none: an unknown one is written "" (or "<Unknown>" in the ET), never a guess.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <ostream>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -73,56 +75,87 @@ TEST(ScalarValues, AreThePassedValuesOnTorch113) {
                        scratch.path() / "values.pt.trace.json");
 }
 
-TEST(ScalarValues, AreThePassedValuesOnTorch26InChroot) {
+// torch 2.6 (trixie) and torch 2.14 (sid, GCC 16), each in its chroot.
+class RootScalarValues : public ::testing::TestWithParam<TorchRoot> {};
+
+TEST_P(RootScalarValues, AreThePassedValues) {
   if (!testing::has_tracing_capabilities())
     GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; Scalar values are NOT tested ***";
-  const auto trixie = TrixieWorkload::make(workload_script("scalar_values.py"));
-  if (!trixie)
-    GTEST_SKIP() << "\n**********\n*** SKIPPED LOUDLY: scripts/make-trixie-root.sh could not provide the torch 2.6 "
-                    "root; Scalar values on torch 2.6 are NOT tested\n**********";
+  const auto root = RootWorkload::make(GetParam(), workload_script("scalar_values.py"));
+  if (!root) GTEST_SKIP() << missing_root_message(GetParam(), "Scalar values");
   ScratchDirectory scratch;
-  expect_known_scalars(trixie->environment(), scratch.path() / "values.pt.trace.json");
+  expect_known_scalars(root->environment(), scratch.path() / "values.pt.trace.json");
 }
 
-// The bar: no value contradicts torch's, and at least 95% of the values torch gives are
-// present, in each of the two files. The comparison's table goes to the test log.
-TEST(ValueAgreement, EveryNonTensorInputAgreesWithTorchsProfilerOnTorch26InChroot) {
-  if (!testing::has_tracing_capabilities())
-    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; value agreement is NOT tested ***";
-  const auto trixie = TrixieWorkload::make();
-  if (!trixie)
-    GTEST_SKIP() << "\n**********\n*** SKIPPED LOUDLY: scripts/make-trixie-root.sh could not provide the torch 2.6 "
-                    "root; values are NOT compared with torch's\n**********";
-  constexpr int kSteps = 3;
-  const WorkloadEnvironment& environment = trixie->environment();
-  run_workload(environment, {"--steps", std::to_string(kSteps), "--kineto-trace-out",
-                             (environment.scratch_for_target / "torch.pt.trace.json").string(), "--execution-trace-out",
-                             (environment.scratch_for_target / "torch.et.json").string()});
-  const fs::path trace_path = environment.scratch_for_us / "tprof.pt.trace.json";
-  record_workload_with_tprof(environment, {"--steps", std::to_string(kSteps)}, trace_path);
-  const CommandResult comparison = run_command(
-      {"/usr/bin/python3", testing::source_dir() + "/tests/e2e/scripts/compare_values.py", "--torch-trace",
-       (environment.scratch_for_us / "torch.pt.trace.json").string(), "--torch-et",
-       (environment.scratch_for_us / "torch.et.json").string(), "--tprof-trace", trace_path.string(), "--tprof-et",
-       (environment.scratch_for_us / "execution_trace" / "tprof.et.json").string()},
-      std::chrono::minutes(2));
+INSTANTIATE_TEST_SUITE_P(Torch2, RootScalarValues, ::testing::Values(TorchRoot::kTrixie, TorchRoot::kSid),
+                         [](const auto& info) { return suite_name(info.param); });
+
+// A comparison script's table, echoed to the test log; fails the test when the script does.
+void expect_script_passes(const std::string& script, const std::vector<std::string>& arguments) {
+  std::vector<std::string> command = {"/usr/bin/python3", testing::source_dir() + "/tests/e2e/scripts/" + script};
+  command.insert(command.end(), arguments.begin(), arguments.end());
+  const CommandResult comparison = run_command(command, std::chrono::minutes(2));
   std::string table;
   for (const std::string& line : comparison.stdout_lines) table += line + "\n";
   std::cout << table;
-  ASSERT_TRUE(comparison.status.has_value()) << "compare_values.py did not finish";
-  EXPECT_TRUE(comparison.status->succeeded()) << comparison.status->describe() << "\n" << table;
+  ASSERT_TRUE(comparison.status.has_value()) << script << " did not finish";
+  EXPECT_TRUE(comparison.status->succeeded()) << script << ": " << comparison.status->describe() << "\n" << table;
+}
 
-  // The same traces hold the same ranges besides ATen ops: the autograd engine's and the
-  // named C++ scopes (SGD's momentum buffers go through autograd's detach, 10 a step).
+// The bar, on the same steps recorded by torch's own profiler and by tprof:
+// - no value contradicts torch's, and at least 99% of the values torch gives are present, in
+//   the Chrome trace and in the ET;
+// - the ranges besides ATen ops (the autograd engine's, named C++ scopes) are the same multiset;
+// - where torch's Python tracer works (torch 2.14; 2.6's segfaults), the chain of
+//   python_function and nn.Module spans around each op agrees for at least 99% of ops.
+class TorchAgreement : public ::testing::TestWithParam<RootCase> {};
+
+TEST_P(TorchAgreement, ValuesRangesAndPythonSpansAgreeWithTorchsProfiler) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; agreement with torch is NOT tested ***";
+  const RootCase& agreement = GetParam();
+  const auto root = RootWorkload::make(agreement.root, workload_script(agreement.workload));
+  if (!root) GTEST_SKIP() << missing_root_message(agreement.root, "the agreement of values with torch's");
+  constexpr int kSteps = 3;
+  const bool python_spans = agreement.root == TorchRoot::kSid;
+  const WorkloadEnvironment& environment = root->environment();
+  std::vector<std::string> reference = {"--steps", std::to_string(kSteps), "--kineto-trace-out",
+                                        (environment.scratch_for_target / "torch.pt.trace.json").string(),
+                                        "--execution-trace-out", (environment.scratch_for_target / "torch.et.json").string()};
+  if (python_spans) reference.push_back("--with-stack");
+  run_workload(environment, reference);
+  const fs::path trace_path = environment.scratch_for_us / "tprof.pt.trace.json";
+  const fs::path torch_trace = environment.scratch_for_us / "torch.pt.trace.json";
+  record_workload_with_tprof(environment, {"--steps", std::to_string(kSteps)}, trace_path);
+  expect_script_passes("compare_values.py",
+                       {"--torch-trace", torch_trace.string(), "--torch-et", (environment.scratch_for_us / "torch.et.json").string(),
+                        "--tprof-trace", trace_path.string(), "--tprof-et",
+                        (environment.scratch_for_us / "execution_trace" / "tprof.et.json").string(), "--min-present-share",
+                        "0.99"});
+
   const auto non_aten_ranges = [](const fs::path& path) {
     NameCounts counts = complete_event_name_counts(load_trace(path), "cpu_op");
     std::erase_if(counts, [](const auto& entry) { return entry.first.starts_with("aten::"); });
     return counts;
   };
-  const NameCounts torch_ranges = non_aten_ranges(environment.scratch_for_us / "torch.pt.trace.json");
+  const NameCounts torch_ranges = non_aten_ranges(torch_trace);
   EXPECT_EQ(non_aten_ranges(trace_path), torch_ranges);
-  EXPECT_EQ(torch_ranges.count("detach") ? torch_ranges.at("detach") : 0, 10u * kSteps);
+  // SGD's momentum buffers go through autograd's detach, 10 a step: the named scopes are there.
+  if (agreement.workload == "train_loop.py") {
+    EXPECT_EQ(torch_ranges.count("detach") ? torch_ranges.at("detach") : 0, 10u * kSteps);
+  }
+
+  if (python_spans) {
+    expect_script_passes("compare_python_spans.py",
+                         {"--torch-trace", torch_trace.string(), "--tprof-trace", trace_path.string(), "--min-share", "0.99"});
+  } else {
+    std::cout << "python spans NOT compared on " << describe(agreement.root)
+              << ": its Python tracer segfaults under with_stack=True\n";
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Torch2, TorchAgreement, ::testing::ValuesIn(root_cases()),
+                         [](const auto& info) { return case_name(info.param); });
 
 }  // namespace
 }  // namespace tprof::test

@@ -20,9 +20,11 @@ using testing::fail_harness;
 // machine, and the reference profilers slow the steps down; none is a performance assertion.
 constexpr auto kStartTimeout = 180s;
 constexpr auto kRunTimeout = 600s;
-constexpr auto kTrixieRootBuildTimeout = 900s;
+constexpr auto kRootBuildTimeout = 900s;
 
 }  // namespace
+
+std::string suite_name(TorchRoot root) { return root == TorchRoot::kSid ? "sid" : "trixie"; }
 
 fs::path workload_script(const std::string& file_name) {
   return fs::path(testing::source_dir()) / "tests/workloads" / file_name;
@@ -82,22 +84,49 @@ WorkloadEnvironment host_workload(const fs::path& scratch, const fs::path& scrip
           .scratch_for_us = scratch};
 }
 
-std::unique_ptr<TrixieWorkload> TrixieWorkload::make(const fs::path& script) {
-  const auto built =
-      run_command({"bash", (fs::path(testing::source_dir()) / "scripts/make-trixie-root.sh").string()},
-                  kTrixieRootBuildTimeout);
-  if (!built.status || !built.status->succeeded() || built.stdout_lines.empty()) return nullptr;
-  return std::unique_ptr<TrixieWorkload>(new TrixieWorkload(built.stdout_lines.back(), script));
+std::string describe(TorchRoot root) {
+  return root == TorchRoot::kSid ? "torch 2.14 / Python 3.14 (sid chroot)" : "torch 2.6 / Python 3.13 (trixie chroot)";
 }
 
-TrixieWorkload::TrixieWorkload(const fs::path& root, const fs::path& script) : in_root_(root / "tmp") {
+void PrintTo(TorchRoot root, std::ostream* out) { *out << describe(root); }
+
+std::string missing_root_message(TorchRoot root, const std::string& what) {
+  return "\n**********\n*** SKIPPED LOUDLY: scripts/make-torch-root.sh " + suite_name(root) +
+         " could not provide " + describe(root) + "; " + what + " NOT tested\n**********";
+}
+
+std::vector<RootCase> root_cases() {
+  std::vector<RootCase> cases;
+  for (const TorchRoot root : {TorchRoot::kTrixie, TorchRoot::kSid})
+    for (const char* workload : {"train_loop.py", "broad_model.py"}) cases.push_back({root, workload});
+  return cases;
+}
+
+std::string case_name(const RootCase& root_case) {
+  return suite_name(root_case.root) + "_" + root_case.workload.substr(0, root_case.workload.find('.'));
+}
+
+void PrintTo(const RootCase& root_case, std::ostream* out) {
+  *out << describe(root_case.root) << ", " << root_case.workload;
+}
+
+std::unique_ptr<RootWorkload> RootWorkload::make(TorchRoot root, const fs::path& script) {
+  const auto built = run_command(
+      {"bash", (fs::path(testing::source_dir()) / "scripts/make-torch-root.sh").string(), suite_name(root)},
+      kRootBuildTimeout);
+  if (!built.status || !built.status->succeeded() || built.stdout_lines.empty()) return nullptr;
+  return std::unique_ptr<RootWorkload>(new RootWorkload(root, built.stdout_lines.back(), script));
+}
+
+RootWorkload::RootWorkload(TorchRoot root, const fs::path& root_path, const fs::path& script)
+    : in_root_(root_path / "tmp") {
   // The target sees the root as "/": the workload and its output live under its /tmp. torch
   // leaves a temporary directory behind when killed; TMPDIR keeps it in the scratch directory.
   // env execs python, so the pid the workload reports is the interpreter's.
   fs::copy_file(script, in_root_.path() / script.filename());
   const fs::path target_dir = "/tmp" / in_root_.path().filename();
-  environment_ = {.description = "torch 2.6 / Python 3.13 (chroot)",
-                  .interpreter = {"chroot", root.string(), "env", "TMPDIR=" + target_dir.string(), "python3"},
+  environment_ = {.description = describe(root),
+                  .interpreter = {"chroot", root_path.string(), "env", "TMPDIR=" + target_dir.string(), "python3"},
                   .script = target_dir / script.filename(),
                   .scratch_for_target = target_dir,
                   .scratch_for_us = in_root_.path()};

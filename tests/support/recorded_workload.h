@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <sys/types.h>
 #include <string>
 #include <vector>
@@ -34,17 +35,50 @@ std::vector<std::string> workload_command(const WorkloadEnvironment& environment
 WorkloadEnvironment host_workload(const std::filesystem::path& scratch,
                                   const std::filesystem::path& script = workload_script("train_loop.py"));
 
-// torch 2.6 on Python 3.13 in the trixie root (scripts/make-trixie-root.sh builds or reuses
-// it) running a copy of `script`, with a scratch directory inside the root; nullptr when the
-// root cannot be had.
-class TrixieWorkload {
+// The Debian roots scripts/make-torch-root.sh builds: a torch and a Python the host lacks.
+enum class TorchRoot {
+  kTrixie,  // torch 2.6 on Python 3.13
+  kSid,     // torch 2.14 on Python 3.14, built by GCC 16
+};
+
+// The Debian suite: "trixie" or "sid" (make-torch-root.sh's argument, test name suffixes).
+std::string suite_name(TorchRoot root);
+
+// "torch 2.6 / Python 3.13 (trixie chroot)": for descriptions and skip messages.
+std::string describe(TorchRoot root);
+
+// gtest prints a TEST_P parameter through this.
+void PrintTo(TorchRoot root, std::ostream* out);
+
+// The loud skip message of a test that needs `root` and could not have it; `what` is what goes
+// untested.
+std::string missing_root_message(TorchRoot root, const std::string& what);
+
+// One workload of tests/workloads on one root's torch: the training loop, or the broad model
+// (attention, LSTM, foreach AdamW, clipping, autocast, channels_last, complex/int8/half/bool,
+// a 9-dim tensor, views, None arguments).
+struct RootCase {
+  TorchRoot root;
+  std::string workload;  // "train_loop.py", "broad_model.py"
+};
+
+// Both workloads on both roots, for INSTANTIATE_TEST_SUITE_P.
+std::vector<RootCase> root_cases();
+// "sid_broad_model": a test name suffix.
+std::string case_name(const RootCase& root_case);
+void PrintTo(const RootCase& root_case, std::ostream* out);
+
+// The root's torch running a copy of `script`, with a scratch directory inside the root
+// (scripts/make-torch-root.sh builds the root or reuses it); nullptr when the root cannot be
+// had.
+class RootWorkload {
  public:
-  static std::unique_ptr<TrixieWorkload> make(
-      const std::filesystem::path& script = workload_script("train_loop.py"));
+  static std::unique_ptr<RootWorkload> make(TorchRoot root,
+                                            const std::filesystem::path& script = workload_script("train_loop.py"));
   const WorkloadEnvironment& environment() const { return environment_; }
 
  private:
-  TrixieWorkload(const std::filesystem::path& root, const std::filesystem::path& script);
+  RootWorkload(TorchRoot root, const std::filesystem::path& root_path, const std::filesystem::path& script);
   ScratchDirectory in_root_;
   WorkloadEnvironment environment_;
 };

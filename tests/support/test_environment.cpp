@@ -10,6 +10,7 @@ std::string source_dir() { return TPROF_SOURCE_DIR; }
 std::string tprof_binary() { return TPROF_BINARY; }
 std::string debian_libtorch_cpu() { return "/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13"; }
 std::string trixie_root() { return "/var/cache/tprof/trixie-torch"; }
+std::string sid_root() { return "/var/cache/tprof/sid-torch"; }
 
 bool has_tracing_capabilities() {
   constexpr int kCapSysAdmin = 21;

@@ -60,7 +60,19 @@ const TorchInstall& trixie_torch26() {
       .python = {"chroot", trixie_root(), "python3"},
       .library_directory = (fs::path(trixie_root()) / kLibraryDirectory).string(),
       .finished_marker = (fs::path(trixie_root()) / ".tprof-complete").string(),
-      .provided_by = "no finished trixie root with torch 2.6: scripts/make-trixie-root.sh builds it",
+      .provided_by = "no finished trixie root with torch 2.6: scripts/make-torch-root.sh trixie builds it",
+  };
+  return torch;
+}
+
+const TorchInstall& sid_torch214() {
+  static const TorchInstall torch{
+      .name = "torch214_sid_chroot",
+      .version = "2.14",
+      .python = {"chroot", sid_root(), "python3"},
+      .library_directory = (fs::path(sid_root()) / kLibraryDirectory).string(),
+      .finished_marker = (fs::path(sid_root()) / ".tprof-complete").string(),
+      .provided_by = "no finished sid root with torch 2.14: scripts/make-torch-root.sh sid builds it",
   };
   return torch;
 }

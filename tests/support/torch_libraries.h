@@ -1,6 +1,6 @@
 // The torch builds the unit tests check the symbolizers against: Debian's torch 1.13,
 // installed on this machine, and torch 2.6 in the trixie root that
-// scripts/make-trixie-root.sh builds. A test whose torch is not there skips, loudly, rather
+// scripts/make-torch-root.sh trixie builds. A test whose torch is not there skips, loudly, rather
 // than passing unnoticed.
 #pragma once
 
@@ -37,6 +37,7 @@ void PrintTo(const TorchInstall& torch, std::ostream* out);
 
 const TorchInstall& debian_torch113();
 const TorchInstall& trixie_torch26();
+const TorchInstall& sid_torch214();
 
 // What a script printed in one torch's python3.
 struct TorchScriptRun {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -594,7 +595,7 @@ TEST(ArgumentDecoder, ScalarDoublesKeepInfinityAndNan) {
   EXPECT_TRUE(std::isnan(values[1].real));
 }
 
-TEST(ArgumentDecoder, TensorListsStopAtTheFirstTensorThatIsNotThere) {
+TEST(ArgumentDecoder, TensorListsStopAtTheFirstTensorThatCannotBeRead) {
   const TensorFacts third{.impl = 0xc000, .storage_data = 0x7f00'0000'2000, .sizes = {6}, .strides = {1},
                           .storage_offset = 6};
   tensor_copy unreadable = tensor_window(third);
@@ -622,13 +623,15 @@ TEST(ArgumentDecoder, TensorListsStopAtTheFirstTensorThatIsNotThere) {
   EXPECT_EQ(values[1].tensors[2].storage_offset, 6);
   EXPECT_EQ(values[1].tensors[2].dtype, "float");
 
-  // An undefined element ends the known prefix.
+  // An undefined element is one, as torch's ET writes it: a tensor of no dtype.
   EXPECT_EQ(values[2].kind, ValueKind::kTensorList);
   EXPECT_EQ(values[2].list_length, 2u);
-  ASSERT_EQ(values[2].tensors.size(), 1u);
+  ASSERT_EQ(values[2].tensors.size(), 2u);
   EXPECT_EQ(values[2].tensors[0].impl_address, third.impl);
+  EXPECT_EQ(values[2].tensors[1].impl_address, 0xdeadu);
+  EXPECT_EQ(values[2].tensors[1].dtype, "nullptr (uninitialized)");
 
-  // So does an unreadable one.
+  // An unreadable one ends the known prefix.
   EXPECT_EQ(values[3].kind, ValueKind::kTensorList);
   EXPECT_EQ(values[3].list_length, 2u);
   EXPECT_TRUE(values[3].tensors.empty());
@@ -723,6 +726,223 @@ TEST(ArgumentDecoder, AnOpWithoutAPlanDecodesToNothing) {
 TEST(ArgumentDecoder, AnEmptyPlanDecodesToNoInputs) {
   const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({})});
   EXPECT_TRUE(decoder.decode(0, false, record_of({word(1)})).empty());
+}
+
+// ---- lists longer than their op's record, Tensor?[], Scalar? --------------------------------
+
+// OP_RECORD_LIST_ELEMENTS' payload for argument `argument`, from element `first`.
+list_elements int_elements(uint8_t argument, uint32_t first, const std::vector<int64_t>& ints) {
+  list_elements elements{};
+  elements.argument = argument;
+  elements.kind = LIST_OF_INTS;
+  elements.first = first;
+  elements.count = static_cast<uint8_t>(ints.size());
+  std::copy(ints.begin(), ints.end(), elements.ints);
+  return elements;
+}
+
+list_elements tensor_elements(uint8_t argument, uint32_t first, const std::vector<tensor_copy>& tensors) {
+  list_elements elements{};
+  elements.argument = argument;
+  elements.kind = LIST_OF_TENSORS;
+  elements.first = first;
+  elements.count = static_cast<uint8_t>(tensors.size());
+  std::copy(tensors.begin(), tensors.end(), elements.tensors);
+  return elements;
+}
+
+TEST(ArgumentDecoder, AnIntListContinuesInListElementRecords) {
+  // zeros([2, 1, 2, 1, 2, 1, 2, 1, 2]): 8 elements fit the op's record, the 9th follows.
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({"int[]"})});
+  op_arguments arguments = record_of({int_list(0, 8, 9)});
+  const int64_t first_eight[8] = {2, 1, 2, 1, 2, 1, 2, 1};
+  std::memcpy(arguments.int_values, first_eight, sizeof(first_eight));
+  std::vector<Value> values = decoder.decode(0, false, arguments);
+  ASSERT_EQ(values.size(), 1u);
+  EXPECT_EQ(values[0].ints.size(), 8u);  // partial until the rest arrives
+  EXPECT_FALSE(decoder.append_list_elements(int_elements(0, 9, {2}), values)) << "a gap before them";
+  EXPECT_FALSE(decoder.append_list_elements(int_elements(1, 8, {2}), values)) << "no argument 1";
+  ASSERT_TRUE(decoder.append_list_elements(int_elements(0, 8, {2}), values));
+  EXPECT_EQ(tprof::testing::as_vector(values[0].ints), (std::vector<int64_t>{2, 1, 2, 1, 2, 1, 2, 1, 2}));
+  EXPECT_EQ(values[0].list_length, 9u);
+}
+
+TEST(ArgumentDecoder, ALongIntListIsKeptWhole) {
+  // More than IntValues keeps inline: 100 elements over two records.
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({"int[]"})});
+  std::vector<Value> values = decoder.decode(0, false, record_of({int_list(0, 0, 100)}));
+  std::vector<int64_t> elements(100);
+  std::iota(elements.begin(), elements.end(), 0);
+  ASSERT_TRUE(decoder.append_list_elements(
+      int_elements(0, 0, std::vector<int64_t>(elements.begin(), elements.begin() + LIST_CHUNK_INTS)), values));
+  ASSERT_TRUE(decoder.append_list_elements(
+      int_elements(0, LIST_CHUNK_INTS, std::vector<int64_t>(elements.begin() + LIST_CHUNK_INTS, elements.end())), values));
+  EXPECT_EQ(tprof::testing::as_vector(values[0].ints), elements);
+}
+
+TEST(ArgumentDecoder, ATensorListContinuesInListElementRecords) {
+  // A foreach op's parameters: 4 tensors in the op's record, 2 more after it.
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({"Tensor[]", "Scalar"})});
+  std::vector<tensor_copy> windows;
+  std::vector<TensorFacts> facts;
+  for (uint64_t i = 0; i < 6; ++i) {
+    facts.push_back({.impl = 0x5555'0000'1000 + 0x100 * i, .storage_data = 0x7f00'0000'1000 + 0x100 * i,
+                     .sizes = {static_cast<int64_t>(i + 1)}, .strides = {1}});
+    windows.push_back(tensor_window(facts.back()));
+  }
+  std::vector<Value> values = decoder.decode(
+      0, false, record_of({tensor_list(0, 4, 6), scalar(1, 3)}, std::vector<tensor_copy>(windows.begin(), windows.begin() + 4)));
+  ASSERT_EQ(values.size(), 2u);
+  EXPECT_EQ(values[0].tensors.size(), 4u);
+  EXPECT_FALSE(decoder.append_list_elements(tensor_elements(1, 4, {windows[4]}), values)) << "not a tensor list";
+  ASSERT_TRUE(decoder.append_list_elements(tensor_elements(0, 4, {windows[4], windows[5]}), values));
+  ASSERT_EQ(values[0].tensors.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    Value element;
+    element.kind = ValueKind::kTensor;
+    element.tensor = values[0].tensors[i];
+    expect_tensor(element, facts[i], "float", 4, "cpu");
+  }
+  EXPECT_EQ(values[1].kind, ValueKind::kInt);
+}
+
+TEST(ArgumentDecoder, ATensorListElementThatDoesNotDecodeLeavesTheListPartial) {
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({"Tensor[]"})});
+  std::vector<Value> values = decoder.decode(0, false, record_of({tensor_list(0, 1, 3)}, {tensor_window(kMatrix)}));
+  tensor_copy garbage{};
+  garbage.impl = 0x1234;
+  std::memset(garbage.window, 0xff, sizeof(garbage.window));
+  EXPECT_FALSE(decoder.append_list_elements(tensor_elements(0, 1, {garbage, tensor_window(kMatrix)}), values));
+  EXPECT_EQ(values[0].tensors.size(), 1u);
+  EXPECT_EQ(values[0].list_length, 3u);
+}
+
+TEST(ArgumentDecoder, OptionalTensorListNonesAreUndefinedTensors) {
+  // x[:, idx]: index's Tensor?[] {None, idx}. BPF marks element 0 None and copies idx alone;
+  // torch's ET names the None by the UndefinedTensorImpl singleton.
+  constexpr uint64_t kUndefinedSingleton = 0x7fff'0000'9e60;
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({"Tensor", "Tensor?[]"})},
+                                kUndefinedSingleton);
+  argument_value indices = tensor_list(1, 1, 2);
+  indices.value = 0b01;
+  const std::vector<Value> values =
+      decoder.decode(0, false, record_of({tensor_slot(0), indices}, {tensor_window(kMatrix), tensor_window(kCudaView)}));
+  ASSERT_EQ(values.size(), 2u);
+  ASSERT_EQ(values[1].kind, ValueKind::kTensorList);
+  ASSERT_EQ(values[1].tensors.size(), 2u);
+  EXPECT_EQ(values[1].tensors[0].impl_address, kUndefinedSingleton);
+  EXPECT_EQ(values[1].tensors[0].dtype, "nullptr (uninitialized)");
+  EXPECT_EQ(values[1].tensors[0].numel, 0);
+  EXPECT_TRUE(values[1].tensors[0].device.empty());
+  EXPECT_EQ(values[1].tensors[1].impl_address, kCudaView.impl);
+  EXPECT_EQ(values[1].schema_type, "Tensor?[]");
+}
+
+TEST(ArgumentDecoder, AnUndefinedTensorInsideAListIsAnElement) {
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({"Tensor[]"})});
+  const std::vector<Value> values =
+      decoder.decode(0, false, record_of({tensor_list(0, 2, 2)}, {tensor_window(kMatrix), undefined_window(0xabc0)}));
+  ASSERT_EQ(values[0].tensors.size(), 2u);
+  EXPECT_EQ(values[0].tensors[1].impl_address, 0xabc0u);
+  EXPECT_EQ(values[0].tensors[1].dtype, "nullptr (uninitialized)");
+}
+
+TEST(ArgumentDecoder, OptionalScalarsAreNoneOrTheirScalar) {
+  // clamp(x, min=None, max=7): BPF reads optional<Scalar>'s flag, then the Scalar.
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({"Tensor", "Scalar?", "Scalar?"})});
+  const std::vector<Value> values = decoder.decode(
+      0, false, record_of({tensor_slot(0), with_status(ARGUMENT_ABSENT), scalar(1, 7)}, {tensor_window(kMatrix)}));
+  ASSERT_EQ(values.size(), 3u);
+  EXPECT_EQ(values[1].kind, ValueKind::kNone);
+  EXPECT_EQ(values[1].schema_type, "Scalar?");
+  ASSERT_EQ(values[2].kind, ValueKind::kInt);
+  EXPECT_EQ(values[2].ints.at(0), 7);
+}
+
+TEST(ArgumentDecoder, AStdOptionalDoubleFromTheStackIsItsValue) {
+  // scaled_dot_product_attention's scale: READ_OPTIONAL_WORD_PAIR gives the double's bits, or
+  // absent.
+  const ArgumentDecoder decoder(payload_first_layout(), {plan_of({"float?", "float?"})});
+  const std::vector<Value> values =
+      decoder.decode(0, false, record_of({word(std::bit_cast<uint64_t>(0.125)), with_status(ARGUMENT_ABSENT)}));
+  ASSERT_EQ(values[0].kind, ValueKind::kDouble);
+  EXPECT_EQ(values[0].real, 0.125);
+  EXPECT_EQ(values[1].kind, ValueKind::kNone);
+}
+
+TEST(ArgumentDecoder, ArgumentsPastTheSixteenthComeInTheirOwnRecord) {
+  // mkldnn_rnn_layer_backward has 23 arguments: the entry record holds 16, its
+  // OP_RECORD_MORE_ARGUMENTS record the rest, in the same order.
+  std::vector<std::string> types(OP_ARGUMENTS_MAX + 3, "int");
+  types.back() = "bool";
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of(types)});
+  std::vector<argument_value> first;
+  for (uint64_t i = 0; i < OP_ARGUMENTS_MAX; ++i) first.push_back(word(i));
+  op_arguments entry = record_of(first);
+  entry.argument_count = OP_ARGUMENTS_MAX;
+  std::vector<Value> inputs = decoder.decode(0, false, entry);
+  ASSERT_EQ(inputs.size(), types.size());
+  EXPECT_EQ(inputs[OP_ARGUMENTS_MAX].kind, ValueKind::kUnknown);
+  decoder.complete_more(0, record_of({word(16), word(17), word(1)}), inputs);
+  for (size_t i = 0; i < types.size() - 1; ++i) {
+    ASSERT_EQ(inputs[i].kind, ValueKind::kInt) << i;
+    EXPECT_EQ(inputs[i].ints.at(0), static_cast<int64_t>(i));
+  }
+  EXPECT_EQ(inputs.back().kind, ValueKind::kBool);
+  EXPECT_TRUE(inputs.back().boolean);
+}
+
+TEST(ArgumentDecoder, AScalarListOfFloatsArrivesInListElementRecords) {
+  // _foreach_div_.ScalarList's scalars: every c10::Scalar ({tag, -, payload, -}) follows the entry.
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({"Tensor[]", "Scalar[]"})});
+  argument_value scalars = with_status(ARGUMENT_SCALAR_LIST);
+  scalars.length = 3;
+  std::vector<Value> values = decoder.decode(0, false, record_of({tensor_list(0, 0, 0), scalars}));
+  ASSERT_EQ(values[1].kind, ValueKind::kDoubleList);
+  EXPECT_TRUE(values[1].reals.empty());
+  list_elements elements{};
+  elements.argument = 1;
+  elements.kind = LIST_OF_SCALARS;
+  elements.count = 3;
+  for (int i = 0; i < 3; ++i) {
+    elements.ints[SCALAR_WORDS * i] = 0;  // HAS_d
+    elements.ints[SCALAR_WORDS * i + 2] = std::bit_cast<int64_t>(0.5 * (i + 1));
+  }
+  ASSERT_TRUE(decoder.append_list_elements(elements, values));
+  EXPECT_EQ(values[1].reals, (std::vector<double>{0.5, 1.0, 1.5}));
+
+  // An int among them is another list: left partial, written unknown.
+  std::vector<Value> other = decoder.decode(0, false, record_of({tensor_list(0, 0, 0), scalars}));
+  elements.ints[SCALAR_WORDS] = 1;  // HAS_i
+  EXPECT_FALSE(decoder.append_list_elements(elements, other));
+}
+
+TEST(ArgumentDecoder, AWrongLayoutIsRejectedAfterItsTrialTensors) {
+  // Every window garbage: after kLayoutTrialTensors tensors the layout is judged wrong, and a
+  // good tensor after that is unknown too.
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({"Tensor"})});
+  tensor_copy garbage{};
+  garbage.impl = 0x1234;
+  std::memset(garbage.window, 0xff, sizeof(garbage.window));
+  for (uint32_t i = 0; i < ArgumentDecoder::kLayoutTrialTensors; ++i) {
+    EXPECT_FALSE(decoder.layout_rejection().has_value());
+    decoder.decode(0, false, record_of({tensor_slot(0)}, {garbage}));
+  }
+  ASSERT_TRUE(decoder.layout_rejection().has_value());
+  EXPECT_NE(decoder.layout_rejection()->find("0 of the first 64"), std::string::npos) << *decoder.layout_rejection();
+  const std::vector<Value> values = decoder.decode(0, false, record_of({tensor_slot(0)}, {tensor_window(kMatrix)}));
+  EXPECT_EQ(values[0].kind, ValueKind::kUnknown);
+}
+
+TEST(ArgumentDecoder, ALayoutThatHoldsOnMostTensorsIsKept) {
+  const ArgumentDecoder decoder(testing::torch113_tensor_impl_layout(), {plan_of({"Tensor"})});
+  tensor_copy garbage{};
+  std::memset(garbage.window, 0xff, sizeof(garbage.window));
+  for (uint32_t i = 0; i < 2 * ArgumentDecoder::kLayoutTrialTensors; ++i)
+    decoder.decode(0, false, record_of({tensor_slot(0)}, {i % 4 == 0 ? garbage : tensor_window(kMatrix)}));
+  EXPECT_FALSE(decoder.layout_rejection().has_value());
+  expect_tensor(decoder.decode(0, false, record_of({tensor_slot(0)}, {tensor_window(kMatrix)}))[0], kMatrix, "float", 4,
+                "cpu");
 }
 
 }  // namespace

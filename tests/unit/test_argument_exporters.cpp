@@ -230,6 +230,36 @@ TEST(ChromeInputArgs, ShowsBoolListsButNotDevicesOrStrings) {
             "\"Input Strides\": [[], [], [], []], \"Concrete Inputs\": [\"\", \"\", \"[False, True, True]\", \"\"]");
 }
 
+// A foreach op's Scalar[] of floats: torch's ET writes each as getScalarValue does, its Chrome
+// trace as ivalueToStr does (max_digits10), and an undefined tensor in a list (index's None)
+// as a tensor of no dtype.
+std::vector<Value> double_list_and_undefined_element() {
+  model::TensorValue none;
+  none.impl_address = 0x9e60;
+  none.dtype = "nullptr (uninitialized)";
+  return {{.kind = ValueKind::kDoubleList, .schema_type = "Scalar[]", .list_length = 2, .reals = {0.0631981328759004, -1.5}},
+          {.kind = ValueKind::kTensorList, .schema_type = "Tensor?[]", .tensors = {none}, .list_length = 1}};
+}
+
+TEST(ExecutionTraceValues, WritesDoubleListsAndUndefinedListElementsAsTorchDoes) {
+  uint64_t next_id = 10;
+  TensorIds ids(next_id);
+  std::string out;
+  append_execution_trace_values(out, double_list_and_undefined_element(), ids);
+  EXPECT_EQ(out,
+            "{\"values\": [[0.063198,-1.500000], [[10,0,0,0,0,\"\"]]], \"shapes\": [[[],[]], [[]]], "
+            "\"types\": [\"GenericList[Double,Double]\", \"GenericList[Tensor(nullptr (uninitialized))]\"], "
+            "\"strides\": [[[],[]], [[]]]}");
+}
+
+TEST(ChromeInputArgs, ShowsDoubleListsAsScalarLists) {
+  std::string out;
+  append_input_args(out, double_list_and_undefined_element());
+  EXPECT_EQ(out,
+            ", \"Input Dims\": [[], []], \"Input type\": [\"ScalarList\", \"TensorList\"], "
+            "\"Input Strides\": [[], []], \"Concrete Inputs\": [\"[0.063198132875900398, -1.5]\", \"\"]");
+}
+
 TEST(ExecutionTraceValues, IsValidJsonWithParallelArrays) {
   uint64_t next_id = 2;
   TensorIds ids(next_id);

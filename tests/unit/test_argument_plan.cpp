@@ -53,6 +53,10 @@ std::string read_text(uint8_t read) {
     case READ_STD_OPTIONAL_INT_LIST: return "std_optional_int_list";
     case READ_STRING: return "string";
     case READ_OPTIONAL_WORD_PAIR: return "optional_word_pair";
+    case READ_TENSOR_LIST_REF: return "tensor_list_ref";
+    case READ_OPTIONAL_SCALAR: return "optional_scalar";
+    case READ_OPTIONAL_TENSOR_LIST: return "optional_tensor_list";
+    case READ_SCALAR_LIST: return "scalar_list";
     default: return "read?" + std::to_string(read);
   }
 }
@@ -103,7 +107,7 @@ const Library& torch_2_6() {
 #define SKIP_WITHOUT_TORCH_2_6()                                                          \
   if (!torch_2_6_present()) {                                                             \
     GTEST_SKIP() << "\n\n*** torch 2.6 is missing: no " << kTrixieFinishedMarker << " or " \
-                 << kTrixieLibtorchCpu << " (scripts/make-trixie-root.sh builds it) ***\n\n"; \
+                 << kTrixieLibtorchCpu << " (scripts/make-torch-root.sh trixie builds it) ***\n\n"; \
   }
 
 OpArgumentPlan plan_of(const Library& library, std::string_view unambiguous_name) {
@@ -183,10 +187,15 @@ TEST(ArgumentPlan113, AListThatMissesTheLastRegisterLeavesItToTheNextArgument) {
   EXPECT_EQ(plan.bpf.output_read, OUTPUT_TENSOR_VECTOR);
 }
 
-TEST(ArgumentPlan113, CatTakesAnIListRefItCannotRead) {
+TEST(ArgumentPlan113, CatTakesAnIListRefByReference) {
   OpArgumentPlan plan = plan_of(torch_1_13(), "cat");
   EXPECT_EQ(plan.inputs.at(0).cxx_type, "c10::IListRef<at::Tensor> const&");
-  EXPECT_EQ(argument_lines(plan), (Texts{"tensors -", "dim word rdx"}));
+  EXPECT_EQ(argument_lines(plan), (Texts{"tensors tensor_list_ref rsi", "dim word rdx"}));
+}
+
+TEST(ArgumentPlan113, OptionalScalarsGoByReference) {
+  EXPECT_EQ(argument_lines(plan_of(torch_1_13(), "clamp")),
+            (Texts{"self tensor rsi", "min optional_scalar rdx", "max optional_scalar rcx"}));
 }
 
 TEST(ArgumentPlan113, TuplesOfTensorsComeBackThroughMemory) {
@@ -358,14 +367,24 @@ TEST(ArgumentPlan26, OptionalIntListGoesToTheStackInMemory) {
 
 TEST(ArgumentPlan26, StdOptionalDoubleTakesOneIntegerRegister) {
   SKIP_WITHOUT_TORCH_2_6();
-  // Its flag's eightbyte is INTEGER, its value's SSE.
+  // Its flag's eightbyte is INTEGER, its value's SSE: out of reach in registers.
   EXPECT_EQ(argument_lines(plan_of(torch_2_6(), "nan_to_num_out")),
             (Texts{"self tensor rdi", "nan -", "posinf -", "neginf -", "out tensor r8"}));
 }
 
+TEST(ArgumentPlan26, StdOptionalDoubleOnTheStackIsReadWhole) {
+  SKIP_WITHOUT_TORCH_2_6();
+  // No integer register is left for scale's flag, so both its eightbytes go to the stack: the
+  // double first, then the flag.
+  EXPECT_EQ(argument_lines(plan_of(torch_2_6(), "scaled_dot_product_attention")),
+            (Texts{"query tensor rsi", "key tensor rdx", "value tensor rcx", "attn_mask optional_tensor r8",
+                   "dropout_p -", "is_causal word r9", "scale optional_word_pair stack0,stack1",
+                   "enable_gqa word stack2"}));
+}
+
 TEST(ArgumentPlan26, CatAndDropout) {
   SKIP_WITHOUT_TORCH_2_6();
-  EXPECT_EQ(argument_lines(plan_of(torch_2_6(), "cat")), (Texts{"tensors -", "dim word rdx"}));
+  EXPECT_EQ(argument_lines(plan_of(torch_2_6(), "cat")), (Texts{"tensors tensor_list_ref rsi", "dim word rdx"}));
   EXPECT_EQ(argument_lines(plan_of(torch_2_6(), "dropout")),
             (Texts{"input tensor rsi", "p -", "train word rdx"}));
 }
@@ -459,10 +478,10 @@ CatalogFigures plan_catalog(const Library& library, const std::string& label) {
       EXPECT_EQ(plan.bpf.argument_count, 0) << entry.schema;
       continue;
     }
-    EXPECT_EQ(plan.bpf.argument_count, std::min<size_t>(plan.inputs.size(), OP_ARGUMENTS_MAX));
+    EXPECT_EQ(plan.bpf.argument_count, std::min<size_t>(plan.inputs.size(), OP_PLAN_ARGUMENTS_MAX));
     ++figures.planned;
     if (plan.partial_reason.empty()) ++figures.fully_located;
-    size_t described = std::min<size_t>(plan.inputs.size(), OP_ARGUMENTS_MAX);
+    size_t described = std::min<size_t>(plan.inputs.size(), OP_PLAN_ARGUMENTS_MAX);
     bool tensors_read = true;
     bool all_read = true;
     for (size_t i = 0; i < described; ++i) {

@@ -1,6 +1,7 @@
-// Backward jumps decoded from real bytecode of CPython 3.9-3.13 (tests/unit/data/bytecode_loops,
+// Backward jumps decoded from real bytecode of CPython 3.9-3.14 (tests/unit/data/bytecode_loops,
 // written by make_bytecode_loop_vectors.py): co_code as compiled and, on 3.11+, co_code_adaptive
-// after the interpreter specialized it, each against the jumps dis finds in it.
+// after the interpreter specialized it, each against the jumps dis finds in it; where the vector
+// has it, co_code_adaptive instrumented for a profiler, against the jumps of co_code.
 #include "symbolizer/python/bytecode_loops.h"
 
 #include <gtest/gtest.h>
@@ -48,12 +49,17 @@ TEST_P(BytecodeLoops, DecodesTheBackwardJumpsDisFinds) {
     ASSERT_TRUE(adaptive) << name << " (specialized)";
     EXPECT_EQ(as_pairs(*adaptive), function["adaptive_jumps"].get<std::vector<std::vector<uint32_t>>>())
         << name << " (specialized)";
+    if (!function.contains("instrumented") || function["instrumented"].is_null()) continue;
+    const auto instrumented = backward_jumps(version, from_hex(function["instrumented"]));
+    ASSERT_TRUE(instrumented) << name << " (instrumented)";
+    EXPECT_EQ(as_pairs(*instrumented), function["jumps"].get<std::vector<std::vector<uint32_t>>>()) << name << " (instrumented)";
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Interpreters, BytecodeLoops,
                          ::testing::Values("pyenv-3.9.18", "pyenv-3.10.13", "pyenv-3.11.7", "pyenv-3.12.1",
-                                           "pyenv-3.13.0", "debian-bookworm-3.11.2", "debian-trixie-3.13.5"),
+                                           "pyenv-3.13.0", "debian-bookworm-3.11.2", "debian-trixie-3.13.5",
+                                           "debian-sid-3.14.10"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name)
@@ -72,9 +78,11 @@ TEST(BytecodeLoops, ALoopSpansTwoInstructionsOnlyIfItJumpsBackOverBoth) {
 }
 
 TEST(BytecodeLoops, WhatCannotBeDecodedWithCertaintyIsNotGuessed) {
-  EXPECT_FALSE(backward_jumps({.major = 3, .minor = 14}, std::vector<uint8_t>{0, 0})) << "an unknown version";
+  EXPECT_FALSE(backward_jumps({.major = 3, .minor = 15}, std::vector<uint8_t>{0, 0})) << "an unknown version";
   EXPECT_FALSE(backward_jumps({.major = 3, .minor = 12}, std::vector<uint8_t>{254, 0})) << "INSTRUMENTED_LINE";
   EXPECT_FALSE(backward_jumps({.major = 3, .minor = 13}, std::vector<uint8_t>{70, 0})) << "ENTER_EXECUTOR";
+  EXPECT_FALSE(backward_jumps({.major = 3, .minor = 14}, std::vector<uint8_t>{255, 0})) << "ENTER_EXECUTOR";
+  EXPECT_FALSE(backward_jumps({.major = 3, .minor = 14}, std::vector<uint8_t>{254, 0})) << "INSTRUMENTED_LINE";
   EXPECT_FALSE(backward_jumps({.major = 3, .minor = 11}, std::vector<uint8_t>{140, 9})) << "a jump before the code";
   EXPECT_FALSE(backward_jumps({.major = 3, .minor = 11}, std::vector<uint8_t>{140})) << "half a code unit";
 }

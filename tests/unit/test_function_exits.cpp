@@ -101,7 +101,7 @@ TEST_P(FunctionExitsTest, AnAddressOutsideEveryFunctionHasNoExits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, FunctionExitsTest,
-                         ::testing::Values(testing::debian_torch113(), testing::trixie_torch26()),
+                         ::testing::Values(testing::debian_torch113(), testing::trixie_torch26(), testing::sid_torch214()),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

@@ -3,6 +3,7 @@
 // matched per thread, stack samples, and what it must refuse.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -95,6 +96,18 @@ class RecordDecoderTest : public ::testing::Test {
                                                    std::vector<model::Value>& inputs) {
                             inputs.at(1).kind = model::ValueKind::kInt;
                             inputs.at(1).ints = {static_cast<int64_t>(spilled.words[1])};
+                          },
+                          // Appends the chunk's ints to argument 0 as they come.
+                          .append_list_elements = [](const list_elements& elements, std::vector<model::Value>& values) {
+                            values.at(elements.argument).ints.insert(values.at(elements.argument).ints.end(),
+                                                                     elements.ints, elements.ints + elements.count);
+                            return true;
+                          },
+                          // Marks input 1 with the record's argument count.
+                          .complete_more_arguments = [](uint32_t, const op_arguments& arguments,
+                                                        std::vector<model::Value>& inputs) {
+                            inputs.at(1).kind = model::ValueKind::kInt;
+                            inputs.at(1).ints = {arguments.argument_count};
                           }}};
 
   struct SentStack {
@@ -153,6 +166,51 @@ TEST_F(RecordDecoderTest, SpilledArgumentsCompleteTheirThreadsNewestEntry) {
   EXPECT_EQ(tprof::testing::as_vector(spans[0].inputs[1].ints), std::vector<int64_t>{77});
   decoder_.decode(bytes_of(head(OP_RECORD_SPILLED_ARGUMENTS, 7, 30, 3)));  // no payload
   EXPECT_EQ(decoder_.malformed_records(), 1u);
+}
+
+// A list's further elements follow the record they belong to, entry or exit, on its thread;
+// a chunk whose record is not its thread's newest is counted, and one cut short is malformed.
+TEST_F(RecordDecoderTest, ListElementsContinueTheirThreadsNewestRecord) {
+  op_arguments arguments{};
+  list_elements elements{};
+  elements.kind = LIST_OF_INTS;
+  elements.count = 2;
+  elements.ints[0] = 5;
+  elements.ints[1] = 6;
+  const size_t chunk_bytes = offsetof(list_elements, ints) + 2 * sizeof(int64_t);
+  auto chunk = [&](uint32_t tid, uint64_t ns, size_t bytes) {
+    std::vector<std::byte> record = bytes_of(head(OP_RECORD_LIST_ELEMENTS, tid, ns, 3), elements);
+    record.resize(sizeof(op_record) + bytes);
+    return record;
+  };
+  decoder_.decode(bytes_of(head(OP_RECORD_ENTER, 7, 10, 3), arguments));
+  decoder_.decode(chunk(7, 10, chunk_bytes));
+  decoder_.decode(chunk(8, 10, chunk_bytes));  // thread 8 recorded nothing
+  decoder_.decode(bytes_of(head(OP_RECORD_EXIT, 7, 20, 3), arguments));
+  decoder_.decode(chunk(7, 20, chunk_bytes));  // a returned Tensor[]'s rest
+  decoder_.decode(chunk(7, 20, chunk_bytes - 1));
+  EXPECT_EQ(decoder_.unmatched_list_elements(), 1u);
+  EXPECT_EQ(decoder_.malformed_records(), 1u);
+  const std::vector<model::OpSpan> spans = build();
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(tprof::testing::as_vector(spans[0].inputs.at(0).ints), (std::vector<int64_t>{5, 6}));
+  EXPECT_EQ(tprof::testing::as_vector(spans[0].outputs.at(0).ints), (std::vector<int64_t>{5, 6}));
+}
+
+// Arguments past the 16th follow their entry like spilled ones: for its thread's newest entry.
+TEST_F(RecordDecoderTest, MoreArgumentsCompleteTheirThreadsNewestEntry) {
+  op_arguments arguments{};
+  op_arguments more{};
+  more.argument_count = 7;
+  decoder_.decode(bytes_of(head(OP_RECORD_MORE_ARGUMENTS, 7, 5, 3), more));  // its entry came before attach
+  decoder_.decode(bytes_of(head(OP_RECORD_ENTER, 7, 10, 3), arguments));
+  decoder_.decode(bytes_of(head(OP_RECORD_MORE_ARGUMENTS, 7, 10, 3), more));
+  decoder_.decode(bytes_of(head(OP_RECORD_EXIT, 7, 20, 3)));
+  EXPECT_EQ(decoder_.unmatched_more_arguments(), 1u);
+  EXPECT_EQ(decoder_.malformed_records(), 0u);
+  const std::vector<model::OpSpan> spans = build();
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(tprof::testing::as_vector(spans[0].inputs.at(1).ints), std::vector<int64_t>{7});
 }
 
 TEST_F(RecordDecoderTest, AnnotationsAreNamedAtEntryAndClosedByTheirHandle) {

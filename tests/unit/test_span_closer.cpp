@@ -417,6 +417,35 @@ std::vector<model::Operator> step_operators() {
   return operators;
 }
 
+// A record_function range's stack is taken inside record_function.__enter__, which returns
+// before the range's ops run: it is one look at the thread, and the frames the ops run in
+// (the optimizer's own) get their spans; __enter__'s does not last the range.
+TEST(SpanCloser, ARecordFunctionRangesStackIsOneLookNotTheRangesStack) {
+  const StoredStack entering{{python_frame(0x40, "__enter__"), python_frame(0x20, "step"), python_frame(0x10, "main")}, {}};
+  ResolvedFrame sgd = python_frame(0x40, "sgd");  // __enter__'s frame slot, reused by another code
+  sgd.code_address = 0x50;
+  const StoredStack in_sgd{{sgd, python_frame(0x20, "step"), python_frame(0x10, "main")}, {}};
+  Closer c(step_operators(), [&](uint64_t id) -> const StoredStack* {
+    return id == 1 ? &entering : id == 2 ? &in_sgd : nullptr;
+  });
+  OpEvent annotation = enter(10, 11);
+  annotation.python_stack_id = 1;
+  OpEvent op = enter(20, 1);
+  op.python_stack_id = 2;
+  c.add_all(1, {annotation, op, leave(30, 1), leave(40, 11)});
+  c.closer.finish(100);
+  std::map<std::string, std::pair<uint64_t, uint64_t>> spans;
+  for (const auto& python : c.sink.python_spans) {
+    const std::string& name = python.span.name;
+    spans[name.substr(name.find(": ") + 2)] = {python.span.start_ns, python.span.end_ns};
+  }
+  ASSERT_TRUE(spans.contains("__enter__"));
+  EXPECT_EQ(spans["__enter__"], std::make_pair(uint64_t{1010}, uint64_t{1010}));
+  ASSERT_TRUE(spans.contains("sgd")) << "the op's own frame has its span";
+  EXPECT_EQ(spans["sgd"], std::make_pair(uint64_t{1020}, uint64_t{1030}));
+  EXPECT_EQ(spans["step"].first, 1010u);
+}
+
 // Steps as the session detects them: each Optimizer.step ends one; ProfilerStep#N operators
 // are appended to the table as they are needed; the boundary's caller frames are all but its
 // innermost (`compare_stacks`), or not compared.

@@ -178,7 +178,7 @@ TEST_P(TensorDecoderLive, DecodesWhatTorchReports) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Torches, TensorDecoderLive,
-                         ::testing::Values(testing::debian_torch113(), testing::trixie_torch26()),
+                         ::testing::Values(testing::debian_torch113(), testing::trixie_torch26(), testing::sid_torch214()),
                          [](const auto& info) { return info.param.name; });
 
 // Hand-made windows, in torch 1.13's layout, for what live tensors cannot easily show.

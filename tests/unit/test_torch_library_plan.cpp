@@ -55,7 +55,7 @@ TEST_P(TorchLibraryPlanTest, IsMadeOncePerFileAndShapesSetting) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, TorchLibraryPlanTest,
-                         ::testing::Values(testing::debian_torch113(), testing::trixie_torch26()),
+                         ::testing::Values(testing::debian_torch113(), testing::trixie_torch26(), testing::sid_torch214()),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

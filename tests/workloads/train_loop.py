@@ -61,6 +61,10 @@ def parse_args():
                              "export its Kineto Chrome trace to FILE, then exit without waiting; with "
                              "--execution-trace-out, the same run also records torch's Execution Trace "
                              "(the profiler's execution_trace_observer) to that FILE (torch 2.x)")
+    parser.add_argument("--with-stack", action="store_true",
+                        help="with --kineto-trace-out, also pass with_stack=True and with_modules=True "
+                             "to torch.profiler.profile (off by default: Debian's torch 2.6 segfaults "
+                             "in its Python tracer; torch 2.14 supports it)")
     parser.add_argument("--annotate-steps", action="store_true",
                         help='wrap each measured step k in record_function("## LOOP k ##"), as '
                              "torch's test_execution_trace.py does")
@@ -165,16 +169,18 @@ def write_execution_trace(run_steps, path):
     observer.unregister_callback()
 
 
-def write_kineto_trace(run_steps, path, execution_trace_path=None):
+def write_kineto_trace(run_steps, path, execution_trace_path=None, with_stack=False):
     """torch.profiler's own Kineto trace of the steps, and with execution_trace_path its
-    Execution Trace of the same run: the reference for tprof's input values. No with_stack:
-    Debian's torch 2.6 segfaults in its Python tracer (see profiled_events)."""
+    Execution Trace of the same run: the reference for tprof's input values. with_stack (and
+    with_modules) only on request: Debian's torch 2.6 segfaults in its Python tracer (see
+    profiled_events)."""
     from torch.profiler import ProfilerActivity, profile
+    options = {"with_stack": True, "with_modules": True} if with_stack else {}
     observer = None
     if execution_trace_path:
         observer = torch.profiler.ExecutionTraceObserver().register_callback(execution_trace_path)
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
-                 execution_trace_observer=observer) as profiler:
+                 execution_trace_observer=observer, **options) as profiler:
         run_steps()
     profiler.export_chrome_trace(path)
 
@@ -222,7 +228,8 @@ def main():
             json.dump(reference, out)
         return 0
     if args.kineto_trace_out:
-        write_kineto_trace(run_measured_steps, args.kineto_trace_out, args.execution_trace_out)
+        write_kineto_trace(run_measured_steps, args.kineto_trace_out, args.execution_trace_out,
+                           args.with_stack)
         return 0
     if args.execution_trace_out:
         write_execution_trace(run_measured_steps, args.execution_trace_out)

@@ -31,8 +31,18 @@ void SpanCloser::add(uint32_t tid, OpEvent event) {
 
 bool SpanCloser::complete_newest_entry(uint32_t tid, uint32_t op_id,
                                        const std::function<void(std::vector<model::Value>&)>& complete) {
+  return complete_newest(tid, op_id, false, [&](std::vector<model::Value>& inputs, bool) { complete(inputs); });
+}
+
+bool SpanCloser::complete_newest_record(
+    uint32_t tid, uint32_t op_id, const std::function<void(std::vector<model::Value>&, bool returns)>& complete) {
+  return complete_newest(tid, op_id, true, complete);
+}
+
+bool SpanCloser::complete_newest(uint32_t tid, uint32_t op_id, bool exits_too,
+                                 const std::function<void(std::vector<model::Value>&, bool returns)>& complete) {
   // Other threads' records interleave; a thread's newest one lies further back than this only
-  // when that thread has been silent, and then it is not the entry sought.
+  // when that thread has been silent, and then it is not the record sought.
   constexpr size_t kRecordsSearched = 4096;
   const size_t searched = std::min(inbox_.size(), kRecordsSearched);
   for (size_t back = 1; back <= searched; ++back) {
@@ -40,8 +50,8 @@ bool SpanCloser::complete_newest_entry(uint32_t tid, uint32_t op_id,
     // A stack sample can fall between an op's two probes.
     if (pending.tid != tid || pending.event.is_sample) continue;
     OpEvent& event = pending.event;
-    if (event.is_exit || event.op_id != op_id || !event.has_arguments) return false;
-    complete(event.arguments);
+    if ((event.is_exit && !exits_too) || event.op_id != op_id || !event.has_arguments) return false;
+    complete(event.arguments, event.is_exit);
     return true;
   }
   return false;
@@ -270,7 +280,7 @@ void SpanCloser::enter(ThreadState& state, OpEvent& event) {
   // Every op that shows no stack while stacks are on is counted, whatever lost it (BPF says why).
   if (find_stack_ && !range.stack && operators_.at(span.operator_index).kind == model::RangeKind::kOperator)
     ++counts_.ops_without_python_stack;
-  if (range.stack) observe(state, {span.start_ns, 0, &range.stack->frames, true}, &range.observation);
+  if (range.stack) observe_range_start(state, range);
   state.open.push_back(std::move(range));
 }
 
@@ -401,6 +411,18 @@ const StoredStack* SpanCloser::find_stack(uint64_t stack_id) {
   const StoredStack* stack = find_stack_(stack_id);
   if (!stack) ++counts_.stacks_not_copied;
   return stack;
+}
+
+// An op's stack holds while it runs: Python waits for it to return. A record_function range's
+// was taken inside record_function.__enter__, which returns at once, and Python runs on while
+// the range is open: its stack is one look at the thread, not a stack that lasts the range.
+void SpanCloser::observe_range_start(ThreadState& state, OpenRange& range) {
+  const uint64_t start_ns = range.span.start_ns;
+  if (operators_.at(range.span.operator_index).kind == model::RangeKind::kUserAnnotation) {
+    observe(state, {start_ns, start_ns, &range.stack->frames, false}, nullptr);
+    return;
+  }
+  observe(state, {start_ns, 0, &range.stack->frames, true}, &range.observation);
 }
 
 void SpanCloser::observe(ThreadState& state, const StackObservation& observation, size_t* index) {

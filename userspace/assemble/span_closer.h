@@ -83,6 +83,10 @@ class SpanCloser {
   // keep their order).
   bool complete_newest_entry(uint32_t tid, uint32_t op_id,
                              const std::function<void(std::vector<model::Value>&)>& complete);
+  // The same for the newest record whether entry or exit: `complete` gets its inputs or its
+  // returns, and whether they are the returns.
+  bool complete_newest_record(uint32_t tid, uint32_t op_id,
+                              const std::function<void(std::vector<model::Value>&, bool returns)>& complete);
   // The range that top-level ranges of `tid` nest in until finish(), or until step detection
   // ends it, such as ProfilerStep#0 from the window's start; it takes its record id now.
   void open_step(uint32_t tid, uint32_t operator_index, uint64_t start_monotonic_ns);
@@ -134,6 +138,9 @@ class SpanCloser {
   size_t waiting_records() const { return inbox_.size(); }
 
  private:
+  bool complete_newest(uint32_t tid, uint32_t op_id, bool exits_too,
+                       const std::function<void(std::vector<model::Value>&, bool returns)>& complete);
+
   struct Pending {
     uint32_t tid;
     uint64_t arrival;  // keeps one thread's records at equal timestamps in their order
@@ -183,6 +190,7 @@ class SpanCloser {
   void hand_on(uint32_t tid, const OpenRange& range);
   void link_forward_backward(uint32_t tid, const model::OpSpan& span);
   void forget_old_forward_ops(uint64_t now_ns);
+  void observe_range_start(ThreadState& thread, OpenRange& range);
   void observe(ThreadState& thread, const StackObservation& observation, size_t* index);
   void flush_observations(ThreadState& thread);
   void emit_python_span(uint32_t tid, const model::PythonSpan& span);

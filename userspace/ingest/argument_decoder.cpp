@@ -37,6 +37,15 @@ std::string_view without_optional(std::string_view type) {
   return type;
 }
 
+// An undefined at::Tensor as an element of a list: torch's ET writes it as a tensor of no dtype,
+// storage, size or device ([id, 0, 0, 0, 0, ""], "Tensor(nullptr (uninitialized))").
+model::TensorValue undefined_tensor(uint64_t impl) {
+  model::TensorValue tensor;
+  tensor.impl_address = impl;
+  tensor.dtype = "nullptr (uninitialized)";
+  return tensor;
+}
+
 Value none_value() {
   Value none;
   none.kind = ValueKind::kNone;
@@ -83,17 +92,24 @@ bool is_small_enum(std::string_view type) {
 
 }  // namespace
 
-ArgumentDecoder::ArgumentDecoder(symbolizer::TensorImplLayout layout, std::vector<symbolizer::OpArgumentPlan> plans)
-    : layout_(std::move(layout)), plans_(std::move(plans)) {}
+ArgumentDecoder::ArgumentDecoder(symbolizer::TensorImplLayout layout, std::vector<symbolizer::OpArgumentPlan> plans,
+                                 uint64_t undefined_tensor_impl)
+    : layout_(std::move(layout)), plans_(std::move(plans)), undefined_tensor_impl_(undefined_tensor_impl) {}
 
 std::optional<model::TensorValue> ArgumentDecoder::tensor_at(const op_arguments& arguments, uint32_t slot,
                                                             bool* defined) const {
-  if (slot >= arguments.tensor_count || slot >= OP_TENSORS_MAX) return std::nullopt;
+  if (slot >= arguments.tensor_count || slot >= OP_TENSORS_MAX || trial_.rejected) return std::nullopt;
   // __s64 is long long, int64_t long: the same 8 bytes under two names.
   const int64_t* out_of_line =
       arguments.out_of_line_tensor == slot ? reinterpret_cast<const int64_t*>(arguments.out_of_line) : nullptr;
-  const auto decoded = symbolizer::decode_tensor(arguments.tensors[slot], out_of_line, layout_);
-  if (!decoded) return std::nullopt;
+  return decoded_tensor(arguments.tensors[slot], out_of_line, defined);
+}
+
+std::optional<model::TensorValue> ArgumentDecoder::decoded_tensor(const tensor_copy& copy, const int64_t* out_of_line,
+                                                                 bool* defined) const {
+  const auto decoded = symbolizer::decode_tensor(copy, out_of_line, layout_);
+  judge_layout(decoded.has_value());
+  if (!decoded || trial_.rejected) return std::nullopt;
   *defined = decoded->defined;
   model::TensorValue tensor;
   tensor.impl_address = decoded->impl;
@@ -108,6 +124,82 @@ std::optional<model::TensorValue> ArgumentDecoder::tensor_at(const op_arguments&
   tensor.itemsize = symbolizer::scalar_type_itemsize(decoded->scalar_type);
   tensor.device = symbolizer::device_string(decoded->device_type, decoded->device_index);
   return tensor;
+}
+
+void ArgumentDecoder::complete_more(uint32_t op_id, const op_arguments& arguments, std::vector<Value>& inputs) const {
+  if (op_id >= plans_.size()) return;
+  const symbolizer::OpArgumentPlan& plan = plans_[op_id];
+  const uint32_t captured = std::min<uint32_t>(arguments.argument_count, OP_ARGUMENTS_MAX);
+  for (uint32_t i = 0; i < captured; ++i) {
+    const size_t input = OP_ARGUMENTS_MAX + i;
+    if (input >= inputs.size() || input >= plan.inputs.size()) return;
+    inputs[input] = decode_one(arguments.arguments[i], arguments, plan.inputs[input].schema_type);
+  }
+}
+
+Value ArgumentDecoder::tensor_list(const argument_value& raw, const op_arguments& arguments) const {
+  Value list;
+  list.kind = ValueKind::kTensorList;
+  list.list_length = raw.length;
+  uint32_t copied = 0;  // tensor copies used: Nones take none
+  for (uint32_t i = 0; i < raw.length; ++i) {
+    const bool none = i < 64 && ((raw.value >> i) & 1);
+    if (none) {
+      list.tensors.push_back(undefined_tensor(undefined_tensor_impl_));
+      continue;
+    }
+    if (copied >= raw.tensor_count) break;
+    bool defined = true;
+    auto tensor = tensor_at(arguments, raw.first_tensor + copied++, &defined);
+    if (!tensor) break;
+    list.tensors.push_back(defined ? std::move(*tensor) : undefined_tensor(tensor->impl_address));
+  }
+  return list;
+}
+
+bool ArgumentDecoder::append_list_elements(const list_elements& elements, std::vector<Value>& values) const {
+  if (elements.argument >= values.size()) return false;
+  Value& list = values[elements.argument];
+  if (elements.kind == LIST_OF_SCALARS) {
+    // Read as floats only: an int among them would make another list (GenericList[Int,...]).
+    if (list.kind != ValueKind::kDoubleList || elements.first != list.reals.size()) return false;
+    for (uint32_t i = 0; i < elements.count && i < LIST_CHUNK_INTS / SCALAR_WORDS; ++i) {
+      const __s64* scalar = &elements.ints[SCALAR_WORDS * i];
+      if (static_cast<uint32_t>(scalar[0]) != kScalarTagDouble) return false;
+      list.reals.push_back(std::bit_cast<double>(scalar[2]));
+    }
+    return true;
+  }
+  if (elements.kind == LIST_OF_INTS) {
+    if (list.kind != ValueKind::kIntList || elements.first != list.ints.size()) return false;
+    for (uint32_t i = 0; i < elements.count && i < LIST_CHUNK_INTS; ++i) {
+      if (is_symbolic(static_cast<uint64_t>(elements.ints[i]))) return false;
+      list.ints.push_back(elements.ints[i]);
+    }
+    return true;
+  }
+  if (list.kind != ValueKind::kTensorList || elements.first != list.tensors.size()) return false;
+  for (uint32_t i = 0; i < elements.count && i < LIST_CHUNK_TENSORS; ++i) {
+    bool defined = true;
+    auto tensor = decoded_tensor(elements.tensors[i], nullptr, &defined);
+    if (!tensor) return false;
+    list.tensors.push_back(defined ? std::move(*tensor) : undefined_tensor(tensor->impl_address));
+  }
+  return true;
+}
+
+void ArgumentDecoder::judge_layout(bool plausible) const {
+  if (trial_.tried >= kLayoutTrialTensors) return;
+  ++trial_.tried;
+  if (plausible) ++trial_.plausible;
+  if (trial_.tried == kLayoutTrialTensors && 2 * trial_.plausible < trial_.tried) trial_.rejected = true;
+}
+
+std::optional<std::string> ArgumentDecoder::layout_rejection() const {
+  if (!trial_.rejected) return std::nullopt;
+  return "recording without shapes after the first tensors: only " + std::to_string(trial_.plausible) + " of the first " +
+         std::to_string(trial_.tried) + " decoded into plausible tensors with the layout derived from libc10 (" +
+         layout_.source + "); every later tensor is unknown";
 }
 
 // The payload bytes of an optional packed in one word (`payload_bytes` long), or nullopt for
@@ -186,17 +278,11 @@ Value ArgumentDecoder::decode_one(const argument_value& raw, const op_arguments&
       break;
     }
     case ARGUMENT_ABSENT: value.kind = ValueKind::kNone; break;
-    case ARGUMENT_TENSOR_LIST: {
-      value.kind = ValueKind::kTensorList;
+    case ARGUMENT_TENSOR_LIST: value = tensor_list(raw, arguments); break;
+    case ARGUMENT_SCALAR_LIST:  // its elements follow (append_list_elements)
+      value.kind = ValueKind::kDoubleList;
       value.list_length = raw.length;
-      for (uint32_t i = 0; i < raw.tensor_count; ++i) {
-        bool defined = true;
-        auto tensor = tensor_at(arguments, raw.first_tensor + i, &defined);
-        if (!tensor || !defined) break;
-        value.tensors.push_back(std::move(*tensor));
-      }
       break;
-    }
     case ARGUMENT_INT_LIST: {
       value.kind = ValueKind::kIntList;
       value.list_length = raw.length;

@@ -97,18 +97,35 @@ int64_t signed_sequence_number(uint64_t raw) {
 
 std::vector<model::Value> RecordDecoder::decode_arguments(uint32_t op_id, bool returns, const unsigned char* payload,
                                                           size_t size) {
+  if (!copy_arguments(payload, size)) return {};
+  return callbacks_.decode_arguments(op_id, returns, arguments_);
+}
+
+bool RecordDecoder::copy_arguments(const unsigned char* payload, size_t size) {
   // BPF cuts the record after its last tensor copy (the tensor copies it holds are checked
-  // below); anything shorter than the part before them reads as zeros. Only what the record
-  // holds is copied: the whole struct is 1.8 KB, and this runs for every op entry and exit.
+  // below) unless it holds out-of-line dims; anything shorter than the part before them reads
+  // as zeros. Only what the record holds is copied: the whole struct is 3 KB, and this runs for
+  // every op entry and exit.
   constexpr size_t kHeaderBytes = offsetof(op_arguments, tensors);
   const size_t copied = std::min(size, sizeof(arguments_));
   std::memcpy(&arguments_, payload, copied);
   if (copied < kHeaderBytes) std::memset(reinterpret_cast<unsigned char*>(&arguments_) + copied, 0, kHeaderBytes - copied);
   if (arguments_.tensor_count > OP_TENSORS_MAX || size < kHeaderBytes + arguments_.tensor_count * sizeof(tensor_copy)) {
     ++malformed_;
-    return {};
+    return false;
   }
-  return callbacks_.decode_arguments(op_id, returns, arguments_);
+  // Out-of-line dims come only with the whole struct.
+  if (copied < sizeof(arguments_)) arguments_.out_of_line_tensor = NO_OUT_OF_LINE_TENSOR;
+  return true;
+}
+
+// The arguments past the first OP_ARGUMENTS_MAX of the op whose entry its thread sent just before.
+void RecordDecoder::consume_more_arguments(const op_record& head, const unsigned char* payload, size_t payload_size) {
+  if (!copy_arguments(payload, payload_size) || !callbacks_.complete_more_arguments) return;
+  const bool completed = spans_.complete_newest_entry(head.tid, head.op_id, [&](std::vector<model::Value>& inputs) {
+    callbacks_.complete_more_arguments(head.op_id, arguments_, inputs);
+  });
+  if (!completed) ++unmatched_more_arguments_;
 }
 
 void RecordDecoder::consume_device_activity(const unsigned char* payload, size_t payload_size) {
@@ -151,6 +168,35 @@ void RecordDecoder::consume_spilled_arguments(const op_record& head, const unsig
   if (!completed) ++unmatched_spilled_arguments_;
 }
 
+// More elements of a list of the thread's last record (its entry or its exit), sent right after it.
+void RecordDecoder::consume_list_elements(const op_record& head, const unsigned char* payload, size_t payload_size) {
+  constexpr size_t kHeaderBytes = offsetof(list_elements, ints);
+  if (payload_size < kHeaderBytes) {
+    ++malformed_;
+    return;
+  }
+  std::memcpy(&elements_, payload, std::min(payload_size, sizeof(elements_)));
+  size_t element_bytes = sizeof(tensor_copy);
+  size_t capacity = LIST_CHUNK_TENSORS;
+  if (elements_.kind != LIST_OF_TENSORS) {
+    const size_t words = elements_.kind == LIST_OF_SCALARS ? SCALAR_WORDS : 1;
+    element_bytes = words * sizeof(int64_t);
+    capacity = LIST_CHUNK_INTS / words;
+  }
+  const bool known_kind =
+      elements_.kind == LIST_OF_TENSORS || elements_.kind == LIST_OF_INTS || elements_.kind == LIST_OF_SCALARS;
+  if (!known_kind || elements_.count > capacity || payload_size < kHeaderBytes + elements_.count * element_bytes) {
+    ++malformed_;
+    return;
+  }
+  if (!callbacks_.append_list_elements) return;
+  bool appended = false;
+  spans_.complete_newest_record(head.tid, head.op_id, [&](std::vector<model::Value>& values, bool) {
+    appended = callbacks_.append_list_elements(elements_, values);
+  });
+  if (!appended) ++unmatched_list_elements_;
+}
+
 void RecordDecoder::consume(const op_record& head, const unsigned char* payload, size_t payload_size) {
   // GPU activity comes from the CUPTI library's thread, which is no thread of the trace.
   if (head.kind == OP_RECORD_DEVICE_ACTIVITY) {
@@ -164,6 +210,14 @@ void RecordDecoder::consume(const op_record& head, const unsigned char* payload,
   }
   if (head.kind == OP_RECORD_SPILLED_ARGUMENTS) {
     consume_spilled_arguments(head, payload, payload_size);
+    return;
+  }
+  if (head.kind == OP_RECORD_LIST_ELEMENTS) {
+    consume_list_elements(head, payload, payload_size);
+    return;
+  }
+  if (head.kind == OP_RECORD_MORE_ARGUMENTS) {
+    consume_more_arguments(head, payload, payload_size);
     return;
   }
   if (seen_threads_.insert(head.tid).second) callbacks_.on_new_thread(head.tid);

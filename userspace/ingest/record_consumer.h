@@ -53,6 +53,14 @@ class RecordDecoder {
     // Fills in op `op_id`'s decoded inputs with what its spill probe read; empty: ignored.
     std::function<void(uint32_t op_id, const spilled_arguments& spilled, std::vector<model::Value>& inputs)>
         complete_arguments;
+    // Appends the elements of a list argument (or return) that did not fit in its op's record
+    // to `values`, that record's decoded inputs or returns; false when they do not continue a
+    // list there. Empty: ignored.
+    std::function<bool(const list_elements& elements, std::vector<model::Value>& values)> append_list_elements;
+    // Fills in op `op_id`'s decoded inputs from OP_ARGUMENTS_MAX on with the arguments of its
+    // OP_RECORD_MORE_ARGUMENTS record; empty: ignored.
+    std::function<void(uint32_t op_id, const op_arguments& arguments, std::vector<model::Value>& inputs)>
+        complete_more_arguments;
   };
   RecordDecoder(SpanCloser& spans, Callbacks callbacks) : spans_(spans), callbacks_(std::move(callbacks)) {}
 
@@ -66,12 +74,21 @@ class RecordDecoder {
   // Spill-probe records whose op entry was not the thread's last record (attached between
   // the two probes, or the entry record was lost).
   uint64_t unmatched_spilled_arguments() const { return unmatched_spilled_arguments_; }
+  // More-arguments records whose op entry was not the thread's last record.
+  uint64_t unmatched_more_arguments() const { return unmatched_more_arguments_; }
+  // List-element records that continued no list of their thread's last record (it was lost,
+  // or an element before them could not be read).
+  uint64_t unmatched_list_elements() const { return unmatched_list_elements_; }
 
  private:
   void consume(const op_record& head, const unsigned char* payload, size_t payload_size);
   void consume_device_activity(const unsigned char* payload, size_t payload_size);
   void consume_python_stack(uint64_t stack_id, const unsigned char* payload, size_t payload_size);
   void consume_spilled_arguments(const op_record& head, const unsigned char* payload, size_t payload_size);
+  void consume_list_elements(const op_record& head, const unsigned char* payload, size_t payload_size);
+  void consume_more_arguments(const op_record& head, const unsigned char* payload, size_t payload_size);
+  // Copies a payload of op_arguments into arguments_; false (counted malformed) if cut short.
+  bool copy_arguments(const unsigned char* payload, size_t size);
   // The op arguments in a payload of `size` bytes; none (and counted malformed) if it is cut short.
   std::vector<model::Value> decode_arguments(uint32_t op_id, bool returns, const unsigned char* payload,
                                              size_t size);
@@ -90,6 +107,9 @@ class RecordDecoder {
   uint64_t python_samples_ = 0;
   uint64_t malformed_ = 0;
   uint64_t unmatched_spilled_arguments_ = 0;
+  uint64_t unmatched_list_elements_ = 0;
+  uint64_t unmatched_more_arguments_ = 0;
+  list_elements elements_;  // a list-elements record, copied out of the ring buffer
 };
 
 class RecordRouter {

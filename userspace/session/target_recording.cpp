@@ -125,21 +125,25 @@ struct OpProbes {
   // With shapes: how to read each op's arguments (by op id), and the TensorImpl layout.
   std::vector<symbolizer::OpArgumentPlan> argument_plans;
   std::optional<symbolizer::TensorImplLayout> tensor_layout;
+  uint64_t undefined_tensor_impl = 0;  // c10::UndefinedTensorImpl's singleton in the target; 0: unknown
 };
 
-// The TensorImpl layout of the target's libc10, or none (said on the console) when shapes
-// cannot be read: better no shapes than wrong ones.
-std::optional<symbolizer::TensorImplLayout> calibrate_tensors(const TargetProcess& target, Console& console) {
+// The TensorImpl layout of the target's libc10 (and where its undefined tensor is), or none
+// (said on the console) when shapes cannot be read: better no shapes than wrong ones.
+void calibrate_tensors(const TargetProcess& target, OpProbes& probes, Console& console) {
   const auto libc10 = target.find_mapped_library(kTensorLibraryPrefix);
   std::string why_not = "no libc10 is mapped in the target";
-  std::optional<symbolizer::TensorImplLayout> layout;
   try {
-    if (libc10) layout = symbolizer::calibrate_tensor_impl_layout(libc10->host_path, &why_not);
+    if (libc10) probes.tensor_layout = symbolizer::calibrate_tensor_impl_layout(libc10->host_path, &why_not);
   } catch (const std::exception& error) {
     why_not = error.what();
   }
-  if (!layout) console.line("warning: recording without shapes: " + why_not);
-  return layout;
+  if (!probes.tensor_layout) {
+    console.line("warning: recording without shapes: " + why_not);
+    return;
+  }
+  if (probes.tensor_layout->undefined_tensor_symbol)
+    probes.undefined_tensor_impl = libc10->load_address + probes.tensor_layout->undefined_tensor_symbol;
 }
 
 // The target's ops, from the plan of its libtorch_cpu file (worked out by the first target that
@@ -151,7 +155,7 @@ std::optional<OpProbes> plan_torch_probes(const TargetProcess& target, bool reco
   auto library_plan = library_plans.plan_for(*torch_library, record_shapes, console);
   OpProbes probes{*torch_library, library_plan, library_plan->plan, {}, std::nullopt};
   probes.plan.sites.binary_path = torch_library->host_path;
-  if (record_shapes) probes.tensor_layout = calibrate_tensors(target, console);
+  if (record_shapes) calibrate_tensors(target, probes, console);
   if (probes.tensor_layout && !library_plan->no_arguments_why.empty()) {
     console.line("warning: recording without shapes: " + library_plan->no_arguments_why);
     probes.tensor_layout.reset();
@@ -606,7 +610,8 @@ class RecordingPipeline {
                 [this](uint32_t tid) { return thread_name(tid); }, sinks_.sink()),
         decoder_(closer_, decoder_callbacks()) {
     if (plan.ops && plan.ops->tensor_layout)
-      argument_decoder_.emplace(*plan.ops->tensor_layout, std::move(plan.ops->argument_plans));
+      argument_decoder_.emplace(*plan.ops->tensor_layout, std::move(plan.ops->argument_plans),
+                                plan.ops->undefined_tensor_impl);
     if (plan.cupti_library) expect_device_activity(clock);
     router_.route(static_cast<uint32_t>(target.pid()), decoder_);
   }
@@ -683,6 +688,8 @@ class RecordingPipeline {
   void report(Console& console, StopReason reason, const model::RunSummary& summary, const LossCounts& losses) const {
     tprof::report(console, reason, sinks_, closer_, decoder_, summary, losses, stacks_ ? &*stacks_ : nullptr,
                   summary_options_);
+    if (argument_decoder_)
+      if (const auto rejection = argument_decoder_->layout_rejection()) console.line("warning: " + *rejection);
     if (device_correlator_) report_device_activity(console, device_correlator_->counts(), losses);
   }
 
@@ -740,6 +747,13 @@ class RecordingPipeline {
             .complete_arguments =
                 [this](uint32_t op_id, const spilled_arguments& spilled, std::vector<model::Value>& inputs) {
                   if (argument_decoder_) argument_decoder_->complete(op_id, spilled, inputs);
+                },
+            .append_list_elements = [this](const list_elements& elements, std::vector<model::Value>& values) {
+              return argument_decoder_ && argument_decoder_->append_list_elements(elements, values);
+            },
+            .complete_more_arguments =
+                [this](uint32_t op_id, const op_arguments& arguments, std::vector<model::Value>& inputs) {
+                  if (argument_decoder_) argument_decoder_->complete_more(op_id, arguments, inputs);
                 }};
   }
 

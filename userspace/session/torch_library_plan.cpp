@@ -15,9 +15,13 @@ namespace tprof {
 namespace {
 
 // The C++ scopes torch's profiler shows besides ops (autograd's detach, ...): probed as ops,
-// each a range named after its scope.
-void add_named_scopes(ProbePlan& plan, const symbolizer::LibraryIndex& library) {
-  for (const symbolizer::NamedScope& scope : symbolizer::find_named_scopes(library).scopes) {
+// each a range named after its scope. Every torch has some, so finding none is said.
+void add_named_scopes(ProbePlan& plan, const symbolizer::LibraryIndex& library, Console& console) {
+  const symbolizer::NamedScopes found = symbolizer::find_named_scopes(library);
+  if (found.scopes.empty())
+    console.line("warning: no named C++ scopes found (autograd's detach, ...): " + found.why_none +
+                 "; torch's profiler shows them, this trace will not");
+  for (const symbolizer::NamedScope& scope : found.scopes) {
     const auto offset = library.sections.file_offset_of(scope.function_address);
     const auto& probed = plan.addresses;
     if (!offset || std::find(probed.begin(), probed.end(), scope.function_address) != probed.end()) continue;
@@ -69,7 +73,7 @@ TorchLibraryPlan plan_torch_library(const MappedLibrary& library, bool record_sh
   if (record_shapes) plan_arguments(planned, catalog);
 
   auto ranges = std::make_shared<RangeSites>(library.host_path);
-  add_named_scopes(planned.plan, ranges->library_index());
+  add_named_scopes(planned.plan, ranges->library_index(), console);
   // A function without a `ret` (one that always throws) is closed by the catch.
   std::vector<uint64_t> functions = planned.plan.addresses;
   const std::vector<uint64_t> autograd = ranges->range_function_addresses();
