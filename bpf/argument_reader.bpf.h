@@ -305,12 +305,12 @@ static __always_inline void record_int_list(struct op_arguments *args, struct ar
 	defer_rest(pending, list, value->int_count);
 }
 
+#define SCALAR_BYTES 32
+
 /*
  * c10::Scalar {Tag tag; union {double; int64_t; c10::complex<double>; ...} v;} at `scalar`: the
  * union holds a complex<double>, aligned to 16, so the payload is at 16, not 8.
  */
-#define SCALAR_BYTES 32
-
 static __always_inline void record_scalar(struct argument_value *value, __u64 scalar)
 {
 	__u64 words[3] = {};

@@ -1,6 +1,7 @@
 #include "userspace/assemble/span_closer.h"
 
 #include <algorithm>
+#include <iterator>
 #include <optional>
 #include <tuple>
 
@@ -414,15 +415,24 @@ const StoredStack* SpanCloser::find_stack(uint64_t stack_id) {
 }
 
 // An op's stack holds while it runs: Python waits for it to return. A record_function range's
-// was taken inside record_function.__enter__, which returns at once, and Python runs on while
-// the range is open: its stack is one look at the thread, not a stack that lasts the range.
+// was taken inside record_function.__enter__, which returns at once while the range stays open:
+// only the frames around the `with` (__enter__'s caller and out) last the range.
 void SpanCloser::observe_range_start(ThreadState& state, OpenRange& range) {
-  const uint64_t start_ns = range.span.start_ns;
-  if (operators_.at(range.span.operator_index).kind == model::RangeKind::kUserAnnotation) {
-    observe(state, {start_ns, start_ns, &range.stack->frames, false}, nullptr);
-    return;
-  }
-  observe(state, {start_ns, 0, &range.stack->frames, true}, &range.observation);
+  const ResolvedStack* lasting = &range.stack->frames;
+  if (operators_.at(range.span.operator_index).kind == model::RangeKind::kUserAnnotation)
+    lasting = callers_of_enter(*range.stack);
+  observe(state, {range.span.start_ns, 0, lasting, true}, &range.observation);
+}
+
+// The frames outside the innermost __enter__ of `stack`, kept for the store's lifetime like the
+// stack itself; the whole stack when no __enter__ is on it (a range opened from C++).
+const ResolvedStack* SpanCloser::callers_of_enter(const StoredStack& stack) {
+  const auto enter = std::find_if(stack.frames.begin(), stack.frames.end(),
+                                  [](const ResolvedFrame& frame) { return frame.function == "__enter__"; });
+  if (enter == stack.frames.end()) return &stack.frames;
+  auto [callers, added] = enter_callers_.try_emplace(&stack);
+  if (added) callers->second.assign(std::next(enter), stack.frames.end());
+  return &callers->second;
 }
 
 void SpanCloser::observe(ThreadState& state, const StackObservation& observation, size_t* index) {

@@ -191,6 +191,7 @@ class SpanCloser {
   void link_forward_backward(uint32_t tid, const model::OpSpan& span);
   void forget_old_forward_ops(uint64_t now_ns);
   void observe_range_start(ThreadState& thread, OpenRange& range);
+  const ResolvedStack* callers_of_enter(const StoredStack& stack);
   void observe(ThreadState& thread, const StackObservation& observation, size_t* index);
   void flush_observations(ThreadState& thread);
   void emit_python_span(uint32_t tid, const model::PythonSpan& span);
@@ -244,6 +245,9 @@ class SpanCloser {
   PythonSpanNamer namer_;
   std::unordered_map<uint32_t, ThreadState> threads_;
   std::unordered_map<int64_t, ForwardOp> forward_ops_;  // by the sequence number they created
+  // Per stored stack of a record_function range, its frames outside __enter__ (as many as the
+  // store's stacks at most; the map's nodes keep them where the timeline points).
+  std::unordered_map<const StoredStack*, ResolvedStack> enter_callers_;
   Counts counts_;
 };
 
