@@ -80,9 +80,11 @@ static __always_inline bool copy_tensor_window(const struct tensor_layout *layou
 	copy->impl = impl;
 	copy->storage_data = 0;
 	__u64 storage = 0;
-	if (!bpf_probe_read_user(&storage, sizeof(storage), (const void *)(impl + layout->storage_field)) && storage)
-		bpf_probe_read_user(&copy->storage_data, sizeof(copy->storage_data),
-				    (const void *)(storage + layout->storage_data_field));
+	if (!bpf_probe_read_user(&storage, sizeof(storage), (const void *)(impl + layout->storage_field)) && storage &&
+	    !bpf_probe_read_user(&copy->storage_data, sizeof(copy->storage_data),
+				 (const void *)(storage + layout->storage_data_field)) &&
+	    !copy->storage_data)
+		copy->storage_data = STORAGE_DATA_NULL;
 	return true;
 }
 

@@ -129,7 +129,8 @@ struct tensor_layout {
 /* One TensorImpl as BPF saw it. */
 struct tensor_copy {
 	__u64 impl;          /* TensorImpl*; 0: unreadable */
-	__u64 storage_data;  /* StorageImpl's data pointer; 0: none or unreadable */
+	__u64 storage_data;  /* StorageImpl's data pointer; 0: no storage, or unreadable; STORAGE_DATA_NULL:
+			      * a storage whose data pointer is null (a zero-size tensor's) */
 	__u8 window[TENSOR_WINDOW_BYTES];
 };
 
@@ -211,5 +212,9 @@ struct op_arguments {
 };
 
 #define NO_OUT_OF_LINE_TENSOR 0xff
+
+/* No allocation is at address 1: it stands for a null data pointer of a real storage, which
+ * torch's ET observer gives a storage id (one, shared by all of them) where no storage has 0. */
+#define STORAGE_DATA_NULL 1
 
 #endif /* TPROF_BPF_OP_ARGUMENTS_H */

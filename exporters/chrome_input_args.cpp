@@ -84,24 +84,22 @@ std::string double_text(double value) {
 // util.cpp ivalueToStr: the value for ints, bools, floats and int and bool lists that were read
 // in full; "" for tensors, devices, strings, None and anything not (fully) read.
 std::string concrete_input(const Value& input) {
+  if (model::is_partial_list(input)) return "";
   switch (input.kind) {
     case ValueKind::kInt: return std::to_string(input.ints.at(0));
     case ValueKind::kBool: return input.boolean ? "True" : "False";
     case ValueKind::kDouble: return double_text(input.real);
     case ValueKind::kIntList: {
-      if (input.ints.size() != input.list_length) return "";
       std::string text;
       append_json_integer_list(text, input.ints, ", ");
       return text;
     }
     case ValueKind::kDoubleList: {  // "[0.063198132875900398, 0.9]"
-      if (input.reals.size() != input.list_length) return "";
       std::string text = "[";
       for (size_t i = 0; i < input.reals.size(); ++i) text += (i > 0 ? ", " : "") + double_text(input.reals[i]);
       return text + "]";
     }
     case ValueKind::kBoolList: {  // "[True, True, False]"
-      if (input.ints.size() != input.list_length) return "";
       std::string text = "[";
       for (size_t i = 0; i < input.ints.size(); ++i) {
         if (i > 0) text += ", ";

@@ -24,13 +24,7 @@ void append_empty_lists(std::string& out, size_t count) {
   out += ']';
 }
 
-// A list of which BPF copied only the first elements: written as unknown, not cut short.
-bool is_partial_list(const Value& value) {
-  return ((value.kind == ValueKind::kIntList || value.kind == ValueKind::kBoolList) &&
-          value.ints.size() != value.list_length) ||
-         (value.kind == ValueKind::kDoubleList && value.reals.size() != value.list_length) ||
-         (value.kind == ValueKind::kTensorList && value.tensors.size() != value.list_length);
-}
+using model::is_partial_list;
 
 class ValueFormatter {
  public:

@@ -45,7 +45,8 @@ using IntValues = boost::container::small_vector<int64_t, 16>;
 // A tensor as an op saw it.
 struct TensorValue {
   uint64_t impl_address = 0;     // the TensorImpl: the same address is the same tensor
-  uint64_t storage_address = 0;  // the storage's data pointer: views share it; 0: none
+  uint64_t storage_address = 0;  // the storage's data pointer: views share it; 0: no storage; 1: a
+                                 // storage whose data pointer is null (no allocation lies at 1)
   Dims sizes;
   Dims strides;
   int64_t storage_offset = 0;    // elements
@@ -85,6 +86,21 @@ struct Value {
   std::vector<double> reals;         // kDoubleList: its first elements
   std::string text;                  // kDevice: "cpu", "cuda:0" (Device::str()); kString
 };
+
+// A list value of which only the first elements were read (the rest lost, or past the bound
+// read): written as unknown, never cut short.
+inline bool is_partial_list(const Value& value) {
+  switch (value.kind) {
+    case ValueKind::kIntList:
+    case ValueKind::kBoolList: return value.ints.size() != value.list_length;
+    case ValueKind::kDoubleList: return value.reals.size() != value.list_length;
+    case ValueKind::kTensorList: return value.tensors.size() != value.list_length;
+    default: return false;
+  }
+}
+
+// Whether the value was read in full: neither unknown nor a partial list.
+inline bool is_known(const Value& value) { return value.kind != ValueKind::kUnknown && !is_partial_list(value); }
 
 // One Python frame of an op's call stack.
 struct PythonFrame {

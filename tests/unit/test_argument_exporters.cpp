@@ -341,6 +341,22 @@ TEST(ExecutionTraceValues, ATensorWithoutStorageGetsStorageIdZero) {
   EXPECT_EQ(next_id, 8u);  // no id for the missing storage
 }
 
+TEST(ExecutionTraceValues, StoragesOfNullDataShareOneStorageId) {
+  // Zero-size tensors (batch norm's empty buffers): torch's observer gives their null data
+  // pointer an id like any address; tprof's decoder hands it on as address 1.
+  uint64_t next_id = 7;
+  TensorIds ids(next_id);
+  TensorValue first = kMatrix;
+  first.storage_address = 1;
+  TensorValue second = first;
+  second.impl_address += 0x100;
+  std::string out;
+  append_execution_trace_values(out, {tensor(first), tensor(second)}, ids);
+  const auto values = ordered_json::parse(out).at("values");
+  EXPECT_NE(values.at(0).at(1), 0);
+  EXPECT_EQ(values.at(0).at(1), values.at(1).at(1));
+}
+
 TEST(ExecutionTraceValues, UndefinedTensorsShareTheSingletonsId) {
   uint64_t next_id = 20;
   TensorIds ids(next_id);

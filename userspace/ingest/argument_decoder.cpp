@@ -37,6 +37,10 @@ std::string_view without_optional(std::string_view type) {
   return type;
 }
 
+// The decoder hands a storage's data pointer on as it is, STORAGE_DATA_NULL included: the
+// model knows that address as a storage without data.
+static_assert(STORAGE_DATA_NULL == 1, "model::TensorValue::storage_address's null-data storage");
+
 // An undefined at::Tensor as an element of a list: torch's ET writes it as a tensor of no dtype,
 // storage, size or device ([id, 0, 0, 0, 0, ""], "Tensor(nullptr (uninitialized))").
 model::TensorValue undefined_tensor(uint64_t impl) {
@@ -160,30 +164,41 @@ Value ArgumentDecoder::tensor_list(const argument_value& raw, const op_arguments
 bool ArgumentDecoder::append_list_elements(const list_elements& elements, std::vector<Value>& values) const {
   if (elements.argument >= values.size()) return false;
   Value& list = values[elements.argument];
-  if (elements.kind == LIST_OF_SCALARS) {
-    // Read as floats only: an int among them would make another list (GenericList[Int,...]).
-    if (list.kind != ValueKind::kDoubleList || elements.first != list.reals.size()) return false;
-    for (uint32_t i = 0; i < elements.count && i < LIST_CHUNK_INTS / SCALAR_WORDS; ++i) {
-      const __s64* scalar = &elements.ints[SCALAR_WORDS * i];
-      if (static_cast<uint32_t>(scalar[0]) != kScalarTagDouble) return false;
-      list.reals.push_back(std::bit_cast<double>(scalar[2]));
-    }
-    return true;
+  switch (elements.kind) {
+    case LIST_OF_TENSORS: return append_tensors(elements, list);
+    case LIST_OF_INTS: return append_ints(elements, list);
+    case LIST_OF_SCALARS: return append_doubles(elements, list);
   }
-  if (elements.kind == LIST_OF_INTS) {
-    if (list.kind != ValueKind::kIntList || elements.first != list.ints.size()) return false;
-    for (uint32_t i = 0; i < elements.count && i < LIST_CHUNK_INTS; ++i) {
-      if (is_symbolic(static_cast<uint64_t>(elements.ints[i]))) return false;
-      list.ints.push_back(elements.ints[i]);
-    }
-    return true;
-  }
+  return false;
+}
+
+bool ArgumentDecoder::append_tensors(const list_elements& elements, Value& list) const {
   if (list.kind != ValueKind::kTensorList || elements.first != list.tensors.size()) return false;
   for (uint32_t i = 0; i < elements.count && i < LIST_CHUNK_TENSORS; ++i) {
     bool defined = true;
     auto tensor = decoded_tensor(elements.tensors[i], nullptr, &defined);
     if (!tensor) return false;
     list.tensors.push_back(defined ? std::move(*tensor) : undefined_tensor(tensor->impl_address));
+  }
+  return true;
+}
+
+bool ArgumentDecoder::append_ints(const list_elements& elements, Value& list) {
+  if (list.kind != ValueKind::kIntList || elements.first != list.ints.size()) return false;
+  for (uint32_t i = 0; i < elements.count && i < LIST_CHUNK_INTS; ++i) {
+    if (is_symbolic(static_cast<uint64_t>(elements.ints[i]))) return false;
+    list.ints.push_back(elements.ints[i]);
+  }
+  return true;
+}
+
+// Scalars read as floats only: an int among them would make another list (GenericList[Int,...]).
+bool ArgumentDecoder::append_doubles(const list_elements& elements, Value& list) {
+  if (list.kind != ValueKind::kDoubleList || elements.first != list.reals.size()) return false;
+  for (uint32_t i = 0; i < elements.count && i < LIST_CHUNK_INTS / SCALAR_WORDS; ++i) {
+    const __s64* scalar = &elements.ints[SCALAR_WORDS * i];  // {tag, -, payload, -}
+    if (static_cast<uint32_t>(scalar[0]) != kScalarTagDouble) return false;
+    list.reals.push_back(std::bit_cast<double>(scalar[2]));
   }
   return true;
 }

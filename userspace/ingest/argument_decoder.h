@@ -64,6 +64,10 @@ class ArgumentDecoder {
 
   // A Tensor[] or Tensor?[] argument's elements, an undefined tensor for each None.
   model::Value tensor_list(const argument_value& raw, const op_arguments& arguments) const;
+  // append_list_elements for each kind of list: false unless `elements` continue `list`.
+  bool append_tensors(const list_elements& elements, model::Value& list) const;
+  static bool append_ints(const list_elements& elements, model::Value& list);
+  static bool append_doubles(const list_elements& elements, model::Value& list);
 
   symbolizer::TensorImplLayout layout_;
   std::vector<symbolizer::OpArgumentPlan> plans_;

@@ -28,6 +28,7 @@
 #include "userspace/loader/exit_probes.h"
 #include "userspace/loader/spill_probes.h"
 #include "userspace/cli/op_summary.h"
+#include "userspace/cli/unknown_values.h"
 #include "userspace/loader/op_tracer.h"
 #include "userspace/session/privileges.h"
 #include "userspace/loader/probe_plan.h"
@@ -218,7 +219,7 @@ class SessionSinks {
   SessionSinks(OutputFiles& outputs, const AttachOptions& options, const TargetProcess& target,
                ScheduledSink::SummarySoFar summary_so_far)
       : outputs_(outputs), totals_(options.summary.group_by_shape) {
-    std::vector<model::TraceSink*> sinks{&totals_};
+    std::vector<model::TraceSink*> sinks{&totals_, &unknown_values_};
     if (outputs.stacks) {
       stacks_.emplace(*outputs.stacks);
       sinks.push_back(&*stacks_);
@@ -239,6 +240,7 @@ class SessionSinks {
   }
   model::TraceSink& sink() { return scheduled_ ? static_cast<model::TraceSink&>(*scheduled_) : *fan_out_; }
   const OperatorTotalsSink& totals() const { return totals_; }
+  const UnknownValuesSink& unknown_values() const { return unknown_values_; }
   // --schedule with repeat=R: the last cycle is written.
   bool schedule_done() const { return scheduled_ && scheduled_->done(); }
 
@@ -274,6 +276,7 @@ class SessionSinks {
   std::optional<TraceFileSinks> whole_;
   std::optional<exporters::FoldedStacksWriter> stacks_;
   OperatorTotalsSink totals_;
+  UnknownValuesSink unknown_values_;
   std::optional<model::FanOutSink> fan_out_;
   std::optional<ScheduledSink> scheduled_;
   uint64_t last_flush_ns_ = 0;
@@ -364,6 +367,11 @@ void report(Console& console, StopReason reason, const SessionSinks& sinks, cons
                  "flagged 'tprof: return missing'");
   if (summary.dropped_records > 0)
     console.line("warning: the ring buffer overflowed and events were lost; retry with a larger --buffer-mb");
+  if (sinks.unknown_values().total() > 0) console.line("warning: " + sinks.unknown_values().describe());
+  const uint64_t unmatched_continuations = decoder.unmatched_list_elements() + decoder.unmatched_more_arguments();
+  if (unmatched_continuations > 0)
+    console.line("warning: " + group_thousands(unmatched_continuations) +
+                 " records of list elements or further arguments found no op entry of theirs (lost before them)");
   console.summary_table(format_summary_table(sinks.totals().table(), summary_options));
 }
 
