@@ -22,7 +22,15 @@ bool is_scalar_schema_type(std::string_view type) {
 bool is_list_schema_type(std::string_view type) { return type.ends_with(']') || type.ends_with("]?"); }
 
 
-// Tensors give their sizes (or strides); everything else gives [] (util.cpp shapesToStr).
+// Kineto keeps a Tensor[]'s element shapes (collection.cpp, TensorList), not a Tensor?[]'s,
+// whose IValue is a generic list.
+bool is_kineto_tensor_list(const Value& input) {
+  return input.kind == ValueKind::kTensorList && input.schema_type.starts_with("Tensor[]") &&
+         !model::is_partial_list(input);
+}
+
+// Tensors give their sizes (or strides), a Tensor[] its elements'; everything else gives []
+// (util.cpp shapesToStr).
 void append_tensor_lists(std::string& out, const std::vector<Value>& inputs, bool strides) {
   out += '[';
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -30,6 +38,13 @@ void append_tensor_lists(std::string& out, const std::vector<Value>& inputs, boo
     const Value& input = inputs[i];
     if (input.kind == ValueKind::kTensor) {
       append_json_integer_list(out, strides ? input.tensor.strides : input.tensor.sizes, ", ");
+    } else if (is_kineto_tensor_list(input)) {
+      out += '[';
+      for (size_t k = 0; k < input.tensors.size(); ++k) {
+        if (k > 0) out += ", ";
+        append_json_integer_list(out, strides ? input.tensors[k].strides : input.tensors[k].sizes, ", ");
+      }
+      out += ']';
     } else {
       out += "[]";
     }
@@ -43,7 +58,7 @@ void append_tensor_lists(std::string& out, const std::vector<Value>& inputs, boo
 std::string_view input_type(const Value& input) {
   switch (input.kind) {
     case ValueKind::kTensor: return input.tensor.dtype;
-    case ValueKind::kTensorList: return "TensorList";
+    case ValueKind::kTensorList: return input.schema_type.starts_with("Tensor?[]") ? "" : "TensorList";
     case ValueKind::kIntList:
     case ValueKind::kBoolList:
     case ValueKind::kDoubleList: return "ScalarList";

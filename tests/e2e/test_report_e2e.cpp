@@ -26,7 +26,6 @@ void expect_same_rows(bool group_by_shape) {
     GTEST_SKIP() << missing_root_message(TorchRoot::kTrixie, "tprof report's agreement with torch's key_averages");
   }
   const WorkloadEnvironment& environment = trixie->environment();
-  std::filesystem::copy_file(workload_script("train_loop.py"), environment.scratch_for_us / "train_loop.py");
   std::vector<std::string> arguments = {"--trace", (environment.scratch_for_target / "torch.pt.trace.json").string(),
                                         "--averages", (environment.scratch_for_target / "averages.json").string()};
   if (group_by_shape) arguments.push_back("--group-by-shape");
@@ -63,7 +62,6 @@ TEST(Flops, PerCallMatchTorchsWithFlops) {
   const auto reference = RootWorkload::make(TorchRoot::kTrixie, workload_script("kineto_key_averages.py"));
   const auto traced = RootWorkload::make(TorchRoot::kTrixie, workload_script("train_loop.py"));
   if (!reference || !traced) GTEST_SKIP() << missing_root_message(TorchRoot::kTrixie, "FLOPs against torch's");
-  std::filesystem::copy_file(workload_script("train_loop.py"), reference->environment().scratch_for_us / "train_loop.py");
   run_workload(reference->environment(),
                {"--trace", (reference->environment().scratch_for_target / "torch.pt.trace.json").string(), "--averages",
                 (reference->environment().scratch_for_target / "averages.json").string()});

@@ -122,8 +122,11 @@ RootWorkload::RootWorkload(TorchRoot root, const fs::path& root_path, const fs::
     : in_root_(root_path / "tmp") {
   // The target sees the root as "/": the workload and its output live under its /tmp. torch
   // leaves a temporary directory behind when killed; TMPDIR keeps it in the scratch directory.
-  // env execs python, so the pid the workload reports is the interpreter's.
+  // env execs python, so the pid the workload reports is the interpreter's. The workloads share
+  // train_loop.py's protocol (and kineto_key_averages.py its model): it goes beside each.
   fs::copy_file(script, in_root_.path() / script.filename());
+  const fs::path protocol = workload_script("train_loop.py");
+  if (script.filename() != protocol.filename()) fs::copy_file(protocol, in_root_.path() / protocol.filename());
   const fs::path target_dir = "/tmp" / in_root_.path().filename();
   environment_ = {.description = describe(root),
                   .interpreter = {"chroot", root_path.string(), "env", "TMPDIR=" + target_dir.string(), "python3"},

@@ -68,7 +68,8 @@ std::vector<RootCase> root_cases();
 std::string case_name(const RootCase& root_case);
 void PrintTo(const RootCase& root_case, std::ostream* out);
 
-// The root's torch running a copy of `script`, with a scratch directory inside the root
+// The root's torch running a copy of `script` (and beside it of train_loop.py, whose protocol
+// the other workloads import), with a scratch directory inside the root
 // (scripts/make-torch-root.sh builds the root or reuses it); nullptr when the root cannot be
 // had.
 class RootWorkload {

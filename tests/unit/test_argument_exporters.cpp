@@ -92,10 +92,10 @@ TEST(ChromeInputArgs, WritesKinetosFourListsForAMixOfValues) {
   append_input_args(out, inputs);
   EXPECT_EQ(out,
             "prefix"
-            ", \"Input Dims\": [[2, 3], [], [], [], [], [], [], [], [], [], []]"
+            ", \"Input Dims\": [[2, 3], [], [], [], [], [], [[2, 3], [4]], [], [], [], []]"
             ", \"Input type\": [\"float\", \"\", \"\", \"Scalar\", \"Scalar\", \"ScalarList\", \"TensorList\", "
             "\"Scalar\", \"ScalarList\", \"TensorList\", \"\"]"
-            ", \"Input Strides\": [[3, 1], [], [], [], [], [], [], [], [], [], []]"
+            ", \"Input Strides\": [[3, 1], [], [], [], [], [], [[3, 1], [1]], [], [], [], []]"
             ", \"Concrete Inputs\": [\"\", \"\", \"\", \"7\", \"True\", \"[2, 2]\", \"\", \"\", \"\", \"\", \"\"]");
 }
 
@@ -256,7 +256,7 @@ TEST(ChromeInputArgs, ShowsDoubleListsAsScalarLists) {
   std::string out;
   append_input_args(out, double_list_and_undefined_element());
   EXPECT_EQ(out,
-            ", \"Input Dims\": [[], []], \"Input type\": [\"ScalarList\", \"TensorList\"], "
+            ", \"Input Dims\": [[], []], \"Input type\": [\"ScalarList\", \"\"], "
             "\"Input Strides\": [[], []], \"Concrete Inputs\": [\"[0.063198132875900398, -1.5]\", \"\"]");
 }
 

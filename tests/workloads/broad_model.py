@@ -10,19 +10,19 @@ autocast), an embedding, an LSTM, a channels_last convolution, ops on complex, i
 bool tensors, a 9-dim tensor, non-contiguous views, optional arguments passed as None, Tensor
 lists (cat, stack, index with None), gradient clipping and a foreach AdamW with weight decay.
 Runs on torch 2.6 (Python 3.13) and torch 2.14 (Python 3.14), and on torch 1.13 (Python 3.11)
-with its missing features replaced as noted. Imports nothing from the repository: it is copied
-into chroot roots and run standalone.
+with its missing features replaced as noted. The protocol and its options are train_loop.py's
+(imported: it lies beside this file in the repository, and the e2e tests copy it beside it into
+the chroot roots).
 """
 
-import argparse
-import json
 import math
-import os
 import sys
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+import train_loop  # the protocol: parse_args, prepare, run_protocol
 
 TORCH_VERSION = tuple(int(part) for part in torch.__version__.split(".")[:2])
 
@@ -144,52 +144,6 @@ def side_metrics(tokens, images, logits):
     return total
 
 
-def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--steps", type=int, required=True, help="measured training steps")
-    parser.add_argument("--warmup", type=int, default=3,
-                        help="steps run before READY, so lazy initialisation is not measured")
-    parser.add_argument("--trigger", choices=("fifo", "stdin", "none"), default="stdin",
-                        help="what releases the measured steps and, after DONE, the exit")
-    parser.add_argument("--fifo", help="FIFO path for --trigger fifo (created if missing)")
-    parser.add_argument("--reference-out", metavar="FILE",
-                        help="run the steps under torch's profiler, write the aten:: op names "
-                             "to FILE as JSON and exit without waiting")
-    parser.add_argument("--execution-trace-out", metavar="FILE",
-                        help="run the steps under torch.profiler.ExecutionTraceObserver (torch 2.x), "
-                             "write its Execution Trace to FILE and exit without waiting")
-    parser.add_argument("--kineto-trace-out", metavar="FILE",
-                        help="run the steps under torch.profiler.profile (CPU, record_shapes=True) and "
-                             "export its Kineto Chrome trace to FILE, then exit without waiting; with "
-                             "--execution-trace-out, the same run also records torch's Execution Trace "
-                             "(the profiler's execution_trace_observer) to that FILE (torch 2.x)")
-    parser.add_argument("--with-stack", action="store_true",
-                        help="with --kineto-trace-out, also pass with_stack=True and with_modules=True "
-                             "to torch.profiler.profile (off by default: Debian's torch 2.6 segfaults "
-                             "in its Python tracer; torch 2.14 supports it)")
-    parser.add_argument("--annotate-steps", action="store_true",
-                        help='wrap each measured step k in record_function("## LOOP k ##"), as '
-                             "torch's test_execution_trace.py does")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="intra-op threads; the default 1 keeps every op on the main thread, "
-                             "where torch's profiler sees it too")
-    args = parser.parse_args()
-    if args.trigger == "fifo" and not args.fifo:
-        parser.error("--trigger fifo needs --fifo PATH")
-    return args
-
-
-def wait_for_trigger(args):
-    """Blocks until one line (or EOF) arrives on the trigger channel."""
-    if args.trigger == "stdin":
-        sys.stdin.readline()
-    elif args.trigger == "fifo":
-        # Opening a FIFO for reading blocks until a writer opens it; each wait needs its own
-        # writer, so the second wait (after DONE) is a separate release.
-        with open(args.fifo, "r") as fifo:
-            fifo.readline()
-
-
 def make_optimizer(model):
     """AdamW with weight decay over the foreach (multi-tensor) kernels."""
     return torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, foreach=True)
@@ -215,98 +169,6 @@ def make_training_step(model, optimizer, batches):
     return training_step
 
 
-def profiled_events(run_steps):
-    """Runs the steps under torch's own profiler and returns, for every aten:: event in start
-    order, its name, its input shapes, where recorded its Python stack (innermost first,
-    torch's "file(line): function" strings) and whether the autograd engine ran it; and the
-    names of the autograd engine's own events. The legacy (non-Kineto) profiler is used because it
-    exists on torch 1.13 and 2.x and needs no Kineto build. Python stacks are recorded on
-    torch 1.x only: Debian's torch 2.6 (Python 3.13) segfaults in its Python tracer as soon as
-    an nn.Module runs under with_stack=True, with or without Kineto."""
-    record_python_stacks = TORCH_VERSION < (2, 0)
-    with torch.autograd.profiler.profile(use_kineto=False, record_shapes=True,
-                                         with_stack=record_python_stacks) as profiler:
-        run_steps()
-    events = sorted(profiler.function_events, key=lambda event: event.time_range.start)
-    aten = [event for event in events if event.name.startswith("aten::")]
-    stacks = [list(event.stack) for event in aten] if record_python_stacks else None
-    return {"ops": [event.name for event in aten],
-            "shapes": [event.input_shapes for event in aten],
-            "stacks": stacks,
-            "in_backward": [run_by_autograd_engine(event) for event in aten],
-            "autograd": [event.name for event in autograd_events(events)],
-            "annotations": {event.name: count_aten_beneath(event) for event in events
-                            if event.name.startswith("## ")},
-            "fwdbwd": forward_backward_pairs(events)}
-
-
-def forward_backward_pairs(events):
-    """[forward op, backward node] name pairs linked by sequence number, as Kineto links them:
-    among the aten:: ops with the node's sequence number, the one that started last."""
-    backward = autograd_events(events)
-    backward_ids = {id(event) for event in backward}
-    last_forward = {}
-    for event in events:
-        if event.name.startswith("aten::") and event.sequence_nr >= 0 and id(event) not in backward_ids:
-            last_forward[event.sequence_nr] = event.name
-    return [[last_forward[event.sequence_nr], event.name] for event in backward
-            if not event.name.startswith(EVALUATE_FUNCTION) and event.sequence_nr in last_forward]
-
-
-def count_aten_beneath(event):
-    """How many aten:: events torch nests beneath `event`, at any depth."""
-    return sum((child.name.startswith("aten::")) + count_aten_beneath(child) for child in event.cpu_children)
-
-
-EVALUATE_FUNCTION = "autograd::engine::evaluate_function: "
-
-
-def autograd_events(events):
-    """The autograd engine's ranges: evaluate_function and the nodes it runs, known by name (the
-    legacy profiler's cpu_parent links are unreliable at its microsecond resolution)."""
-    node_names = {event.name[len(EVALUATE_FUNCTION):] for event in events
-                  if event.name.startswith(EVALUATE_FUNCTION)}
-    return [event for event in events
-            if event.name.startswith(EVALUATE_FUNCTION) or event.name in node_names]
-
-
-def write_execution_trace(run_steps, path):
-    """torch's own Execution Trace of the steps: the reference for tprof's ET."""
-    observer = torch.profiler.ExecutionTraceObserver().register_callback(path)
-    observer.start()
-    run_steps()
-    observer.stop()
-    observer.unregister_callback()
-
-
-def write_kineto_trace(run_steps, path, execution_trace_path=None, with_stack=False):
-    """torch.profiler's own Kineto trace of the steps, and with execution_trace_path its
-    Execution Trace of the same run: the reference for tprof's input values. with_stack (and
-    with_modules) only on request: Debian's torch 2.6 segfaults in its Python tracer (see
-    profiled_events)."""
-    from torch.profiler import ProfilerActivity, profile
-    options = {"with_stack": True, "with_modules": True} if with_stack else {}
-    if execution_trace_path:
-        # Passed only when asked for: torch 1.13's profile() has no such argument.
-        options["execution_trace_observer"] = (
-            torch.profiler.ExecutionTraceObserver().register_callback(execution_trace_path))
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, **options) as profiler:
-        run_steps()
-    profiler.export_chrome_trace(path)
-
-
-def run_by_autograd_engine(event):
-    """Whether the autograd engine ran this op (it lies inside an evaluate_function range).
-    torch gives such backward ops the Python stack of the forward call, not the one that was
-    live (loss.backward()), so stack comparisons leave them out."""
-    parent = event.cpu_parent
-    while parent is not None:
-        if parent.name.startswith("autograd::engine::evaluate_function"):
-            return True
-        parent = parent.cpu_parent
-    return False
-
-
 def make_batches():
     return [(torch.randint(0, VOCAB, (BATCH, SEQUENCE)),
              torch.randn(BATCH, IMAGE_CHANNELS, IMAGE_SIZE, IMAGE_SIZE),
@@ -314,48 +176,10 @@ def make_batches():
 
 
 def main():
-    args = parse_args()
-    torch.manual_seed(0)
-    torch.set_num_threads(args.threads)
-    if args.trigger == "fifo" and not os.path.exists(args.fifo):
-        os.mkfifo(args.fifo)
-
+    args = train_loop.parse_args(__doc__)
+    train_loop.prepare(args)
     model = BroadModel()
-    optimizer = make_optimizer(model)
-    batches = make_batches()
-    training_step = make_training_step(model, optimizer, batches)
-
-    for _ in range(args.warmup):
-        training_step()
-
-    def run_measured_steps():
-        for step in range(args.steps):
-            if args.annotate_steps:
-                with torch.autograd.profiler.record_function(f"## LOOP {step} ##"):
-                    training_step()
-            else:
-                training_step()
-
-    if args.reference_out:
-        reference = profiled_events(run_measured_steps)
-        reference["torch"] = torch.__version__
-        with open(args.reference_out, "w") as out:
-            json.dump(reference, out)
-        return 0
-    if args.kineto_trace_out:
-        write_kineto_trace(run_measured_steps, args.kineto_trace_out, args.execution_trace_out,
-                           with_stack=args.with_stack)
-        return 0
-    if args.execution_trace_out:
-        write_execution_trace(run_measured_steps, args.execution_trace_out)
-        return 0
-
-    print(f"READY {os.getpid()}", flush=True)
-    wait_for_trigger(args)
-    run_measured_steps()
-    print("DONE", flush=True)
-    wait_for_trigger(args)
-    return 0
+    return train_loop.run_protocol(args, make_training_step(model, make_optimizer(model), make_batches()))
 
 
 if __name__ == "__main__":

@@ -42,8 +42,9 @@ class SmallConvNet(nn.Module):
         return self.head(hidden)
 
 
-def parse_args():
-    parser = argparse.ArgumentParser(description=__doc__)
+def parse_args(description=__doc__):
+    """The options every workload of the e2e tests takes (broad_model.py uses these too)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--steps", type=int, required=True, help="measured training steps")
     parser.add_argument("--warmup", type=int, default=3,
                         help="steps run before READY, so lazy initialisation is not measured")
@@ -173,14 +174,14 @@ def write_kineto_trace(run_steps, path, execution_trace_path=None, with_stack=Fa
     """torch.profiler's own Kineto trace of the steps, and with execution_trace_path its
     Execution Trace of the same run: the reference for tprof's input values. with_stack (and
     with_modules) only on request: Debian's torch 2.6 segfaults in its Python tracer (see
-    profiled_events)."""
+    profiled_events). torch 1.13's profile() takes no execution_trace_observer: it is passed
+    only when asked for."""
     from torch.profiler import ProfilerActivity, profile
     options = {"with_stack": True, "with_modules": True} if with_stack else {}
-    observer = None
     if execution_trace_path:
-        observer = torch.profiler.ExecutionTraceObserver().register_callback(execution_trace_path)
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
-                 execution_trace_observer=observer, **options) as profiler:
+        options["execution_trace_observer"] = \
+            torch.profiler.ExecutionTraceObserver().register_callback(execution_trace_path)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, **options) as profiler:
         run_steps()
     profiler.export_chrome_trace(path)
 
@@ -197,19 +198,18 @@ def run_by_autograd_engine(event):
     return False
 
 
-def main():
-    args = parse_args()
+def prepare(args):
+    """Seeds torch and sets its threads, before the workload builds its model and data."""
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
     if args.trigger == "fifo" and not os.path.exists(args.fifo):
         os.mkfifo(args.fifo)
 
-    model = SmallConvNet()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    batches = [(torch.randn(BATCH, CHANNELS, IMAGE_SIZE, IMAGE_SIZE),
-                torch.randint(0, CLASSES, (BATCH,))) for _ in range(BATCH_COUNT)]
-    training_step = make_training_step(model, optimizer, batches)
 
+def run_protocol(args, training_step):
+    """The protocol every workload follows: --warmup steps, then either torch's own profiler over
+    --steps steps (--reference-out, --kineto-trace-out, --execution-trace-out) or READY <pid>,
+    the trigger, the steps, DONE and the trigger again."""
     for _ in range(args.warmup):
         training_step()
 
@@ -241,6 +241,16 @@ def main():
     print("DONE", flush=True)
     wait_for_trigger(args)
     return 0
+
+
+def main():
+    args = parse_args()
+    prepare(args)
+    model = SmallConvNet()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    batches = [(torch.randn(BATCH, CHANNELS, IMAGE_SIZE, IMAGE_SIZE),
+                torch.randint(0, CLASSES, (BATCH,))) for _ in range(BATCH_COUNT)]
+    return run_protocol(args, make_training_step(model, optimizer, batches))
 
 
 if __name__ == "__main__":

@@ -22,9 +22,13 @@ Concrete Inputs, "<Unknown>" / type "Unknown" in the ET), "agrees" when it equal
 (numbers numerically, doubles within a tiny tolerance; types too: 1 is not 1. and not True),
 and "contradicts" when it is present and differs.
 
-Exit status: 0 when nothing contradicts and present/compared >= --min-present-share (0.95)
-in both sources; 1 otherwise (also when a source compared nothing); 2 on bad input (one line
-on stderr). Standard library only.
+Each matched Chrome op's "Input Dims" (a tensor's sizes, a Tensor[]'s elements' sizes) is
+compared whole with torch's too.
+
+Exit status: 0 when nothing contradicts, present/compared >= --min-present-share (0.95) in
+both sources and Input Dims agree on >= --min-dims-share (0.99) of the matched Chrome ops; 1
+otherwise (also when a source compared nothing); 2 on bad input (one line on stderr). Standard
+library only.
 """
 
 import argparse
@@ -72,16 +76,18 @@ def load_json(path, what):
 
 
 class Op:
-    """One aten:: op: its name, thread and its inputs as (value, type) pairs."""
-    __slots__ = ("name", "thread", "order", "values", "types", "schema")
+    """One aten:: op: its name, thread and its inputs as (value, type) pairs; in a Chrome trace
+    also its Input Dims."""
+    __slots__ = ("name", "thread", "order", "values", "types", "schema", "dims")
 
-    def __init__(self, name, thread, order, values, types, schema=""):
+    def __init__(self, name, thread, order, values, types, schema="", dims=None):
         self.name = name
         self.thread = thread
         self.order = order
         self.values = values
         self.types = types
         self.schema = schema
+        self.dims = dims
 
 
 def chrome_ops(path, what):
@@ -109,7 +115,8 @@ def chrome_ops(path, what):
         except (TypeError, ValueError):
             raise BadInput(f"{what} {path}: event {index} ({name}) has a non-numeric ts/dur")
         thread = f"{event.get('pid')}/{event.get('tid')}"
-        threads[thread].append(((start, -duration, index), Op(name, thread, index, concrete, types)))
+        threads[thread].append(((start, -duration, index),
+                                Op(name, thread, index, concrete, types, dims=args.get("Input Dims"))))
     return {thread: [op for _, op in sorted(ops, key=lambda pair: pair[0])] for thread, ops in threads.items()}
 
 
@@ -347,6 +354,11 @@ def compare_chrome(matched, argument_names):
     return tally
 
 
+def dims_agreement(matched):
+    """(ops whose Input Dims equal torch's, ops compared): tensors, and a Tensor[]'s elements."""
+    return sum(1 for reference, traced in matched if reference.dims == traced.dims), len(matched)
+
+
 def compare_et(matched):
     tally = Tally()
     for reference, traced in matched:
@@ -470,6 +482,9 @@ def parse_args(argv):
     parser.add_argument("--summary-out", metavar="FILE", help="write the figures as JSON to FILE")
     parser.add_argument("--min-present-share", type=float, default=0.95, metavar="SHARE",
                         help="fail when present/compared is below SHARE in either source (default 0.95)")
+    parser.add_argument("--min-dims-share", type=float, default=0.99, metavar="SHARE",
+                        help="fail when the matched Chrome ops whose Input Dims equal torch's are below "
+                             "SHARE (default 0.99)")
     return parser.parse_args(argv)
 
 
@@ -491,8 +506,14 @@ def main(argv=None):
         ET: summarize(compare_et(et_matched), et_alignment),
     }
     print_report(results, args.min_present_share, sys.stdout)
+    dims_equal, dims_compared = dims_agreement(chrome_matched)
+    print(f"chrome: Input Dims equal on {dims_equal}/{dims_compared} matched ops "
+          f"({share(dims_equal, dims_compared):.1%}, minimum {args.min_dims_share:.0%})")
 
     failures = []
+    if share(dims_equal, dims_compared) < args.min_dims_share:
+        failures.append(f"chrome: Input Dims equal on {share(dims_equal, dims_compared):.1%} < "
+                        f"{args.min_dims_share:.0%}")
     for source in SOURCES:
         total = results[source]["total"]
         if total["compared"] == 0:
@@ -505,6 +526,7 @@ def main(argv=None):
     summary = {"inputs": {"torch_trace": args.torch_trace, "torch_et": args.torch_et,
                           "tprof_trace": args.tprof_trace, "tprof_et": args.tprof_et},
                "min_present_share": args.min_present_share,
+               "input_dims": {"equal": dims_equal, "compared": dims_compared, "min_share": args.min_dims_share},
                "tolerance": {"relative": REL_TOLERANCE, "absolute": ABS_TOLERANCE},
                "sources": results, "failures": failures, "passed": not failures}
     if args.summary_out:
