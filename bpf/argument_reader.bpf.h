@@ -474,6 +474,21 @@ static long read_argument(__u32 index, void *context)
 			break;
 		record_string(walk->args, value, word, length);
 		break;
+	case READ_STD_OPTIONAL_STRING: {
+		struct argument_location flag = {.kind = plan->word.kind, .index = plan->word.index + 1};
+		__u64 engaged = 0;
+		if (plan->word.kind != LOCATION_STACK || !location_word(&walk->registers, plan->length, &length) ||
+		    !location_word(&walk->registers, flag, &engaged)) {
+			value->status = ARGUMENT_UNREADABLE;
+			break;
+		}
+		if (!(engaged & 0xff)) {
+			value->status = ARGUMENT_ABSENT;
+			break;
+		}
+		record_string(walk->args, value, word, length);
+		break;
+	}
 	case READ_OPTIONAL_POINTED_WORD: {
 		__u8 engaged = 0;
 		if (bpf_probe_read_user(&engaged, 1, (const void *)(word + walk->layout->optional_tensor_flag)) ||

@@ -78,6 +78,9 @@ enum argument_read {
 	READ_OPTIONAL_TENSOR_LIST = 15, /* the word points at a c10::List<optional<at::Tensor>> (Tensor?[], as
 					 * index takes): an intrusive_ptr to a ListImpl, whose std::vector<IValue>
 					 * follows its intrusive_ptr_target base; each element None or a Tensor */
+	READ_STD_OPTIONAL_STRING = 17, /* std::optional<std::string_view>, 24 bytes on the stack: libstdc++'s
+					* {size, data} (word = data, `length` = size), then the engaged flag in
+					* the slot after the data's */
 	READ_SCALAR_LIST = 16,     /* ArrayRef<c10::Scalar>: word = data, `length` = count; every element follows in
 				    * OP_RECORD_LIST_ELEMENTS records */
 	READ_OPTIONAL_SCALAR = 14, /* the word points at an optional<c10::Scalar>: std::optional keeps the Scalar

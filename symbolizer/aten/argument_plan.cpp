@@ -106,9 +106,9 @@ constexpr KnownParameter kKnownParameters[] = {
     // Measured as a pointer: c10::string_view is not trivially copyable (though trivial for
     // calls, above), so c10's optional falls back to a storage that is not trivial for calls.
     {"c10::optional<c10::basic_string_view<char> >", {Passing::kOneInteger, READ_NOTHING, "str?"}},
-    // 24 bytes, trivially copyable.
+    // 24 bytes, trivially copyable: the string_view's {size, data}, then the flag.
     {"std::optional<std::basic_string_view<char, std::char_traits<char> > >",
-     {Passing::kMemory, READ_NOTHING, "str?", 3}},
+     {Passing::kMemory, READ_STD_OPTIONAL_STRING, "str?", 3}},
 };
 
 // c10's own optional packs optional<ArrayRef<T>> into the ArrayRef's 16 bytes (an impossible
@@ -316,7 +316,7 @@ argument_plan encode(argument_read read, std::string_view cxx_type, const std::a
   if (read == READ_NOTHING || places[0].kind == LOCATION_NONE) return encoded;
   encoded.read = read;
   encoded.word = places[0];
-  if (read == READ_STRING) {
+  if (read == READ_STRING || read == READ_STD_OPTIONAL_STRING) {
     const bool size_first = cxx_type.starts_with("std::");
     encoded.word = places[size_first ? 1 : 0];
     encoded.length = places[size_first ? 0 : 1];

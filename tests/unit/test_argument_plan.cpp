@@ -57,6 +57,7 @@ std::string read_text(uint8_t read) {
     case READ_OPTIONAL_SCALAR: return "optional_scalar";
     case READ_OPTIONAL_TENSOR_LIST: return "optional_tensor_list";
     case READ_SCALAR_LIST: return "scalar_list";
+    case READ_STD_OPTIONAL_STRING: return "std_optional_string";
     default: return "read?" + std::to_string(read);
   }
 }
@@ -399,7 +400,8 @@ TEST(ArgumentPlan26, SymIntReturnComesBackThroughMemory) {
 TEST(ArgumentPlan26, StdOptionalStringViewGoesToTheStackInMemory) {
   SKIP_WITHOUT_TORCH_2_6();
   EXPECT_EQ(argument_lines(plan_of(torch_2_6(), "fft_ihfft2")),
-            (Texts{"self tensor rsi", "s std_optional_int_list stack0,stack1", "dim int_list rdx,rcx", "norm -"}));
+            (Texts{"self tensor rsi", "s std_optional_int_list stack0,stack1", "dim int_list rdx,rcx",
+                   "norm std_optional_string stack4,stack3"}));
 }
 
 // ---- what cannot be planned -------------------------------------------------------------------

@@ -119,7 +119,8 @@ class BroadModel(nn.Module):
 
 def side_metrics(tokens, images, logits):
     """Ops over the dtypes and argument kinds the model itself does not pass: complex, int8,
-    half and bool tensors, a 9-dim tensor, None optional arguments. Returns a float tensor."""
+    half and bool tensors, a 9-dim tensor, None optional arguments, an optional string.
+    Returns a float tensor."""
     flat = images.flatten(1)[:, :16]                                # (B, 16) view
     signal = torch.complex(flat, flat.flip(1))
     spectrum = (signal * signal.conj()).abs() + signal.abs()        # complex mul, abs
@@ -138,6 +139,9 @@ def side_metrics(tokens, images, logits):
     total = spectrum.sum(dim=None) + shifted.float().sum() + half_sum.float().sum()
     total = total + kept.sum(dim=None) + mask.sum() + big_total
     total = total + (clamped_high - clamped_low).sum(dim=None) + spectrum.mean(dim=None)
+    # str? passed and passed as None: div.Tensor_mode's rounding_mode.
+    quotient = torch.div(flat, 3.0 + flat.abs(), rounding_mode="floor") + torch.div(flat, 2.0, rounding_mode=None)
+    total = total + quotient.sum()
     # Rows and columns indexed by a tensor: aten::index with [idx] and [None, idx].
     rows = torch.tensor(ROW_ORDER)
     total = total + logits.detach()[rows, :].sum() + logits.detach()[:, rows].sum()
