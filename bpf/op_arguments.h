@@ -36,8 +36,8 @@ enum argument_location_kind {
 	LOCATION_NONE = 0,     /* not reachable: passed in an xmm register, or not understood */
 	LOCATION_REGISTER = 1, /* index: 0 rdi, 1 rsi, 2 rdx, 3 rcx, 4 r8, 5 r9 */
 	LOCATION_STACK = 2,    /* index: 8-byte slot above the return address (0 = rsp+8) */
-	/* Stored in the frame by the function's entry block (an argument that came in an xmm
-	 * register), read at the op's spill probe (OP_RECORD_SPILLED_ARGUMENTS) from rbp or rsp
+	/* Stored in the frame by the function's code before its first call (an argument that came
+	 * in an xmm register), read at the op's spill probe (OP_RECORD_SPILLED_ARGUMENTS) from rbp or rsp
 	 * there plus argument_plan.displacement. Nothing at the entry. */
 	LOCATION_FRAME_POINTER_SLOT = 3,
 	LOCATION_STACK_POINTER_SLOT = 4,

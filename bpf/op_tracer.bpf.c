@@ -137,9 +137,9 @@ int op_enter(struct pt_regs *ctx)
 }
 
 /*
- * Inside an op that takes doubles, where its entry block has saved them in its frame or in
- * registers (symbolizer/binary/register_spills.h): their words, for the entry record this
- * thread sent a few instructions before.
+ * Inside an op that takes doubles, at the first branch every run passes once its code has
+ * saved them in its frame or in registers (symbolizer/binary/register_spills.h): their words,
+ * for the entry record this thread sent a few instructions before.
  */
 SEC("uprobe.multi")
 int op_spilled_arguments(struct pt_regs *ctx)
