@@ -533,14 +533,14 @@ static __always_inline void reset_arguments(struct op_arguments *args)
 /* The op's inputs from schema argument `first` on (0, or OP_ARGUMENTS_MAX for an op's
  * OP_RECORD_MORE_ARGUMENTS), at its entry; `pending` gets the lists with more elements than
  * `args` holds. */
-static __always_inline void read_op_inputs(const struct tensor_layout *layout, struct pt_regs *regs,
+static __always_inline void read_op_inputs(const struct tensor_layout *layout, const struct entry_registers *registers,
 					   const struct op_plan *plan, __u32 first, struct op_arguments *args,
 					   struct pending_lists *pending)
 {
 	reset_arguments(args);
 	pending->count = 0;
-	struct argument_walk walk = {.layout = layout, .plan = plan, .args = args, .pending = pending, .first = first};
-	save_entry_registers(regs, &walk.registers);
+	struct argument_walk walk = {.layout = layout, .registers = *registers, .plan = plan, .args = args,
+				     .pending = pending, .first = first};
 	bpf_loop(OP_ARGUMENTS_MAX, read_argument, &walk, 0);
 }
 

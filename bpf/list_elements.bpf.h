@@ -3,9 +3,8 @@
  * The elements of list arguments that did not fit in their op's record (a foreach op's
  * parameters, a 9-dim size list, its Scalar[]): sent right after it, from the same probe, as
  * OP_RECORD_LIST_ELEMENTS records of up to LIST_CHUNK_TENSORS tensors, LIST_CHUNK_INTS ints or
- * LIST_CHUNK_INTS / SCALAR_WORDS Scalars,
- * LIST_ELEMENTS_MAX elements of a list at most. Userspace appends them to the list of the record
- * its thread sent last.
+ * LIST_CHUNK_INTS / SCALAR_WORDS Scalars each, LIST_ELEMENTS_MAX elements of a list at most.
+ * Userspace appends them to the list of the record its thread sent last.
  */
 #ifndef TPROF_BPF_LIST_ELEMENTS_BPF_H
 #define TPROF_BPF_LIST_ELEMENTS_BPF_H

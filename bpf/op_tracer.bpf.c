@@ -96,15 +96,40 @@ static __always_inline const struct op_plan *capture_plan(const struct target_se
 	return op_plan_of(ids.slot, op_id);
 }
 
-/* Sends the op's inputs from schema argument `first` on in `record` (its head filled in), then
- * the lists that did not fit. */
-static __always_inline void emit_inputs(const struct target_settings *target, struct pt_regs *ctx,
-					struct thread_ids ids, __u32 op_id, __u64 now, const struct op_plan *plan,
-					struct record_with_arguments *record, __u32 first)
+/* An op entry whose arguments are read: its entry record, then, past OP_ARGUMENTS_MAX
+ * arguments, an OP_RECORD_MORE_ARGUMENTS record, each followed by its lists' further elements.
+ * One bpf_loop callback writes both, so that the verifier checks the argument reader once. */
+struct input_records {
+	const struct target_settings *target;
+	const struct op_plan *plan;
+	struct entry_registers registers;
+	struct thread_ids ids;
+	__u32 op_id;
+	__u64 now;
+	__u64 stack_id;
+	__u64 counter;
+	bool entry_sent;
+};
+
+static long emit_input_record(__u32 index, void *context)
 {
-	read_op_inputs(&target->tensors, ctx, plan, first, &record->arguments, &record->pending);
-	emit_assembled(ids, record, arguments_size(&record->arguments));
-	emit_pending_lists(&target->tensors, ids, op_id, now, &record->pending);
+	struct input_records *inputs = context;
+	__u32 first = index * OP_ARGUMENTS_MAX;
+	if (index > 0 && first >= inputs->plan->argument_count)
+		return 1;
+	struct record_with_arguments *record =
+		index == 0 ? begin_record(inputs->ids, inputs->op_id, OP_RECORD_ENTER, inputs->stack_id, inputs->now,
+					  inputs->counter)
+			   : begin_record(inputs->ids, inputs->op_id, OP_RECORD_MORE_ARGUMENTS, 0, inputs->now,
+					  SEQUENCE_COUNTER_UNKNOWN);
+	if (!record)
+		return 1;
+	const struct tensor_layout *layout = &inputs->target->tensors;
+	read_op_inputs(layout, &inputs->registers, inputs->plan, first, &record->arguments, &record->pending);
+	emit_assembled(inputs->ids, record, arguments_size(&record->arguments));
+	inputs->entry_sent = true;
+	emit_pending_lists(layout, inputs->ids, inputs->op_id, inputs->now, &record->pending);
+	return 0;
 }
 
 SEC("uprobe.multi")
@@ -120,18 +145,14 @@ int op_enter(struct pt_regs *ctx)
 	__u64 counter = read_sequence_counter(target);
 	__u64 stack_id = capture_python_stack(target, ids);
 	const struct op_plan *plan = capture_plan(target, ids, op_id);
-	struct record_with_arguments *record =
-		plan ? begin_record(ids, op_id, OP_RECORD_ENTER, stack_id, now, counter) : NULL;
-	if (record) {
-		emit_inputs(target, ctx, ids, op_id, now, plan, record, 0);
-		if (plan->argument_count > OP_ARGUMENTS_MAX) {
-			record = begin_record(ids, op_id, OP_RECORD_MORE_ARGUMENTS, 0, now, SEQUENCE_COUNTER_UNKNOWN);
-			if (record)
-				emit_inputs(target, ctx, ids, op_id, now, plan, record, OP_ARGUMENTS_MAX);
-		}
-	} else {
-		emit(ids, op_id, OP_RECORD_ENTER, stack_id, now, counter);
+	struct input_records inputs = {.target = target, .plan = plan, .ids = ids, .op_id = op_id, .now = now,
+				       .stack_id = stack_id, .counter = counter};
+	if (plan) {
+		save_entry_registers(ctx, &inputs.registers);
+		bpf_loop(OP_PLAN_ARGUMENTS_MAX / OP_ARGUMENTS_MAX, emit_input_record, &inputs, 0);
 	}
+	if (!inputs.entry_sent)
+		emit(ids, op_id, OP_RECORD_ENTER, stack_id, now, counter);
 	push_range(open, ids, PT_REGS_SP(ctx), op_id, OPEN_RANGE_OP);
 	return 0;
 }

@@ -97,8 +97,8 @@ constexpr KnownParameter kKnownParameters[] = {
     // c10's optional keeps the value in a union with a char, which makes the double's eightbyte
     // INTEGER; libstdc++'s union has an empty member instead, so the double stays SSE.
     {"c10::optional<double>", {Passing::kTwoIntegers, READ_OPTIONAL_WORD_PAIR, "float?"}},
-    // Its double in an xmm register and its flag in a general one, unless both went on the
-    // stack: then read as c10's (see plan_op_arguments).
+    // Its double in an xmm register and its flag in a general one (out of reach), unless both
+    // went on the stack: then two words, the double's and then the flag's.
     {"std::optional<double>", {Passing::kIntegerAndSse, READ_OPTIONAL_WORD_PAIR, "float?"}},
     // c10's is {data, size}, libstdc++'s {size, data}: encode() swaps the latter's places.
     {"c10::basic_string_view<char>", {Passing::kTwoIntegers, READ_STRING, "str"}},

@@ -1,10 +1,6 @@
 #include "userspace/session/target_recording.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <exception>
 #include <functional>
 #include <optional>
