@@ -353,6 +353,30 @@ struct argument_walk {
 	__u32 first; /* the schema argument args->arguments[0] is: 0, or OP_ARGUMENTS_MAX */
 };
 
+/*
+ * A 24-byte std::optional on the stack (of an ArrayRef or a string_view): its two payload words
+ * in the plan's word and `length` slots, its engaged flag in the slot after the later of them.
+ * Reads the `length` word; false, with the status set, when the optional is absent or unreadable.
+ */
+static __always_inline bool std_optional_engaged(const struct entry_registers *registers,
+						 const struct argument_plan *plan, __u64 *length,
+						 struct argument_value *value)
+{
+	__u8 last = plan->word.index > plan->length.index ? plan->word.index : plan->length.index;
+	struct argument_location flag = {.kind = LOCATION_STACK, .index = (__u8)(last + 1)};
+	__u64 engaged = 0;
+	if (plan->word.kind != LOCATION_STACK || plan->length.kind != LOCATION_STACK ||
+	    !location_word(registers, plan->length, length) || !location_word(registers, flag, &engaged)) {
+		value->status = ARGUMENT_UNREADABLE;
+		return false;
+	}
+	if (!(engaged & 0xff)) {
+		value->status = ARGUMENT_ABSENT;
+		return false;
+	}
+	return true;
+}
+
 static long read_argument(__u32 index, void *context)
 {
 	struct argument_walk *walk = context;
@@ -441,23 +465,13 @@ static long read_argument(__u32 index, void *context)
 		}
 		record_int_list(walk->args, value, &list, walk->pending);
 		break;
-	case READ_STD_OPTIONAL_INT_LIST: {
-		struct argument_location flag = {.kind = plan->length.kind, .index = plan->length.index + 1};
-		__u64 engaged = 0;
-		if (plan->length.kind != LOCATION_STACK || !location_word(&walk->registers, plan->length, &length) ||
-		    !location_word(&walk->registers, flag, &engaged)) {
-			value->status = ARGUMENT_UNREADABLE;
+	case READ_STD_OPTIONAL_INT_LIST:
+		if (!std_optional_engaged(&walk->registers, plan, &length, value))
 			break;
-		}
-		if (!(engaged & 0xff)) {
-			value->status = ARGUMENT_ABSENT;
-			break;
-		}
 		list.kind = LIST_OF_INTS;
 		list.length = length;
 		record_int_list(walk->args, value, &list, walk->pending);
 		break;
-	}
 	case READ_OPTIONAL_WORD_PAIR: {
 		/* `word` is the first eightbyte, `length` the second: the flag is in the one at the
 		 * offset optional<at::Tensor> keeps it at. */
@@ -474,21 +488,10 @@ static long read_argument(__u32 index, void *context)
 			break;
 		record_string(walk->args, value, word, length);
 		break;
-	case READ_STD_OPTIONAL_STRING: {
-		struct argument_location flag = {.kind = plan->word.kind, .index = plan->word.index + 1};
-		__u64 engaged = 0;
-		if (plan->word.kind != LOCATION_STACK || !location_word(&walk->registers, plan->length, &length) ||
-		    !location_word(&walk->registers, flag, &engaged)) {
-			value->status = ARGUMENT_UNREADABLE;
-			break;
-		}
-		if (!(engaged & 0xff)) {
-			value->status = ARGUMENT_ABSENT;
-			break;
-		}
-		record_string(walk->args, value, word, length);
+	case READ_STD_OPTIONAL_STRING:
+		if (std_optional_engaged(&walk->registers, plan, &length, value))
+			record_string(walk->args, value, word, length);
 		break;
-	}
 	case READ_OPTIONAL_POINTED_WORD: {
 		__u8 engaged = 0;
 		if (bpf_probe_read_user(&engaged, 1, (const void *)(word + walk->layout->optional_tensor_flag)) ||

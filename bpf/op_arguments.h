@@ -66,7 +66,7 @@ enum argument_read {
 	READ_OPTIONAL_INT_LIST = 9, /* c10::OptionalArrayRef<int64_t or SymInt> of c10's optional: as READ_INT_LIST,
 				     * and {nullptr, n != 0} is nullopt */
 	READ_STD_OPTIONAL_INT_LIST = 10, /* the same over std::optional, 24 bytes on the stack: data, length,
-					  * then the engaged flag in the slot after `length` */
+					  * then the engaged flag in the slot after them */
 	READ_OPTIONAL_WORD_PAIR = 12, /* a 16-byte optional<int64_t or double> in two eightbytes, word and `length`:
 				       * the flag's and the payload's, in optional<at::Tensor>'s order */
 	READ_STRING = 11,          /* a string_view: word = data, `length` = its length (c10's and libstdc++'s

@@ -71,6 +71,8 @@ import json
 import re
 import sys
 
+import compare_values  # beside this script: thread pairing and op alignment
+
 BUILTIN_PREFIX = "<built-in "
 MODULE_PREFIX = "nn.Module: "
 NAME_PATTERN = re.compile(r"^(?P<path>.*)\((?P<line>\d+)\): (?P<function>.*)$")
@@ -304,45 +306,10 @@ def without_line(name):
 
 # ---------------------------------------------------------------- alignment
 
-def matched_pairs(reference, traced):
-    """[(i, j)] of reference[i] matched with traced[j], by names."""
-    matcher = difflib.SequenceMatcher(None, [op.name for op in reference], [op.name for op in traced],
-                                      autojunk=False)
-    pairs = []
-    for block in matcher.get_matching_blocks():
-        pairs.extend((block.a + k, block.b + k) for k in range(block.size))
-    return pairs
-
-
 def align(reference_threads, traced_threads):
-    """Pairs threads (most shared ops first); returns ([(thread pair, [(i, j)])], report)."""
-    candidates = []
-    for reference_thread, reference in reference_threads.items():
-        for traced_thread, traced in traced_threads.items():
-            pairs = matched_pairs(reference, traced)
-            if pairs:
-                candidates.append((len(pairs), reference_thread, traced_thread, pairs))
-    candidates.sort(key=lambda candidate: -candidate[0])
-    used_reference, used_traced = set(), set()
-    matched, thread_pairs = [], []
-    for count, reference_thread, traced_thread, pairs in candidates:
-        if reference_thread in used_reference or traced_thread in used_traced:
-            continue
-        used_reference.add(reference_thread)
-        used_traced.add(traced_thread)
-        matched.append(((reference_thread, traced_thread), pairs))
-        thread_pairs.append({"torch_thread": reference_thread, "tprof_thread": traced_thread,
-                             "torch_ops": len(reference_threads[reference_thread]),
-                             "tprof_ops": len(traced_threads[traced_thread]), "matched_ops": count})
-    report = {
-        "torch_ops": sum(len(ops) for ops in reference_threads.values()),
-        "tprof_ops": sum(len(ops) for ops in traced_threads.values()),
-        "matched_ops": sum(len(pairs) for _, pairs in matched),
-        "thread_pairs": thread_pairs,
-        "unpaired_torch_threads": sorted(set(reference_threads) - used_reference),
-        "unpaired_tprof_threads": sorted(set(traced_threads) - used_traced),
-    }
-    return matched, report
+    """Pairs threads as compare_values.py does; returns ([(thread pair, [(i, j)])], report)."""
+    paired, report = compare_values.pair_threads(reference_threads, traced_threads)
+    return [((reference_thread, traced_thread), pairs) for reference_thread, traced_thread, pairs in paired], report
 
 
 # ---------------------------------------------------------------- comparison

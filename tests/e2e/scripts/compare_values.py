@@ -166,8 +166,10 @@ def matched_pairs(reference, traced):
     return pairs
 
 
-def align(reference_threads, traced_threads):
-    """Pairs threads (most shared ops first) and returns ([(reference op, traced op)], report)."""
+def pair_threads(reference_threads, traced_threads):
+    """Pairs each thread with the other side's thread it shares most ops with, most shared first:
+    ([(reference thread, traced thread, [(i, j)])], report of the pairing). compare_python_spans.py
+    pairs its threads the same way."""
     candidates = []
     for reference_thread, reference in reference_threads.items():
         for traced_thread, traced in traced_threads.items():
@@ -176,24 +178,32 @@ def align(reference_threads, traced_threads):
                 candidates.append((len(pairs), reference_thread, traced_thread, pairs))
     candidates.sort(key=lambda candidate: -candidate[0])
     used_reference, used_traced = set(), set()
-    matched, thread_pairs = [], []
+    paired, thread_pairs = [], []
     for count, reference_thread, traced_thread, pairs in candidates:
         if reference_thread in used_reference or traced_thread in used_traced:
             continue
         used_reference.add(reference_thread)
         used_traced.add(traced_thread)
-        reference, traced = reference_threads[reference_thread], traced_threads[traced_thread]
-        matched.extend((reference[i], traced[j]) for i, j in pairs)
+        paired.append((reference_thread, traced_thread, pairs))
         thread_pairs.append({"torch_thread": reference_thread, "tprof_thread": traced_thread,
-                             "torch_ops": len(reference), "tprof_ops": len(traced), "matched_ops": count})
+                             "torch_ops": len(reference_threads[reference_thread]),
+                             "tprof_ops": len(traced_threads[traced_thread]), "matched_ops": count})
     report = {
         "torch_ops": sum(len(ops) for ops in reference_threads.values()),
         "tprof_ops": sum(len(ops) for ops in traced_threads.values()),
-        "matched_ops": len(matched),
+        "matched_ops": sum(len(pairs) for _, _, pairs in paired),
         "thread_pairs": thread_pairs,
         "unpaired_torch_threads": sorted(set(reference_threads) - used_reference),
         "unpaired_tprof_threads": sorted(set(traced_threads) - used_traced),
     }
+    return paired, report
+
+
+def align(reference_threads, traced_threads):
+    """Pairs threads (most shared ops first) and returns ([(reference op, traced op)], report)."""
+    paired, report = pair_threads(reference_threads, traced_threads)
+    matched = [(reference_threads[reference_thread][i], traced_threads[traced_thread][j])
+               for reference_thread, traced_thread, pairs in paired for i, j in pairs]
     return matched, report
 
 
