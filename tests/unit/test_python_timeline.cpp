@@ -174,6 +174,39 @@ TEST(PythonTimeline, PythonCalledFromInsideAnOpNestsInsideIt) {
                {{10, 120, 0, "main"}, {10, 120, 1, "step"}, {20, 30, 2, "forward"}});
 }
 
+// __torch_dispatch__ inside aten::mul [10, 100) calls launch(), which makes a CUDA API call
+// [25, 40) that tprof sees from CUPTI: the sampler looks at 30, inside the call. The frames only
+// that sample shows must enclose the call: they began after the last look that lacked them (the
+// op's entry, 10) and ended before the next (the nested op at 60), so that is how far they run.
+// Frames a later op shows end at it as before; between top-level ops, samples stay the edges.
+TEST(PythonTimeline, FramesOnlyASampleInsideAnOpShowsRunOutToTheLooksAround) {
+  const ResolvedFrame dispatch = frame(0x400, 0xe, "__torch_dispatch__");
+  const ResolvedFrame launch = frame(0x500, 0xf, "launch");
+  const ResolvedStack outer = stack({kMain, kStepA});
+  const ResolvedStack in_launch = stack({kMain, kStepA, dispatch, launch});
+  const ResolvedStack in_dispatch = stack({kMain, kStepA, dispatch});
+  expect_spans(build({op(10, 100, outer), sample(30, in_launch), op(60, 70, in_dispatch), op(110, 120, outer)}),
+               {{10, 120, 0, "main"},
+                {10, 120, 1, "step"},
+                {11, 70, 2, "__torch_dispatch__"},
+                {11, 59, 3, "launch"}});
+  // The op returns before the next look: the frame it called back into ended by its return.
+  expect_spans(build({op(10, 100, outer), sample(30, in_launch), op(110, 120, outer)}),
+               {{10, 120, 0, "main"}, {10, 120, 1, "step"}, {11, 100, 2, "__torch_dispatch__"}, {11, 100, 3, "launch"}});
+  // Two samples in a row inside the op: the gap between them goes to the frame that closed.
+  const ResolvedFrame other = frame(0x600, 0x10, "other");
+  const ResolvedStack in_other = stack({kMain, kStepA, dispatch, other});
+  expect_spans(build({op(10, 100, outer), sample(30, in_launch), sample(50, in_other), op(110, 120, outer)}),
+               {{10, 120, 0, "main"},
+                {10, 120, 1, "step"},
+                {11, 100, 2, "__torch_dispatch__"},
+                {11, 49, 3, "launch"},
+                {50, 100, 3, "other"}});
+  // At top level the samples are the edges.
+  expect_spans(build({op(10, 20, outer), sample(30, in_launch), op(110, 120, outer)}),
+               {{10, 120, 0, "main"}, {10, 120, 1, "step"}, {30, 30, 2, "__torch_dispatch__"}, {30, 30, 3, "launch"}});
+}
+
 TEST(PythonTimeline, IgnoresATornStackInsideAnOp) {
   // A stack that does not continue the enclosing op's is a torn read: it must not split
   // frames that the enclosing op proves are still running.

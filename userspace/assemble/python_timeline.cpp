@@ -96,20 +96,37 @@ model::PythonSpan PythonSpanNamer::open(const ResolvedFrame& frame, uint64_t sta
 // Frames that close together are handed on outermost first: where their times tie exactly
 // (both first seen by one observation, last seen by another), readers that keep file order
 // for equal ranges then nest them the right way round.
-void PythonTimeline::close_down_to(size_t depth, const Emit& emit) {
+void PythonTimeline::close_down_to(size_t depth, uint64_t gone_ns, const Emit& emit) {
   for (size_t at = depth; at < open_.size(); ++at) {
-    open_[at].span.end_ns = open_[at].last_seen_ns;
-    emit(open_[at].span);
+    OpenFrame& frame = open_[at];
+    frame.span.end_ns = frame.last_seen_ns;
+    if (frame.may_end_by_ns != 0)
+      frame.span.end_ns = std::max(frame.last_seen_ns, std::min(frame.may_end_by_ns, gone_ns - 1));
+    settled_ns_ = std::max(settled_ns_, frame.span.end_ns);
+    emit(frame.span);
   }
   if (open_.size() > depth) open_.resize(depth);
 }
 
+// The frame shows in `observation`. An op seen later than the frame was last seen fixes its
+// end there; a sample inside an op lets it end as late as that op.
+void PythonTimeline::see(OpenFrame& frame, const StackObservation& observation, uint64_t enclosing_op_end_ns) const {
+  if (observation.end_ns < frame.last_seen_ns) return;
+  frame.may_end_by_ns = observation.is_op ? 0 : enclosing_op_end_ns;
+  frame.last_seen_ns = observation.end_ns;
+}
+
 void PythonTimeline::observe(const StackObservation& observation, const Emit& emit) {
-  while (!enclosing_ops_.empty() && enclosing_ops_.back().end_ns <= observation.start_ns) enclosing_ops_.pop_back();
+  while (!enclosing_ops_.empty() && enclosing_ops_.back().end_ns <= observation.start_ns) {
+    settled_ns_ = std::max(settled_ns_, enclosing_ops_.back().end_ns);
+    enclosing_ops_.pop_back();
+  }
   const ResolvedStack& stack = *observation.stack;
   // Python cannot unwind below a running op: a stack seen inside an op that does not
   // continue the op's own stack is a torn read. Leave the timeline as it is.
   const bool consistent = enclosing_ops_.empty() || extends(stack, *enclosing_ops_.back().stack);
+  // A sample inside an op: its edges may move out as far as the frames it shows can have run.
+  const uint64_t enclosing_op_end_ns = !observation.is_op && !enclosing_ops_.empty() ? enclosing_ops_.back().end_ns : 0;
   if (observation.is_op)
     enclosing_ops_.push_back({observation.end_ns, consistent ? &stack : enclosing_ops_.back().stack});
   if (!consistent) return;
@@ -120,18 +137,21 @@ void PythonTimeline::observe(const StackObservation& observation, const Emit& em
   } else {
     while (shared < open_.size() && shared < stack.size() && same_invocation(*open_stack_, stack, shared)) ++shared;
   }
-  close_down_to(shared, emit);
-  for (size_t depth = 0; depth < shared; ++depth)
-    open_[depth].last_seen_ns = std::max(open_[depth].last_seen_ns, observation.end_ns);
+  close_down_to(shared, observation.start_ns, emit);
+  for (size_t depth = 0; depth < shared; ++depth) see(open_[depth], observation, enclosing_op_end_ns);
+  uint64_t start_ns = observation.start_ns;
+  if (enclosing_op_end_ns != 0) start_ns = std::min(start_ns, settled_ns_ + 1);
   for (size_t depth = shared; depth < stack.size(); ++depth) {
     const uint64_t parent_id = depth > 0 ? open_[depth - 1].span.python_id : 0;
-    uint64_t start_ns = observation.start_ns;
-    if (depth == 0 && root_open_since_) start_ns = std::min(start_ns, *root_open_since_);
-    open_.push_back({namer_->open(frame_at_depth(stack, depth), start_ns, static_cast<uint32_t>(depth), parent_id),
-                     observation.end_ns});
+    uint64_t frame_start_ns = start_ns;
+    if (depth == 0 && root_open_since_) frame_start_ns = std::min(frame_start_ns, *root_open_since_);
+    open_.push_back({namer_->open(frame_at_depth(stack, depth), frame_start_ns, static_cast<uint32_t>(depth), parent_id),
+                     0});
+    see(open_.back(), observation, enclosing_op_end_ns);
   }
   if (!stack.empty()) root_open_since_.reset();
   open_stack_ = &stack;
+  settled_ns_ = std::max(settled_ns_, observation.start_ns);
 }
 
 uint64_t PythonTimeline::latest_continuing_start_after(const ResolvedStack& next, uint64_t after_ns) const {
@@ -144,7 +164,7 @@ uint64_t PythonTimeline::latest_continuing_start_after(const ResolvedStack& next
 }
 
 void PythonTimeline::finish(const Emit& emit) {
-  close_down_to(0, emit);
+  close_down_to(0, UINT64_MAX, emit);
   enclosing_ops_.clear();
   open_stack_ = nullptr;
 }

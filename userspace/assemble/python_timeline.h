@@ -8,6 +8,14 @@
 // starts at the first observation that shows its frame and ends at the end of the last one
 // that does (an op's return, or a sample's time), so its edges are exact to within the nearest
 // op or one sampling period. Spans nest with each other and with the ops by construction.
+//
+// Inside an op, an edge set by a sample moves out to the nearest time the frame is known to be
+// gone: the previous observation (or the end of the frame closed just before), and the next one
+// or the op's return. A sample can land inside a call of the target's own that tprof sees from
+// elsewhere (a CUDA API call, from CUPTI): that call began and ended inside the frames the
+// sample shows, after the previous observation and before the next, so the widened span
+// encloses it instead of cutting it. Between top-level ops the edges stay at the samples: step
+// boundaries fall there.
 #pragma once
 
 #include <cstdint>
@@ -77,18 +85,27 @@ class PythonTimeline {
   struct OpenFrame {
     model::PythonSpan span;
     uint64_t last_seen_ns;
+    // Last seen by a sample inside an op: the span may end as late as this (that op's return)
+    // or the next observation that shows the frame gone, whichever is first. 0: at last_seen_ns.
+    uint64_t may_end_by_ns = 0;
   };
   struct EnclosingOp {
     uint64_t end_ns;
     const ResolvedStack* stack;
   };
-  void close_down_to(size_t depth, const Emit& emit);
+  // Closes the frames from `depth` down; `gone_ns` is when they are known to be gone (the
+  // start of the observation that shows it; UINT64_MAX at finish).
+  void close_down_to(size_t depth, uint64_t gone_ns, const Emit& emit);
+  void see(OpenFrame& frame, const StackObservation& observation, uint64_t enclosing_op_end_ns) const;
 
   PythonSpanNamer* namer_;
   std::vector<OpenFrame> open_;
   const ResolvedStack* open_stack_ = nullptr;  // the last stack applied: `open_` mirrors its outer part
   std::optional<uint64_t> root_open_since_;
   std::vector<EnclosingOp> enclosing_ops_;
+  // The latest time known to show no frame deeper than those open: an observation's start, an
+  // op's return, a closed span's end. A frame first seen after it by a sample began later.
+  uint64_t settled_ns_ = 0;
 };
 
 }  // namespace tprof
