@@ -1,5 +1,6 @@
 #include "exporters/chrome_input_args.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
@@ -23,10 +24,9 @@ bool is_list_schema_type(std::string_view type) { return type.ends_with(']') || 
 
 
 // Kineto keeps a Tensor[]'s element shapes (collection.cpp, TensorList), not a Tensor?[]'s,
-// whose IValue is a generic list.
+// whose IValue is a generic list. Of a list cut short, the elements read.
 bool is_kineto_tensor_list(const Value& input) {
-  return input.kind == ValueKind::kTensorList && input.schema_type.starts_with("Tensor[]") &&
-         !model::is_partial_list(input);
+  return input.kind == ValueKind::kTensorList && input.schema_type.starts_with("Tensor[]");
 }
 
 // Tensors give their sizes (or strides), a Tensor[] its elements'; everything else gives []
@@ -96,32 +96,30 @@ std::string double_text(double value) {
   return text;
 }
 
-// util.cpp ivalueToStr: the value for ints, bools, floats and int and bool lists that were read
-// in full; "" for tensors, devices, strings, None and anything not (fully) read.
+// "[a, b, c]" of a list's elements as `text_of` spells them; a list cut short ends in ", ...]"
+// ("[...]" with no element read), as Kineto spells the lists it truncates (format_list).
+template <typename Elements, typename TextOf>
+std::string list_text(const Elements& elements, bool cut_short, TextOf text_of) {
+  std::string text = "[";
+  for (size_t i = 0; i < elements.size(); ++i) text += (i > 0 ? ", " : "") + text_of(elements[i]);
+  if (cut_short) text += elements.empty() ? "..." : ", ...";
+  return text + "]";
+}
+
+// util.cpp ivalueToStr: the value for ints, bools, floats and int, bool and float lists; "" for
+// tensors, devices, strings, None and what was not read.
 std::string concrete_input(const Value& input) {
-  if (model::is_partial_list(input)) return "";
+  const bool cut_short = model::is_partial_list(input);
   switch (input.kind) {
     case ValueKind::kInt: return std::to_string(input.ints.at(0));
     case ValueKind::kBool: return input.boolean ? "True" : "False";
     case ValueKind::kDouble: return double_text(input.real);
-    case ValueKind::kIntList: {
-      std::string text;
-      append_json_integer_list(text, input.ints, ", ");
-      return text;
-    }
-    case ValueKind::kDoubleList: {  // "[0.063198132875900398, 0.9]"
-      std::string text = "[";
-      for (size_t i = 0; i < input.reals.size(); ++i) text += (i > 0 ? ", " : "") + double_text(input.reals[i]);
-      return text + "]";
-    }
-    case ValueKind::kBoolList: {  // "[True, True, False]"
-      std::string text = "[";
-      for (size_t i = 0; i < input.ints.size(); ++i) {
-        if (i > 0) text += ", ";
-        text += input.ints[i] != 0 ? "True" : "False";
-      }
-      return text + "]";
-    }
+    case ValueKind::kIntList:  // "[2, 2]"
+      return list_text(input.ints, cut_short, [](int64_t value) { return std::to_string(value); });
+    case ValueKind::kDoubleList:  // "[0.063198132875900398, 0.9]"
+      return list_text(input.reals, cut_short, double_text);
+    case ValueKind::kBoolList:  // "[True, True, False]"
+      return list_text(input.ints, cut_short, [](int64_t value) { return std::string(value != 0 ? "True" : "False"); });
     default: return "";
   }
 }
@@ -146,6 +144,11 @@ void append_input_args(std::string& out, const std::vector<Value>& inputs) {
   append_tensor_lists(out, inputs, /*strides=*/true);
   out += ", \"Concrete Inputs\": ";
   append_strings(concrete_input);
+  // tprof's own key, only where a list was cut short: which, and how much of it was read.
+  if (std::any_of(inputs.begin(), inputs.end(), model::is_partial_list)) {
+    out += ", \"Inputs read in part\": ";
+    append_strings([](const Value& input) { return model::is_partial_list(input) ? model::unread_part(input) : ""; });
+  }
 }
 
 std::string input_dims_text(const std::vector<Value>& inputs) {

@@ -10,12 +10,12 @@ namespace {
 
 using model::TensorValue;
 
-// What tprof writes for a value it could not read, in place of convertIValue's forms.
+// What tprof writes for a value it could not read, in place of convertIValue's forms. Its
+// node goes without an op_schema (execution_trace_writer.cpp), so replayers leave it out.
 constexpr std::string_view kUnknownValue = "<Unknown>";
 constexpr const char* kUnknownType = "Unknown";
 using model::Value;
 using model::ValueKind;
-
 
 // "[]"-per-element lists of a list value, as torch nests shapes and strides of list elements.
 void append_empty_lists(std::string& out, size_t count) {
@@ -23,8 +23,6 @@ void append_empty_lists(std::string& out, size_t count) {
   for (size_t i = 0; i < count; ++i) out += i > 0 ? ",[]" : "[]";
   out += ']';
 }
-
-using model::is_partial_list;
 
 class ValueFormatter {
  public:
@@ -74,10 +72,6 @@ class ValueFormatter {
   }
 
   void append_value(std::string& out, const Value& value) {
-    if (is_partial_list(value)) {
-      append_json_string(out, kUnknownValue);
-      return;
-    }
     switch (value.kind) {
       case ValueKind::kTensor: append_tensor(out, value.tensor); return;
       case ValueKind::kTensorList:
@@ -132,10 +126,6 @@ class ValueFormatter {
   }
 
   void append_shape(std::string& out, const Value& value, bool strides) {
-    if (is_partial_list(value)) {
-      out += "[]";
-      return;
-    }
     switch (value.kind) {
       case ValueKind::kTensor:
         append_json_integer_list(out, strides ? value.tensor.strides : value.tensor.sizes, ",");
@@ -158,11 +148,6 @@ class ValueFormatter {
   // convertIValue's type strings, quoted; values tprof could not read say so instead of guessing.
   static void append_type(std::string& out, const Value& value) {
     out += '"';
-    if (is_partial_list(value)) {
-      out += kUnknownType;
-      out += '"';
-      return;
-    }
     switch (value.kind) {
       case ValueKind::kTensor: append_tensor_type(out, value.tensor); break;
       case ValueKind::kTensorList:

@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -71,9 +72,10 @@ uint64_t scope_of(model::RangeKind kind) {
 // `schema_json` come quoted and escaped; `append_inputs`/`append_outputs` append each object.
 // The constant text between the values is written in as few pieces as it takes: millions of
 // nodes a second go through here.
+// `more_attrs` follows torch's attrs, each preceded by ", ".
 template <typename AppendInputs, typename AppendOutputs>
 void append_node(std::string& out, const NodeFields& node, std::string_view name_json, std::string_view schema_json,
-                 AppendInputs append_inputs, AppendOutputs append_outputs) {
+                 AppendInputs append_inputs, AppendOutputs append_outputs, std::string_view more_attrs = {}) {
   out += "    {\"id\": ";
   append_json_integer(out, node.id);
   out += ", \"name\": ";
@@ -98,7 +100,42 @@ void append_node(std::string& out, const NodeFields& node, std::string_view name
   out += "}, {\"name\": \"op_schema\", \"type\": \"string\", \"value\": ";
   out += schema_json;
   out += "}, {\"name\": \"kernel_backend\", \"type\": \"string\", \"value\": \"\"}, "
-         "{\"name\": \"kernel_file\", \"type\": \"string\", \"value\": \"\"}]}";
+         "{\"name\": \"kernel_file\", \"type\": \"string\", \"value\": \"\"}";
+  out += more_attrs;
+  out += "]}";
+}
+
+// "input 2: 1024 of 1500 elements read; output 0: not read"; "" when every value was read.
+std::string unread_values(const model::OpSpan& span) {
+  std::string text;
+  const auto describe = [&](const std::vector<model::Value>& values, std::string_view direction) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (model::is_known(values[i])) continue;
+      text += text.empty() ? "" : "; ";
+      text += std::string(direction) + " " + std::to_string(i) + ": " + model::unread_part(values[i]);
+    }
+  };
+  describe(span.inputs, "input");
+  describe(span.outputs, "output");
+  return text;
+}
+
+// tprof's attrs of an op with a value not read in full: what was not read, and, where an input
+// was not, the op's schema, moved out of op_schema. An op whose inputs are not all known cannot
+// be replayed as it ran; with no op_schema, PARAM's et_replay leaves it out ("Failed to build
+// function") and replays the rest, where an input it cannot use would stop the whole replay.
+std::string unread_value_attrs(const model::OpSpan& span, std::string_view schema_json, bool inputs_unread) {
+  const std::string unread = unread_values(span);
+  if (unread.empty()) return "";
+  std::string attrs = ", {\"name\": \"tprof_unread_values\", \"type\": \"string\", \"value\": ";
+  append_json_string(attrs, unread);
+  attrs += '}';
+  if (inputs_unread) {
+    attrs += ", {\"name\": \"tprof_op_schema\", \"type\": \"string\", \"value\": ";
+    attrs += schema_json;
+    attrs += '}';
+  }
+  return attrs;
 }
 
 // A node without loggable arguments: the root nodes.
@@ -162,11 +199,14 @@ void ExecutionTraceWriter::op(const model::ClosedOp& closed) {
                         .sequence_id = span.sequence_number,
                         .forward_tid = span.forward_thread};
   const OperatorText& text = operator_text(span.operator_index, closed.op);
+  const bool inputs_unread =
+      span.arguments_recorded && !std::all_of(span.inputs.begin(), span.inputs.end(), model::is_known);
   line_.clear();
   append_node(
-      line_, node, text.name_json, text.schema_json,
+      line_, node, text.name_json, inputs_unread ? "\"\"" : std::string_view(text.schema_json),
       [&] { append_arguments(span.arguments_recorded ? &span.inputs : nullptr); },
-      [&] { append_arguments(span.arguments_recorded ? &span.outputs : nullptr); });
+      [&] { append_arguments(span.arguments_recorded ? &span.outputs : nullptr); },
+      span.arguments_recorded ? unread_value_attrs(span, text.schema_json, inputs_unread) : std::string());
   line_ += ",\n";
   out_.write(line_);
 }

@@ -87,20 +87,40 @@ struct Value {
   std::string text;                  // kDevice: "cpu", "cuda:0" (Device::str()); kString
 };
 
-// A list value of which only the first elements were read (the rest lost, or past the bound
-// read): written as unknown, never cut short.
+// How many elements of a list value were read; 0 for any other kind of value.
+inline size_t elements_read(const Value& value) {
+  switch (value.kind) {
+    case ValueKind::kIntList:
+    case ValueKind::kBoolList: return value.ints.size();
+    case ValueKind::kDoubleList: return value.reals.size();
+    case ValueKind::kTensorList: return value.tensors.size();
+    default: return 0;
+  }
+}
+
+// A list value of which only the first elements were read: past LIST_ELEMENTS_MAX
+// (bpf/op_arguments.h), up to an element BPF could not read, or short of a continuation record
+// lost. Exporters write the elements read and say that the list was cut short.
 inline bool is_partial_list(const Value& value) {
   switch (value.kind) {
     case ValueKind::kIntList:
-    case ValueKind::kBoolList: return value.ints.size() != value.list_length;
-    case ValueKind::kDoubleList: return value.reals.size() != value.list_length;
-    case ValueKind::kTensorList: return value.tensors.size() != value.list_length;
+    case ValueKind::kBoolList:
+    case ValueKind::kDoubleList:
+    case ValueKind::kTensorList: return elements_read(value) != value.list_length;
     default: return false;
   }
 }
 
 // Whether the value was read in full: neither unknown nor a partial list.
 inline bool is_known(const Value& value) { return value.kind != ValueKind::kUnknown && !is_partial_list(value); }
+
+// How a value that was not read in full is described to the user: "not read", or "1024 of 1500
+// elements read"; "" for a value read in full.
+inline std::string unread_part(const Value& value) {
+  if (value.kind == ValueKind::kUnknown) return "not read";
+  if (!is_partial_list(value)) return "";
+  return std::to_string(elements_read(value)) + " of " + std::to_string(value.list_length) + " elements read";
+}
 
 // One Python frame of an op's call stack.
 struct PythonFrame {

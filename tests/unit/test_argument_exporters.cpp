@@ -119,12 +119,18 @@ TEST(ChromeInputArgs, WritesNothingButTheKeysForNoInputs) {
   EXPECT_EQ(out, ", \"Input Dims\": [], \"Input type\": [], \"Input Strides\": [], \"Concrete Inputs\": []");
 }
 
-TEST(ChromeInputArgs, GivesConcreteValuesOnlyForListsReadInFull) {
-  const ordered_json args = ordered_json::parse(
-      chrome_args({int_list({1, 2, 3}, 3), int_list({1}, 3), int_list({}, 0), int_list({}, 4)}));
-  EXPECT_EQ(args.at("Concrete Inputs"), ordered_json::parse(R"(["[1, 2, 3]", "", "[]", ""])"));
-  EXPECT_EQ(args.at("Input type"), ordered_json::parse(R"(["ScalarList", "ScalarList", "ScalarList", "ScalarList"])"));
-  EXPECT_EQ(args.at("Input Dims"), ordered_json::parse("[[], [], [], []]"));
+// A list cut short (past LIST_ELEMENTS_MAX, or a lost record) gives the elements read and ends
+// as Kineto ends the lists it truncates; tprof's own key says which inputs and how much.
+TEST(ChromeInputArgs, ListsCutShortGiveTheirFirstElementsAndSaySo) {
+  const ordered_json args = ordered_json::parse(chrome_args(
+      {int_list({1, 2, 3}, 3), int_list({1}, 3), int_list({}, 0), int_list({}, 4), tensor_list({kCudaView}, 4)}));
+  EXPECT_EQ(args.at("Concrete Inputs"), ordered_json::parse(R"(["[1, 2, 3]", "[1, ...]", "[]", "[...]", ""])"));
+  EXPECT_EQ(args.at("Input type"),
+            ordered_json::parse(R"(["ScalarList", "ScalarList", "ScalarList", "ScalarList", "TensorList"])"));
+  EXPECT_EQ(args.at("Input Dims"), ordered_json::parse("[[], [], [], [], [[4]]]"));
+  EXPECT_EQ(args.at("Inputs read in part"),
+            ordered_json::parse(R"(["", "1 of 3 elements read", "", "0 of 4 elements read", "1 of 4 elements read"])"));
+  EXPECT_FALSE(ordered_json::parse(chrome_args({int_list({1, 2}, 2)})).contains("Inputs read in part"));
 }
 
 TEST(ChromeInputArgs, SpellsBoolsAndNegativeInts) {
@@ -395,19 +401,20 @@ TEST(ExecutionTraceValues, WritesIntsAndBools) {
             "\"types\": [\"Int\", \"Int\", \"Bool\"], \"strides\": [[], [], []]}");
 }
 
-// A list BPF copied only in part is written as unknown rather than cut short, as Chrome's
-// Concrete Inputs leaves it out; complete lists (the empty one too) are written in full.
-TEST(ExecutionTraceValues, ListsCopiedInPartAreUnknown) {
+// A list BPF copied only in part gives the elements read, their shapes and types: what the
+// node's tprof_unread_values attr says is the rest (ExecutionTraceWriter).
+TEST(ExecutionTraceValues, ListsCopiedInPartGiveTheirFirstElements) {
   uint64_t next_id = 1;
   TensorIds ids(next_id);
   std::string out;
   append_execution_trace_values(
       out, {int_list({1}, 3), int_list({}, 0), tensor_list({kCudaView}, 4), tensor_list({kCudaView}, 1)}, ids);
   EXPECT_EQ(out,
-            "{\"values\": [\"<Unknown>\", [], \"<Unknown>\", [[1,2,6,4,8,\"cuda:0\"]]], "
-            "\"shapes\": [[], [], [], [[4]]], "
-            "\"types\": [\"Unknown\", \"GenericList[]\", \"Unknown\", \"GenericList[Tensor(long int)]\"], "
-            "\"strides\": [[], [], [], [[1]]]}");
+            "{\"values\": [[1], [], [[1,2,6,4,8,\"cuda:0\"]], [[1,2,6,4,8,\"cuda:0\"]]], "
+            "\"shapes\": [[[]], [], [[4]], [[4]]], "
+            "\"types\": [\"GenericList[Int]\", \"GenericList[]\", \"GenericList[Tensor(long int)]\", "
+            "\"GenericList[Tensor(long int)]\"], "
+            "\"strides\": [[[]], [], [[1]], [[1]]]}");
 }
 
 }  // namespace

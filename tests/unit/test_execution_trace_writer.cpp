@@ -271,6 +271,40 @@ TEST_F(ExecutionTraceWriterTest, EscapesOddNamesAndSchemas) {
   EXPECT_TRUE(found) << "no node with rf_id 11";
 }
 
+// An op with an input not read in full cannot be replayed as it ran: its schema moves from
+// op_schema (which PARAM's et_replay needs to build the op, and skips the op without) to
+// tprof_op_schema, and tprof_unread_values says what is missing. An unread output leaves the
+// op replayable. Ops read in full carry neither attr.
+TEST_F(ExecutionTraceWriterTest, OpsWithUnreadInputsCarryTheirSchemaWhereReplayersSkipThem) {
+  model::Trace trace = make_two_thread_trace();
+  model::ThreadTrack& main_thread = trace.threads[0];
+  const model::Value cut{.kind = model::ValueKind::kIntList, .schema_type = "int[]", .ints = {1, 2}, .list_length = 1500};
+  const model::Value unknown{.kind = model::ValueKind::kUnknown, .schema_type = "Tensor"};
+  const model::Value two{.kind = model::ValueKind::kInt, .schema_type = "int", .ints = {2}};
+  for (model::OpSpan& span : main_thread.spans) span.arguments_recorded = true;
+  main_thread.spans[1].inputs = {two, cut};              // aten::mm, rf_id 3
+  main_thread.spans[2].outputs = {unknown};              // aten::add, rf_id 4
+  const ordered_json document = write_and_parse(trace);
+  std::map<uint64_t, ordered_json> by_rf_id;
+  for (const ordered_json& node : document.at("nodes"))
+    if (!is_root(node)) by_rf_id.emplace(rf_id_of(node), node);
+
+  const ordered_json& mm = by_rf_id.at(main_thread.spans[1].record_id);
+  EXPECT_EQ(attr(mm, "op_schema"), "");
+  EXPECT_EQ(attr(mm, "tprof_op_schema"), trace.operators[0].schema);
+  EXPECT_EQ(attr(mm, "tprof_unread_values"), "input 1: 2 of 1500 elements read");
+  EXPECT_EQ(mm.at("inputs").at("values"), ordered_json::parse("[2, [1, 2]]"));
+
+  const ordered_json& add = by_rf_id.at(main_thread.spans[2].record_id);
+  EXPECT_EQ(attr(add, "op_schema"), trace.operators[1].schema);
+  EXPECT_EQ(attr(add, "tprof_unread_values"), "output 0: not read");
+  EXPECT_THROW(attr(add, "tprof_op_schema"), std::out_of_range);
+
+  const ordered_json& other_add = by_rf_id.at(main_thread.spans[4].record_id);
+  EXPECT_THROW(attr(other_add, "tprof_unread_values"), std::out_of_range);
+  EXPECT_THROW(attr(other_add, "tprof_op_schema"), std::out_of_range);
+}
+
 // The enclosing op or annotation on the same thread, by rf_id; 0 stands for the thread root.
 TEST_F(ExecutionTraceWriterTest, ParentsAreTheEnclosingOpOrAnnotationOnTheSameThread) {
   const ordered_json document = write_and_parse(make_two_thread_trace());

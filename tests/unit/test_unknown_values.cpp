@@ -40,7 +40,8 @@ TEST(UnknownValues, CountsUnknownValuesAndPartialListsByOpAndArgument) {
   close(sink, zeros, {unknown("SymInt[]")}, {}, /*recorded=*/false);  // --no-shapes: nothing read, nothing missed
   EXPECT_EQ(sink.total(), 5u);
   EXPECT_EQ(sink.describe(),
-            "5 values of 4 arguments could not be read and are written as unknown: "
+            "5 values of 4 arguments could not be read in full (unknown, or lists cut short: only their first "
+            "elements are written, at most 1024): "
             "aten::mkldnn_rnn_layer_backward input 1 (int) x2, aten::mkldnn_rnn_layer_backward input 2 (bool) x1, "
             "aten::zeros input 0 (SymInt[]) x1, aten::zeros return 0 (Tensor) x1");
   EXPECT_EQ(sink.describe(2).substr(sink.describe(2).size() - 5), ", ...");

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "op_arguments.h"
+
 namespace tprof {
 namespace {
 
@@ -29,7 +31,8 @@ std::string UnknownValuesSink::describe(size_t limit) const {
   std::vector<Entry> entries(counts_.begin(), counts_.end());
   std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.second > b.second; });
   std::string text = std::to_string(total_) + " values of " + std::to_string(entries.size()) +
-                     " arguments could not be read and are written as unknown: ";
+                     " arguments could not be read in full (unknown, or lists cut short: only their first "
+                     "elements are written, at most " + std::to_string(LIST_ELEMENTS_MAX) + "): ";
   for (size_t i = 0; i < entries.size() && i < limit; ++i) {
     const auto& [op, is_return, index, type] = entries[i].first;
     text += (i > 0 ? ", " : "") + op + (is_return ? " return " : " input ") + std::to_string(index);

@@ -1,6 +1,6 @@
-// The op arguments a recording could not read, counted by op and argument for the end-of-run
-// report: a value written as unknown ("" in Concrete Inputs, "<Unknown>" in the ET) is never
-// left unsaid.
+// The op arguments a recording could not read in full, counted by op and argument for the
+// end-of-run report: a value written as unknown ("" in Concrete Inputs, "<Unknown>" in the ET)
+// or a list cut short ("[1, 2, ...]") is never left unsaid.
 #pragma once
 
 #include <cstdint>

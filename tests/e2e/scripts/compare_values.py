@@ -150,7 +150,7 @@ def et_ops(path, what):
             raise BadInput(f"{what} {path}: node {index} ({name}) has neither an rf_id nor an id")
         thread = f"tid {attrs.get('tid')}"
         threads[thread].append(((order, index), Op(name, thread, order, values, types,
-                                                   str(attrs.get("op_schema") or ""))))
+                                                   str(attrs.get("op_schema") or attrs.get("tprof_op_schema") or ""))))
     return {thread: [op for _, op in sorted(ops, key=lambda pair: pair[0])] for thread, ops in threads.items()}
 
 
