@@ -90,6 +90,96 @@ TEST_P(RootScalarValues, AreThePassedValues) {
 INSTANTIATE_TEST_SUITE_P(Torch2, RootScalarValues, ::testing::Values(TorchRoot::kTrixie, TorchRoot::kSid),
                          [](const auto& info) { return suite_name(info.param); });
 
+// Lists past LIST_ELEMENTS_MAX (1024) elements, passed by tests/workloads/long_lists.py: their
+// first 1024 elements are written and the list is marked cut short, in the Chrome trace, in the
+// ET (where the node's schema moves aside so that et_replay skips it) and on the console.
+constexpr int kLongListLength = 1500;
+constexpr int kListElementsMax = 1024;
+const std::string kCutShort = "1024 of 1500 elements read";
+
+const TraceJson& only_op(const TraceJson& trace, const std::string& name) {
+  const TraceJson* found = nullptr;
+  for (const auto& event : trace["traceEvents"]) {
+    if (event.value("cat", "") != "cpu_op" || event["name"] != name) continue;
+    EXPECT_EQ(found, nullptr) << "more than one " << name;
+    found = &event;
+  }
+  if (!found) throw std::runtime_error(name + " is missing from the trace");
+  return *found;
+}
+
+const nlohmann::json& only_node(const nlohmann::json& et, const std::string& name) {
+  const nlohmann::json* found = nullptr;
+  for (const auto& node : et.at("nodes")) {
+    if (node.at("name") != name) continue;
+    EXPECT_EQ(found, nullptr) << "more than one " << name;
+    found = &node;
+  }
+  if (!found) throw std::runtime_error(name + " is missing from the ET");
+  return *found;
+}
+
+std::string node_attr(const nlohmann::json& node, const std::string& name) {
+  for (const auto& attr : node.at("attrs"))
+    if (attr.at("name") == name) return attr.at("value").get<std::string>();
+  return "(no " + name + ")";
+}
+
+void expect_lists_cut_short(const WorkloadEnvironment& environment, const fs::path& scratch) {
+  const fs::path trace_path = scratch / "lists.pt.trace.json";
+  const fs::path et_path = scratch / "lists.et.json";
+  const std::string console = record_workload_with_tprof(
+      environment, {"--length", std::to_string(kLongListLength)}, trace_path, {"--no-python", "--et", et_path.string()});
+  EXPECT_NE(console.find("could not be read in full"), std::string::npos) << console;
+  EXPECT_NE(console.find("aten::cat input 0"), std::string::npos) << console;
+  EXPECT_NE(console.find("aten::split_with_sizes input 1"), std::string::npos) << console;
+  const std::vector<std::string> violations = validate_trace_file(trace_path);
+  EXPECT_TRUE(violations.empty()) << violations.size() << " violations, first: " << violations.front();
+
+  const TraceJson trace = load_trace(trace_path);
+  const TraceJson& cat = only_op(trace, "aten::cat");
+  EXPECT_EQ(cat["args"]["Input Dims"][0].size(), static_cast<size_t>(kListElementsMax));
+  EXPECT_EQ(cat["args"]["Input Dims"][0][kListElementsMax - 1].dump(), "[2]");
+  EXPECT_EQ(cat["args"]["Inputs read in part"][0], kCutShort);
+  const TraceJson& split = only_op(trace, "aten::split_with_sizes");
+  std::string ones = "[";
+  for (int i = 0; i < kListElementsMax; ++i) ones += "1, ";
+  EXPECT_EQ(split["args"]["Concrete Inputs"][1], ones + "...]");
+  EXPECT_EQ(split["args"]["Inputs read in part"][1], kCutShort);
+
+  const nlohmann::json et = nlohmann::json::parse(std::ifstream(et_path));
+  const nlohmann::json& cat_node = only_node(et, "aten::cat");
+  EXPECT_EQ(cat_node.at("inputs").at("values").at(0).size(), static_cast<size_t>(kListElementsMax));
+  EXPECT_EQ(node_attr(cat_node, "op_schema"), "") << "et_replay must leave the op out";
+  EXPECT_TRUE(node_attr(cat_node, "tprof_op_schema").starts_with("aten::cat(")) << node_attr(cat_node, "tprof_op_schema");
+  EXPECT_EQ(node_attr(cat_node, "tprof_unread_values"), "input 0: " + kCutShort);
+  const nlohmann::json& split_node = only_node(et, "aten::split_with_sizes");
+  EXPECT_EQ(split_node.at("inputs").at("values").at(1).size(), static_cast<size_t>(kListElementsMax));
+  // A returned Tensor[] gives its first 4 tensors: exit records have no continuation records.
+  EXPECT_EQ(node_attr(split_node, "tprof_unread_values"), "input 1: " + kCutShort + "; output 0: 4 of 1500 elements read");
+}
+
+TEST(LongLists, AreCutAtTheBoundAndSaySoOnTorch113) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; long lists are NOT tested ***";
+  ScratchDirectory scratch;
+  expect_lists_cut_short(host_workload(scratch.path(), workload_script("long_lists.py")), scratch.path());
+}
+
+class RootLongLists : public ::testing::TestWithParam<TorchRoot> {};
+
+TEST_P(RootLongLists, AreCutAtTheBoundAndSaySo) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; long lists are NOT tested ***";
+  const auto root = RootWorkload::make(GetParam(), workload_script("long_lists.py"));
+  if (!root) GTEST_SKIP() << missing_root_message(GetParam(), "long lists");
+  ScratchDirectory scratch;
+  expect_lists_cut_short(root->environment(), scratch.path());
+}
+
+INSTANTIATE_TEST_SUITE_P(Torch2, RootLongLists, ::testing::Values(TorchRoot::kTrixie, TorchRoot::kSid),
+                         [](const auto& info) { return suite_name(info.param); });
+
 // A comparison script's table, echoed to the test log; fails the test when the script does.
 void expect_script_passes(const std::string& script, const std::vector<std::string>& arguments) {
   std::vector<std::string> command = {"/usr/bin/python3", testing::source_dir() + "/tests/e2e/scripts/" + script};
