@@ -122,8 +122,10 @@ std::string unread_values(const model::OpSpan& span) {
 
 // tprof's attrs of an op with a value not read in full: what was not read, and, where an input
 // was not, the op's schema, moved out of op_schema. An op whose inputs are not all known cannot
-// be replayed as it ran; with no op_schema, PARAM's et_replay leaves it out ("Failed to build
-// function") and replays the rest, where an input it cannot use would stop the whole replay.
+// be replayed as it ran. PARAM's et_replay takes a node without op_schema for a label (as it
+// takes record_function ranges): it replays the ops inside it instead, whose inputs were read,
+// where an input it cannot use would stop the whole replay and a list cut short would replay
+// a smaller op without a word.
 std::string unread_value_attrs(const model::OpSpan& span, std::string_view schema_json, bool inputs_unread) {
   const std::string unread = unread_values(span);
   if (unread.empty()) return "";

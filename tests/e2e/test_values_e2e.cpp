@@ -92,7 +92,7 @@ INSTANTIATE_TEST_SUITE_P(Torch2, RootScalarValues, ::testing::Values(TorchRoot::
 
 // Lists past LIST_ELEMENTS_MAX (1024) elements, passed by tests/workloads/long_lists.py: their
 // first 1024 elements are written and the list is marked cut short, in the Chrome trace, in the
-// ET (where the node's schema moves aside so that et_replay skips it) and on the console.
+// ET (where the node's schema moves aside, so that et_replay does not replay it) and on the console.
 constexpr int kLongListLength = 1500;
 constexpr int kListElementsMax = 1024;
 const std::string kCutShort = "1024 of 1500 elements read";
@@ -150,7 +150,7 @@ void expect_lists_cut_short(const WorkloadEnvironment& environment, const fs::pa
   const nlohmann::json et = nlohmann::json::parse(std::ifstream(et_path));
   const nlohmann::json& cat_node = only_node(et, "aten::cat");
   EXPECT_EQ(cat_node.at("inputs").at("values").at(0).size(), static_cast<size_t>(kListElementsMax));
-  EXPECT_EQ(node_attr(cat_node, "op_schema"), "") << "et_replay must leave the op out";
+  EXPECT_EQ(node_attr(cat_node, "op_schema"), "") << "et_replay must not replay it as it ran";
   EXPECT_TRUE(node_attr(cat_node, "tprof_op_schema").starts_with("aten::cat(")) << node_attr(cat_node, "tprof_op_schema");
   EXPECT_EQ(node_attr(cat_node, "tprof_unread_values"), "input 0: " + kCutShort);
   const nlohmann::json& split_node = only_node(et, "aten::split_with_sizes");

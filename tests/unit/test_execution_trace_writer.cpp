@@ -272,9 +272,9 @@ TEST_F(ExecutionTraceWriterTest, EscapesOddNamesAndSchemas) {
 }
 
 // An op with an input not read in full cannot be replayed as it ran: its schema moves from
-// op_schema (which PARAM's et_replay needs to build the op, and skips the op without) to
-// tprof_op_schema, and tprof_unread_values says what is missing. An unread output leaves the
-// op replayable. Ops read in full carry neither attr.
+// op_schema (without which PARAM's et_replay takes the node for a label and replays the ops
+// inside it) to tprof_op_schema, and tprof_unread_values says what is missing. An unread output
+// leaves the op replayable. Ops read in full carry neither attr.
 TEST_F(ExecutionTraceWriterTest, OpsWithUnreadInputsCarryTheirSchemaWhereReplayersSkipThem) {
   model::Trace trace = make_two_thread_trace();
   model::ThreadTrack& main_thread = trace.threads[0];
