@@ -7,7 +7,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -44,6 +46,29 @@ constexpr int kZlibMemLevel = 8;  // zlib's default
 
 bool has_gzip_suffix(std::string_view path) { return path.ends_with(".gz"); }
 
+// Only a regular file is written or replaced, and an existing one only when asked.
+void check_destination(const std::string& path, bool replace_existing) {
+  struct stat status {};
+  if (::lstat(path.c_str(), &status) != 0) {
+    if (errno == ENOENT) return;
+    throw_cannot_write_errno(path, errno);
+  }
+  if (!S_ISREG(status.st_mode))
+    throw_cannot_write(path, "it is not a regular file (a device, directory, FIFO, socket or link): tprof writes "
+                             "only regular files");
+  if (!replace_existing) throw_cannot_write(path, "it already exists (--force replaces it)");
+}
+
+// Renames `from` onto `to` unless something is at `to` by then (RENAME_NOREPLACE; a file system
+// without it gets link and unlink, which refuse likewise). Returns errno, 0 on success.
+int rename_without_replacing(const std::string& from, const std::string& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return 0;
+  if (errno != EINVAL && errno != ENOSYS) return errno;
+  if (::link(from.c_str(), to.c_str()) != 0) return errno;
+  ::unlink(from.c_str());
+  return 0;
+}
+
 class FileDescriptor {
  public:
   explicit FileDescriptor(int fd) : fd_(fd) {}
@@ -79,8 +104,8 @@ class FileDescriptor {
 // goes on; at most kQueuedBuffers wait, after which write() waits for it. An error in the
 // writer thread is thrown by the next write(), flush() or finish().
 struct OutputFile::Sink {
-  Sink(const std::string& final_path, FileDescriptor fd, bool gzip)
-      : final_path_(final_path), fd_(std::move(fd)), gzip_(gzip) {
+  Sink(const std::string& final_path, const std::string& temp_path, FileDescriptor fd, bool gzip, bool kept)
+      : final_path_(final_path), temp_path_(temp_path), fd_(std::move(fd)), gzip_(gzip), kept_(kept) {
     pending_.reserve(kBufferBytes);
     if (gzip_) {
       const int status = deflateInit2(&deflater_, kGzipLevel, Z_DEFLATED, kGzipWindowBits,
@@ -101,6 +126,9 @@ struct OutputFile::Sink {
 
   Sink(const Sink&) = delete;
   Sink& operator=(const Sink&) = delete;
+
+  // Whether any byte reached the file: then it holds something of the recording.
+  bool reached_file() const { return reached_file_.load(); }
 
   void write(std::string_view bytes) {
     pending_.append(bytes);
@@ -126,8 +154,8 @@ struct OutputFile::Sink {
       writer_.join();
       rethrow_writer_error();
     }
-    if (::fsync(fd_.get()) != 0) throw_cannot_write_errno(final_path_, errno);
-    if (const int error = fd_.close(); error != 0) throw_cannot_write_errno(final_path_, error);
+    if (::fsync(fd_.get()) != 0) throw_write_failed(errno);
+    if (const int error = fd_.close(); error != 0) throw_write_failed(error);
   }
 
  private:
@@ -229,16 +257,30 @@ struct OutputFile::Sink {
       const ssize_t written = ::write(fd_.get(), data, size);
       if (written < 0) {
         if (errno == EINTR) continue;
-        throw_cannot_write_errno(final_path_, errno);
+        throw_write_failed(errno);
       }
+      if (written > 0) reached_file_.store(true);
       data += written;
       size -= static_cast<size_t>(written);
     }
   }
 
+  // A full disk or an I/O error: nothing more is written, and what the file holds stays (the
+  // OutputFile keeps it) for `tprof recover`, which the message says.
+  [[noreturn]] void throw_write_failed(int error_number) const {
+    std::string reason = std::strerror(error_number);
+    if (kept_ && reached_file())
+      reason += "; what was recorded so far is kept in " + temp_path_ + " (and any other .partial file of this "
+                "recording beside it): `tprof recover` it once there is room";
+    throw_cannot_write(final_path_, reason);
+  }
+
   const std::string& final_path_;
+  const std::string& temp_path_;
   FileDescriptor fd_;
   const bool gzip_;
+  const bool kept_;  // the temp file stays after a failure
+  std::atomic<bool> reached_file_{false};
   std::string pending_;           // bytes not yet handed over
   // The writer thread's (gzip only).
   z_stream deflater_{};
@@ -253,9 +295,13 @@ struct OutputFile::Sink {
   std::thread writer_;
 };
 
-OutputFile::OutputFile(std::string path, mode_t mode, std::string_view temp_suffix)
-    : path_(std::move(path)), temp_path_(path_ + std::string(temp_suffix)) {
-  FileDescriptor fd(::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+OutputFile::OutputFile(std::string path, const Options& options)
+    : path_(std::move(path)),
+      temp_path_(path_ + std::string(options.temp_suffix)),
+      replace_existing_(options.replace_existing),
+      keep_on_failure_(options.keep_on_failure) {
+  check_destination(path_, replace_existing_);
+  FileDescriptor fd(::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, options.mode));
   if (!fd.valid()) {
     if (errno == EEXIST)
       throw_cannot_write(path_, temp_path_ + " already exists (another tprof writing there, a link, or what a "
@@ -264,8 +310,8 @@ OutputFile::OutputFile(std::string path, mode_t mode, std::string_view temp_suff
   }
   try {
     // The umask may have taken bits from `mode`; --mode means exactly that.
-    if (::fchmod(fd.get(), mode) != 0) throw_cannot_write_errno(path_, errno);
-    sink_ = std::make_unique<Sink>(path_, std::move(fd), has_gzip_suffix(path_));
+    if (::fchmod(fd.get(), options.mode) != 0) throw_cannot_write_errno(path_, errno);
+    sink_ = std::make_unique<Sink>(path_, temp_path_, std::move(fd), has_gzip_suffix(path_), keep_on_failure_);
   } catch (...) {
     ::unlink(temp_path_.c_str());
     throw;
@@ -273,8 +319,9 @@ OutputFile::OutputFile(std::string path, mode_t mode, std::string_view temp_suff
 }
 
 OutputFile::~OutputFile() {
+  const bool keep = committed_ || (keep_on_failure_ && sink_ && sink_->reached_file());
   sink_.reset();
-  if (!committed_) ::unlink(temp_path_.c_str());
+  if (!keep) ::unlink(temp_path_.c_str());
 }
 
 void OutputFile::write(std::string_view bytes) {
@@ -287,10 +334,23 @@ void OutputFile::flush() {
   sink_->flush();
 }
 
+// A file that appeared at the path while recording is not replaced (nor, with --force, anything
+// but a regular file): the recording stays in the temp file, which the error names.
 void OutputFile::commit() {
   if (committed_) throw std::logic_error("output file committed twice: " + path_);
   sink_->finish();
-  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) throw_cannot_write_errno(path_, errno);
+  int error = 0;
+  if (replace_existing_) {
+    check_destination(path_, /*replace_existing=*/true);
+    if (::rename(temp_path_.c_str(), path_.c_str()) != 0) error = errno;
+  } else {
+    error = rename_without_replacing(temp_path_, path_);
+  }
+  if (error != 0) {
+    std::string reason = error == EEXIST ? "a file appeared there while recording" : std::strerror(error);
+    if (keep_on_failure_) reason += "; the recording is complete in " + temp_path_;
+    throw_cannot_write(path_, reason);
+  }
   committed_ = true;
 }
 

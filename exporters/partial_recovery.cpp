@@ -277,7 +277,7 @@ RecoveredFile recover_partial_file(const std::string& partial_path, mode_t mode)
   if (!survey.in_events) fail(partial_path, "it ends inside its header: nothing was recorded");
   const bool execution_trace = survey.kind == Recovery::Kind::kExecutionTrace;
 
-  OutputFile output(final_path, mode, ".recovering");
+  OutputFile output(final_path, {.mode = mode, .temp_suffix = ".recovering", .keep_on_failure = false});
   Recovery recovery;
   for_each_line(partial_path, [&](std::string_view line) {
     if (!take_line(line, recovery)) return true;

@@ -1308,6 +1308,43 @@ TEST_F(RefusalTest, LinksPlantedAtTheTemporaryNamesAreRefusedAndTheirTargetsUnto
   workload.finish();
 }
 
+// As root, `-o /dev/null` must not replace the device node with a file (nor --force make it):
+// anything but a regular file at an output path is refused, and an existing file is refused
+// unless --force. tprof runs in a mount namespace of its own with a fresh /dev, so that a tprof
+// that did replace a node would replace only that copy; the shell there says so in a second
+// stderr line, which fails the one-line refusal.
+TEST_F(RefusalTest, DeviceNodesAndExistingFilesAsOutputsAreRefusedAndLeftAsTheyWere) {
+  if (geteuid() != 0) GTEST_SKIP() << "\n*** SKIPPED LOUDLY: a private mount namespace needs root; NOT tested ***";
+  ParkedWorkload workload(host_workload(scratch_.path()), kMeasuredSteps);
+  const std::vector<std::string> private_dev = {
+      "unshare", "--mount", "--propagation", "private", "sh", "-c",
+      "mount -t tmpfs tmpfs /dev && mknod -m 666 /dev/null c 1 3 && mknod -m 666 /dev/full c 1 7 && \"$@\"; "
+      "status=$?; for node in /dev/null /dev/full; do [ -c $node ] || echo \"$node is no longer a device\" >&2; done; "
+      "exit $status",
+      "sh"};
+  const std::string pid = std::to_string(workload.python_pid());
+  const std::string trace = (scratch_.path() / "x.pt.trace.json").string();
+  for (const std::vector<std::string>& outputs :
+       {std::vector<std::string>{"-o", "/dev/null"}, {"-o", "/dev/full", "--force"}, {"-o", trace, "--et", "/dev/null"},
+        {"-o", trace, "--et", "/dev/full", "--force"}}) {
+    std::vector<std::string> arguments = {"attach", pid};
+    arguments.insert(arguments.end(), outputs.begin(), outputs.end());
+    SCOPED_TRACE(join_lines(arguments));
+    std::string error;
+    expect_refusal(arguments, private_dev, &error);
+    EXPECT_NE(error.find("not a regular file"), std::string::npos) << error;
+  }
+  std::ofstream(trace) << "an earlier recording";
+  std::string error;
+  expect_refusal({"attach", pid, "-o", trace}, {}, &error);
+  EXPECT_NE(error.find("already exists (--force replaces it)"), std::string::npos) << error;
+  std::ifstream in(trace);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "an earlier recording");
+  workload.run_steps();
+  workload.wait_until_done();
+  workload.finish();
+}
+
 TEST_F(RefusalTest, MissingPrivilegeNamesTheCapability) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to start tprof as another user";
   ParkedWorkload workload(host_workload(scratch_.path()), kMeasuredSteps);

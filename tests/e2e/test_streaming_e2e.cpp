@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -103,6 +105,60 @@ TEST(StreamingOutput, AnInterruptedGzipRecordingIsFinishedAndRenamed) {
   const std::vector<std::string> violations = validate_trace_file(trace);
   EXPECT_TRUE(violations.empty()) << violations.size() << " violations, first: " << violations.front();
   EXPECT_FALSE(load_trace(trace).at("tprof_summary").contains("recovered"));
+}
+
+// A disk that fills up mid-recording (a 2 MiB tmpfs, in a mount namespace of tprof's own)
+// ends the recording with one error line and a non-zero exit, and keeps what was written as
+// .partial files that `tprof recover` turns into a valid trace. The target runs on.
+TEST(StreamingOutput, AFullDiskKeepsWhatWasRecordedForRecover) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; a full disk is NOT tested ***";
+  ScratchDirectory scratch;
+  const WorkloadEnvironment environment = host_workload(scratch.path());
+  ChildProcess workload({.argv = workload_command(environment, {"--steps", "1000000", "--trigger", "none"}),
+                         .pipe_stdout = true});
+  if (!workload.stdout_lines().read_line_containing("READY", kStartTimeout))
+    fail_harness("the workload never printed READY:\n" + workload.stdout_lines().transcript());
+
+  const fs::path disk = scratch.path() / "disk";  // the tmpfs, seen only inside tprof's namespace
+  const fs::path kept = scratch.path() / "kept";  // what it held when tprof ended
+  fs::create_directories(disk);
+  fs::create_directories(kept);
+  ChildProcess tprof(
+      {.argv = {"unshare", "--mount", "--propagation", "private", "sh", "-c",
+                "mount -t tmpfs -o size=2m tmpfs " + disk.string() + " && \"$@\"; status=$?; cp -a " + disk.string() +
+                    "/. " + kept.string() + "/; exit $status",
+                "sh", testing::tprof_binary(), "attach", std::to_string(workload.pid()), "--output",
+                (disk / "full.pt.trace.json").string()},
+       .pipe_stderr = true});
+  const auto status = tprof.wait_for_exit(kRunTimeout);
+  ASSERT_TRUE(status.has_value()) << "tprof kept recording onto a full disk";
+  tprof.stderr_lines().read_to_end(kRunTimeout);
+  const std::vector<std::string>& lines = tprof.stderr_lines().lines_read();
+  ASSERT_FALSE(lines.empty());
+  EXPECT_FALSE(status->succeeded()) << status->describe();
+  const std::string& error = lines.back();
+  EXPECT_TRUE(error.starts_with("tprof: error: cannot write ")) << error;
+  EXPECT_NE(error.find(std::strerror(ENOSPC)), std::string::npos) << error;
+  EXPECT_NE(error.find("tprof recover"), std::string::npos) << error;
+  ASSERT_TRUE(workload.is_running()) << "the target died with tprof";
+
+  const fs::path trace_partial = kept / "full.pt.trace.json.partial";
+  const fs::path execution_trace_partial = kept / "execution_trace" / "full.et.json.partial";
+  ASSERT_TRUE(fs::exists(trace_partial)) << error;
+  ASSERT_TRUE(fs::exists(execution_trace_partial)) << error;
+  const CommandResult recovered = run_command(
+      {testing::tprof_binary(), "recover", trace_partial.string(), execution_trace_partial.string()}, kRunTimeout);
+  ASSERT_TRUE(recovered.status && recovered.status->succeeded())
+      << (recovered.status ? recovered.status->describe() : "timed out");
+  const fs::path trace = kept / "full.pt.trace.json";
+  const std::vector<std::string> violations = validate_trace_file(trace);
+  EXPECT_TRUE(violations.empty()) << violations.size() << " violations, first: " << violations.front();
+  size_t aten_ops = 0;
+  for (const auto& [name, count] : complete_event_name_counts(load_trace(trace), "cpu_op"))
+    if (name.starts_with("aten::")) aten_ops += count;
+  std::cout << "recovered from a full 2 MiB disk: " << aten_ops << " aten ops; tprof said: " << error << "\n";
+  EXPECT_GT(aten_ops, 500u) << "what was written before the disk filled must survive";
 }
 
 }  // namespace

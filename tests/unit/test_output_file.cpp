@@ -1,6 +1,8 @@
 #include "exporters/output_file.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <zlib.h>
 
@@ -89,24 +91,123 @@ TEST_F(OutputFileTest, CommitPublishesEverythingWrittenAndRemovesTempFile) {
   EXPECT_TRUE(read_file(final_path) == payload);  // not EXPECT_EQ: no multi-MB diff
 }
 
-TEST_F(OutputFileTest, CommitReplacesAnExistingFile) {
+// tprof never overwrites a file unasked (--force), and then only a regular file.
+TEST_F(OutputFileTest, AnExistingFileIsRefusedUnlessItIsToBeReplaced) {
   const fs::path final_path = directory_ / "trace.json";
   std::ofstream(final_path) << "old contents that are longer than the new ones";
-  OutputFile out(final_path.string());
+  try {
+    OutputFile out(final_path.string());
+    FAIL() << "expected the constructor to throw";
+  } catch (const std::runtime_error& error) {
+    EXPECT_EQ(std::string(error.what()), "cannot write " + final_path.string() + ": it already exists (--force replaces it)");
+  }
+  EXPECT_FALSE(fs::exists(directory_ / "trace.json.partial"));
+  OutputFile out(final_path.string(), {.replace_existing = true});
   EXPECT_EQ(read_file(final_path), "old contents that are longer than the new ones");
   out.write("new");
   out.commit();
   EXPECT_EQ(read_file(final_path), "new");
 }
 
-TEST_F(OutputFileTest, DestructionWithoutCommitLeavesNoFile) {
+// `-o /dev/null` as root must not replace the device node with a file: a device, a directory,
+// a FIFO or a link at the path is refused, --force or not, before anything is created.
+TEST_F(OutputFileTest, WhatIsNotARegularFileIsRefusedEvenWhenReplacing) {
+  const fs::path fifo = directory_ / "fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  fs::create_directory(directory_ / "directory");
+  fs::create_symlink(directory_ / "elsewhere", directory_ / "link");
+  for (const fs::path& path : {fs::path("/dev/null"), fs::path("/dev/full"), fifo, directory_ / "directory",
+                               directory_ / "link"}) {
+    for (const bool replace : {false, true}) {
+      SCOPED_TRACE(path.string() + (replace ? " --force" : ""));
+      try {
+        OutputFile out(path.string(), {.replace_existing = replace});
+        FAIL() << "expected the constructor to throw";
+      } catch (const std::runtime_error& error) {
+        EXPECT_NE(std::string(error.what()).find("not a regular file"), std::string::npos) << error.what();
+      }
+      EXPECT_FALSE(fs::exists(path.string() + ".partial"));
+    }
+  }
+  struct stat status {};
+  ASSERT_EQ(lstat("/dev/null", &status), 0);
+  EXPECT_TRUE(S_ISCHR(status.st_mode)) << "/dev/null is no longer a character device";
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_TRUE(fs::is_symlink(directory_ / "link"));
+}
+
+// A file that appears at the final name while recording is not replaced either: the recording
+// stays, complete, in the temp file, which the error names.
+TEST_F(OutputFileTest, AFileThatAppearsWhileRecordingIsNotReplaced) {
+  const fs::path final_path = directory_ / "trace.json";
+  OutputFile out(final_path.string());
+  out.write("recorded");
+  std::ofstream(final_path) << "someone else's";
+  try {
+    out.commit();
+    FAIL() << "expected commit to throw";
+  } catch (const std::runtime_error& error) {
+    EXPECT_NE(std::string(error.what()).find("appeared"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find(out.temp_path()), std::string::npos) << error.what();
+  }
+  EXPECT_EQ(read_file(final_path), "someone else's");
+  EXPECT_EQ(read_file(directory_ / "trace.json.partial"), "recorded");
+}
+
+// Without commit (an error ended the recording), a temp file that data reached stays for
+// `tprof recover`; one that nothing reached is removed, and so is scratch (recover's own).
+TEST_F(OutputFileTest, DestructionWithoutCommitKeepsWhatReachedTheFile) {
   const fs::path final_path = directory_ / "trace.json";
   {
     OutputFile out(final_path.string());
+    out.write("buffered only");
+  }
+  EXPECT_FALSE(fs::exists(directory_ / "trace.json.partial"));
+  {
+    OutputFile out(final_path.string());
     write_in_pieces(out, make_payload());
+    out.flush();
   }
   EXPECT_FALSE(fs::exists(final_path));
-  EXPECT_FALSE(fs::exists(directory_ / "trace.json.partial"));
+  EXPECT_TRUE(read_file(directory_ / "trace.json.partial") == make_payload());
+  fs::remove(directory_ / "trace.json.partial");
+  {
+    OutputFile out(final_path.string(), {.temp_suffix = ".recovering", .keep_on_failure = false});
+    write_in_pieces(out, make_payload());
+    out.flush();
+  }
+  EXPECT_TRUE(fs::is_empty(directory_));
+}
+
+// A full disk (here: RLIMIT_FSIZE, which fails write(2) with EFBIG as ENOSPC would) stops the
+// writing; what reached the file stays, and the one-line error says where and what to do.
+TEST_F(OutputFileTest, AFailedWriteKeepsWhatWasWrittenAndSaysWhere) {
+  const fs::path final_path = directory_ / "trace.json.gz";
+  struct rlimit previous {};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &previous), 0);
+  const auto previous_handler = signal(SIGXFSZ, SIG_IGN);
+  std::string message;
+  {
+    OutputFile out(final_path.string());
+    const struct rlimit small = {64 * 1024, previous.rlim_max};
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+    try {
+      for (int round = 0; round < 20; ++round) {
+        write_in_pieces(out, make_payload());
+        out.flush();
+      }
+    } catch (const std::runtime_error& error) {
+      message = error.what();
+    }
+    setrlimit(RLIMIT_FSIZE, &previous);
+  }
+  signal(SIGXFSZ, previous_handler);
+  EXPECT_EQ(message.find("cannot write " + final_path.string() + ": " + std::strerror(EFBIG) +
+                         "; what was recorded so far is kept in " + final_path.string() + ".partial"),
+            0u)
+      << message;
+  EXPECT_EQ(fs::file_size(directory_ / "trace.json.gz.partial"), 64u * 1024);
+  EXPECT_FALSE(fs::exists(final_path));
 }
 
 TEST_F(OutputFileTest, UnwritableDirectoryThrowsAtConstructionAndWritesNothing) {
@@ -204,19 +305,6 @@ TEST_F(OutputFileTest, RefusesADanglingLinkAtTheTempName) {
   fs::create_symlink(directory_ / "would-be-created", directory_ / "trace.json.partial");
   EXPECT_THROW(OutputFile out(path.string()), std::runtime_error);
   EXPECT_FALSE(fs::exists(directory_ / "would-be-created"));
-}
-
-TEST_F(OutputFileTest, ReplacesALinkAtTheFinalNameWithoutFollowingIt) {
-  const fs::path victim = directory_ / "victim";
-  std::ofstream(victim) << "precious";
-  const fs::path path = directory_ / "trace.json";
-  fs::create_symlink(victim, path);
-  OutputFile out(path.string());
-  out.write("{\"traceEvents\": []}");
-  out.commit();
-  EXPECT_FALSE(fs::is_symlink(path));
-  EXPECT_EQ(read_file(path), "{\"traceEvents\": []}");
-  EXPECT_EQ(read_file(victim), "precious");
 }
 
 TEST_F(OutputFileTest, RefusesATempFileAnotherWriterLeft) {

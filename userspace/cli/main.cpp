@@ -161,6 +161,9 @@ void add_recording_options(CLI::App& command, tprof::AttachOptions& options, Rec
       ->check([](const std::string& text) -> std::string {
         return parse_file_mode(text) ? "" : "not an octal file mode like 0640: " + text;
       });
+  command.add_flag("--force", options.replace_existing,
+                   "Replace output files that already exist (only regular files: a device, directory or "
+                   "link at an output path is always refused)");
   command.add_flag("--no-et", flags.no_execution_trace, "Write no Execution Trace")->excludes("--et");
   command.add_option("--stacks", options.stacks_path,
                      "Also write folded stacks (Python frames, then the op, weighted by self time in us) as "

@@ -29,6 +29,7 @@ struct AttachOptions {
   std::string execution_trace_path;   // empty: execution_trace/<stem>.et.json[.gz] beside the trace
   std::string stacks_path;           // --stacks: folded stacks for flame graphs; empty: none
   mode_t output_mode = 0600;          // --mode: permission bits of the files written
+  bool replace_existing = false;      // --force: an existing regular file at an output path is replaced
   size_t ring_buffer_bytes = 64u << 20;
   bool python_stacks = true;          // --no-python turns stacks and python_function spans off
   uint32_t sample_hz = 1000;          // the stack sampler's rate per CPU

@@ -26,6 +26,10 @@ void make_execution_trace_directory(const std::string& et_path, mode_t file_mode
     throw Error("cannot write into " + directory + ": not a directory (a link is not followed)");
 }
 
+exporters::OutputFile::Options output_file_options(const AttachOptions& options) {
+  return {.mode = options.output_mode, .replace_existing = options.replace_existing};
+}
+
 }  // namespace
 
 std::string host_name() {
@@ -72,14 +76,14 @@ std::string default_execution_trace_path(const std::string& trace_path) {
 }
 
 TraceFiles::TraceFiles(const std::string& trace_path, const AttachOptions& options)
-  : trace(trace_path, options.output_mode) {
+  : trace(trace_path, output_file_options(options)) {
   if (!options.execution_trace) return;
   const std::string execution_trace_path = options.execution_trace_path.empty()
                                                ? default_execution_trace_path(trace.path())
                                                : options.execution_trace_path;
   if (execution_trace_path == trace.path()) throw Error("--et names the trace file itself: " + trace.path());
   if (options.execution_trace_path.empty()) make_execution_trace_directory(execution_trace_path, options.output_mode);
-  execution_trace.emplace(execution_trace_path, options.output_mode);
+  execution_trace.emplace(execution_trace_path, output_file_options(options));
 }
 
 OutputFiles::OutputFiles(const AttachOptions& options, const TargetProcess& target) {
@@ -95,7 +99,7 @@ OutputFiles::OutputFiles(const AttachOptions& options, const TargetProcess& targ
   if (!options.stacks_path.empty()) {
     if (whole && options.stacks_path == whole->trace.path())
       throw Error("--stacks names the trace file itself: " + whole->trace.path());
-    stacks.emplace(options.stacks_path, options.output_mode);
+    stacks.emplace(options.stacks_path, output_file_options(options));
   }
 }
 
