@@ -270,8 +270,8 @@ struct OutputFile::Sink {
   [[noreturn]] void throw_write_failed(int error_number) const {
     std::string reason = std::strerror(error_number);
     if (kept_ && reached_file())
-      reason += "; what was recorded so far is kept in " + temp_path_ + " (and any other .partial file of this "
-                "recording beside it): `tprof recover` it once there is room";
+      reason += "; what was recorded so far is kept in " + temp_path_ +
+                " and the recording's other .partial files: `tprof recover` them once there is room";
     throw_cannot_write(final_path_, reason);
   }
 

@@ -1213,9 +1213,10 @@ class RefusalTest : public ::testing::Test {
   // stderr line, "tprof: error: ...", and never an 'attached' line.
   // The error line goes to `error_line` when given.
   static void expect_refusal(std::vector<std::string> arguments, std::vector<std::string> launcher = {},
-                             std::string* error_line = nullptr) {
+                             std::string* error_line = nullptr, int* exit_code = nullptr) {
     TprofRun tprof(std::move(arguments), {}, std::move(launcher));
     const auto status = tprof.wait_for_exit(kErrorExitTimeout);
+    if (exit_code) *exit_code = status.code;
     const auto& lines = tprof.stderr_lines();
     EXPECT_FALSE(status.succeeded()) << "tprof " << status.describe();
     EXPECT_TRUE(status.exited_normally) << "tprof " << status.describe();
@@ -1343,6 +1344,30 @@ TEST_F(RefusalTest, DeviceNodesAndExistingFilesAsOutputsAreRefusedAndLeftAsTheyW
   workload.run_steps();
   workload.wait_until_done();
   workload.finish();
+}
+
+// Usage errors exit 2 (runtime errors 1), in one line: a NaN or infinite duration, which every
+// range check lets through, never stops; an unknown option; no subcommand.
+TEST_F(RefusalTest, UsageErrorsExitTwoInOneLine) {
+  for (const std::vector<std::string>& arguments :
+       {std::vector<std::string>{"attach", "1", "--duration", "nan"}, {"attach", "1", "--duration", "inf"},
+        {"attach", "1", "--start-at", "nan"}, {"attach", "1", "--no-such-option"}, {"attach"},
+        {"record", "--duration", "-nan", "--", "true"}, {}}) {
+    SCOPED_TRACE(join_lines(arguments));
+    int exit_code = 0;
+    expect_refusal(arguments, {}, nullptr, &exit_code);
+    EXPECT_EQ(exit_code, 2);
+  }
+}
+
+// A reader that went away (`tprof ... 2>&1 | head`) must not kill tprof with SIGPIPE at its next
+// message: the message is lost, the exit status is tprof's own.
+TEST_F(RefusalTest, AClosedStderrPipeDoesNotKillTprof) {
+  TprofRun tprof({"attach", "1", "--duration", "nan"}, {},
+                 {"bash", "-c", "exec 2> >(exit 0); sleep 0.5; exec \"$@\"", "bash"});
+  const ExitStatus status = tprof.wait_for_exit(kErrorExitTimeout);
+  EXPECT_TRUE(status.exited_normally) << status.describe();
+  EXPECT_EQ(status.code, 2) << status.describe();
 }
 
 TEST_F(RefusalTest, MissingPrivilegeNamesTheCapability) {

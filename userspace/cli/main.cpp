@@ -4,7 +4,10 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <optional>
 #include <string>
@@ -19,6 +22,9 @@
 #include "userspace/cli/report.h"
 
 namespace {
+
+// Exit statuses: a runtime error 1, a usage error (bad option, missing argument) 2.
+constexpr int kUsageError = 2;
 
 constexpr const char* kDescription =
     "tprof: torch.profiler for a running PyTorch process, from outside it.\n"
@@ -146,8 +152,18 @@ struct RecordingFlags {
   bool no_shapes = false;
 };
 
+// A number that is neither NaN nor infinite: range checks compare, and NaN passes every comparison.
+const CLI::Validator kFinite(
+    [](std::string& text) {
+      char* end = nullptr;
+      const double value = std::strtod(text.c_str(), &end);
+      return end != text.c_str() && std::isfinite(value) ? std::string() : "not a finite number: " + text;
+    },
+    "FINITE");
+
 void add_recording_options(CLI::App& command, tprof::AttachOptions& options, RecordingFlags& flags) {
   command.add_option("-d,--duration", flags.duration_s, "Stop after this many seconds (default: until Ctrl-C)")
+      ->check(kFinite)
       ->check(CLI::Range(0.001, 1e7));
   command.add_option("-o,--output", options.output_path,
                      "Trace file; a .gz suffix compresses it (default: <host>_<pid>.<unix_ns>.pt.trace.json)");
@@ -279,6 +295,9 @@ int record_command(const std::vector<std::string>& command, tprof::AttachOptions
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A closed stdout or stderr pipe (`tprof ... 2>&1 | head`) must not kill tprof mid-write,
+  // least of all between a recording and its files: a failed write is only a lost message.
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{kDescription, "tprof"};
   app.set_version_flag("--version", TPROF_VERSION);
   app.require_subcommand(1);
@@ -302,6 +321,7 @@ int main(int argc, char** argv) {
   attach->add_option("--start-at", options.start_at_unix_s,
                      "Unix time (s) at which recording starts, attached beforehand, so that tprof on "
                      "several nodes records the same window (with --duration): --start-at $(date -d '+1 min' +%s)")
+      ->check(kFinite)
       ->check(CLI::PositiveNumber);
   attach->add_option("--output-dir", options.output_directory,
                      "Where each target's files go, named <host>_<pid>[_rank<R>].<unix_ns>.pt.trace.json "
@@ -362,7 +382,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
-    return app.exit(error);
+    // --help and --version exit 0; a usage error exits 2, as getopt-based tools do.
+    return app.exit(error) == 0 ? 0 : kUsageError;
   }
   if (recover->parsed()) return recover_files(partial_paths, *parse_file_mode(recover_mode));
   if (app.got_subcommand("env")) return print_environment();
@@ -376,7 +397,7 @@ int main(int argc, char** argv) {
   }
   if (attach->parsed() && options.pids.empty() && options.match.empty()) {
     std::fprintf(stderr, "tprof: error: attach needs a pid or --match REGEX (see tprof attach --help)\n");
-    return 2;
+    return kUsageError;
   }
 
   try {

@@ -730,10 +730,18 @@ TargetRecording::TargetRecording(const AttachOptions& options, pid_t pid, Sessio
 
 TargetRecording::~TargetRecording() = default;
 
+// A target that exits while its probes go in fails the attach with whatever libbpf met first
+// (a vanished /proc/PID/root path, a missing mapping): say what happened instead.
 void TargetRecording::attach() {
   State& s = *state_;
   s.attach_start_ns = monotonic_now_ns();
-  attach_probes(*s.probes, s.session.tracer(), s.plan, s.options.sample_hz);
+  try {
+    attach_probes(*s.probes, s.session.tracer(), s.plan, s.options.sample_hz);
+  } catch (const std::exception& error) {
+    if (s.target.has_exited())
+      throw Error("pid " + std::to_string(s.target.pid()) + " exited while tprof was attaching: nothing was recorded");
+    throw;
+  }
   s.attached_ns = monotonic_now_ns();
 }
 
