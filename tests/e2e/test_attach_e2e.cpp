@@ -1370,6 +1370,27 @@ TEST_F(RefusalTest, AClosedStderrPipeDoesNotKillTprof) {
   EXPECT_EQ(status.code, 2) << status.describe();
 }
 
+// A target that exits while tprof reads it and puts its probes in: one line that says so (not
+// the first unreadable /proc file or libbpf's "No such file or directory"), exit 1, no file.
+// Reading libtorch's symbols takes tprof over a second here, so 300 ms in it is still at it.
+TEST_F(RefusalTest, ATargetThatExitsDuringTheAttachIsSaidSo) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; a target exiting mid-attach is NOT tested ***";
+  ParkedWorkload workload(host_workload(scratch_.path()), kMeasuredSteps);
+  const fs::path trace = scratch_.path() / "gone.pt.trace.json";
+  TprofRun tprof({"attach", std::to_string(workload.python_pid()), "--output", trace.string()});
+  std::this_thread::sleep_for(300ms);
+  workload.process().send_signal(SIGKILL);
+  const ExitStatus status = tprof.wait_for_exit(kErrorExitTimeout);
+  EXPECT_TRUE(status.exited_normally && status.code == 1) << status.describe();
+  const std::vector<std::string>& lines = tprof.stderr_lines();
+  ASSERT_EQ(lines.size(), 1U) << "expected one error line; stderr:\n" << join_lines(lines);
+  EXPECT_EQ(lines.front(), "tprof: error: pid " + std::to_string(workload.python_pid()) +
+                               " exited while tprof was attaching to it: nothing was recorded");
+  EXPECT_FALSE(fs::exists(trace));
+  EXPECT_FALSE(fs::exists(trace.string() + ".partial"));
+}
+
 TEST_F(RefusalTest, MissingPrivilegeNamesTheCapability) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to start tprof as another user";
   ParkedWorkload workload(host_workload(scratch_.path()), kMeasuredSteps);

@@ -22,12 +22,27 @@ Console::Console(bool quiet, std::string label)
 
 void Console::line(const std::string& message) {
   if (quiet_) return;
+  if (holding_) {
+    held_.push_back(message);
+    return;
+  }
   clear_status();
   if (label_.empty()) {
     std::fprintf(stderr, "tprof: %s\n", message.c_str());
   } else {
     std::fprintf(stderr, "tprof: %s: %s\n", label_.c_str(), message.c_str());
   }
+}
+
+void Console::release_lines() {
+  holding_ = false;
+  std::vector<std::string> held = std::exchange(held_, {});
+  for (const std::string& message : held) line(message);
+}
+
+void Console::discard_lines() {
+  holding_ = false;
+  held_.clear();
 }
 
 void Console::status(double elapsed_s, uint64_t records, uint64_t dropped) {

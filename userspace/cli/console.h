@@ -17,6 +17,11 @@ class Console {
 
   // "tprof: [<label>: ]<message>" on its own line (suppressed by --quiet).
   void line(const std::string& message);
+  // Lines from now on wait until release_lines() prints them or discard_lines() drops them:
+  // what planning warns of a target that then turns out to have exited meanwhile is noise.
+  void hold_lines() { holding_ = true; }
+  void release_lines();
+  void discard_lines();
   // Rewrites the status line in place; a no-op unless stderr is a TTY.
   void status(double elapsed_s, uint64_t records, uint64_t dropped);
   void clear_status();
@@ -27,6 +32,8 @@ class Console {
   bool quiet_;
   std::string label_;
   bool interactive_;
+  bool holding_ = false;
+  std::vector<std::string> held_;
   // One terminal: a line from any console clears the status line any of them drew.
   static inline bool status_shown_ = false;
 };

@@ -15,6 +15,7 @@
 #include "op_record.h"
 #include "op_tracer.skel.h"
 #include "userspace/cli/error.h"
+#include "userspace/loader/libbpf_messages.h"
 
 namespace tprof {
 namespace {
@@ -30,6 +31,7 @@ uint64_t op_plan_key(uint32_t slot, uint32_t op_id) { return (static_cast<uint64
 void OpTracer::SkeletonDeleter::operator()(op_tracer* skeleton) const { op_tracer__destroy(skeleton); }
 
 OpTracer::OpTracer(size_t ring_buffer_bytes) {
+  route_libbpf_messages();
   skeleton_.reset(op_tracer__open());
   if (!skeleton_) throw Error(errno_message("cannot open the op tracer BPF object", errno));
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
@@ -52,7 +54,7 @@ OpTracer::OpTracer(size_t ring_buffer_bytes) {
       throw Error("the kernel refused to load BPF programs (EPERM) although tprof holds CAP_BPF: a seccomp "
                   "filter may forbid bpf(), as a container runtime's default profile does; run the container "
                   "with seccomp unconfined (docs/deploy.md)");
-    throw Error(errno_message("cannot load the op tracer BPF programs", err));
+    throw Error(with_libbpf_messages(errno_message("cannot load the op tracer BPF programs", err)));
   }
 }
 

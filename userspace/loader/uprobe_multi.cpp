@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "userspace/cli/error.h"
+#include "userspace/loader/libbpf_messages.h"
 #include "userspace/loader/unique_fd.h"
 
 namespace tprof {
@@ -46,9 +47,8 @@ BpfLink attach_at(const bpf_program* program, pid_t pid, const UprobeSites& site
     const int err = errno;
     if (err == EOPNOTSUPP || err == ENOSYS)
       throw Error("this kernel does not support uprobe_multi links (CONFIG_UPROBES and Linux 6.6+ are required)");
-    throw Error(errno_message("cannot attach uprobes to " +
-                                  std::to_string(sites.offsets.size()) + " sites in " + sites.binary_path,
-                              err));
+    throw Error(with_libbpf_messages(errno_message(
+        "cannot attach uprobes to " + std::to_string(sites.offsets.size()) + " sites in " + sites.binary_path, err)));
   }
   return BpfLink(link);
 }

@@ -491,6 +491,19 @@ void start_recording(TargetProbes& probes, AttachPlan& plan, Console& console) {
   }
 }
 
+// Inside a catch: a target that exited while tprof read it or put its probes in fails with
+// whatever was met first (a vanished /proc/PID/maps, libbpf's "No such file or directory"); say
+// what happened instead. Anything else is rethrown as it was.
+// What planning warned of it, held till then, is dropped: a process that is gone maps nothing.
+[[noreturn]] void rethrow_saying_if_exited(const TargetProcess& target, Console& console) {
+  if (!target.has_exited()) {
+    console.release_lines();
+    throw;
+  }
+  console.discard_lines();
+  throw Error("pid " + std::to_string(target.pid()) + " exited while tprof was attaching to it: nothing was recorded");
+}
+
 // The userspace half of a recording: its records from the session's ring buffer -> decoder ->
 // span closer -> sinks, with the symbolizers the records need on the way (Python stacks,
 // argument values, range names).
@@ -697,7 +710,11 @@ struct TargetRecording::State {
                                  TorchLibraryPlans& library_plans, Console& console) {
     require_tracing_privileges(target.uid());
     require_uprobe_multi_kernel();
-    return plan_attach(options, target, library_plans, console);
+    try {
+      return plan_attach(options, target, library_plans, console);
+    } catch (const std::exception&) {
+      rethrow_saying_if_exited(target, console);
+    }
   }
 
   AttachOptions options;
@@ -714,12 +731,28 @@ struct TargetRecording::State {
   uint64_t stop_ns = 0;          // monotonic: when the window closed
 };
 
+// What planning tells of the target waits until its probes are in (attach()): a target that
+// exits meanwhile gets one line saying so, not the warnings its vanished mappings gave.
 TargetRecording::TargetRecording(const AttachOptions& options, pid_t pid, SessionTracer& session,
-                                 TorchLibraryPlans& library_plans, const MonotonicToUnix& clock, Console& console)
-    : state_(std::make_unique<State>(options, pid, session, library_plans, clock, console)) {
+                                 TorchLibraryPlans& library_plans, const MonotonicToUnix& clock, Console& console) {
+  console.hold_lines();
+  try {
+    state_ = std::make_unique<State>(options, pid, session, library_plans, clock, console);
+    prepare();
+  } catch (...) {
+    console.release_lines();
+    throw;
+  }
+}
+
+void TargetRecording::prepare() {
   State& s = *state_;
   s.outputs.emplace(s.options, s.target);  // fails now, not after recording
-  plan_range_probes(s.plan, s.target, s.console);
+  try {
+    plan_range_probes(s.plan, s.target, s.console);
+  } catch (const std::exception&) {
+    rethrow_saying_if_exited(s.target, s.console);
+  }
   s.probes = s.session.tracer().add_target(probe_options_for(s.target, s.plan.ops, s.plan.range_probes, s.plan.python));
   if (s.plan.ops && s.plan.ops->tensor_layout)
     for (uint32_t op_id = 0; op_id < s.plan.ops->argument_plans.size(); ++op_id)
@@ -728,20 +761,20 @@ TargetRecording::TargetRecording(const AttachOptions& options, pid_t pid, Sessio
                                                    s.options);
 }
 
-TargetRecording::~TargetRecording() = default;
+// A recording given up before its attach (another target failed) still says what it found.
+TargetRecording::~TargetRecording() {
+  if (state_) state_->console.release_lines();
+}
 
-// A target that exits while its probes go in fails the attach with whatever libbpf met first
-// (a vanished /proc/PID/root path, a missing mapping): say what happened instead.
 void TargetRecording::attach() {
   State& s = *state_;
   s.attach_start_ns = monotonic_now_ns();
   try {
     attach_probes(*s.probes, s.session.tracer(), s.plan, s.options.sample_hz);
-  } catch (const std::exception& error) {
-    if (s.target.has_exited())
-      throw Error("pid " + std::to_string(s.target.pid()) + " exited while tprof was attaching: nothing was recorded");
-    throw;
+  } catch (const std::exception&) {
+    rethrow_saying_if_exited(s.target, s.console);
   }
+  s.console.release_lines();
   s.attached_ns = monotonic_now_ns();
 }
 

@@ -60,6 +60,7 @@ class TargetRecording {
 
  private:
   struct State;
+  void prepare();  // the constructor's work once the plan is made
   std::unique_ptr<State> state_;
 };
 
