@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "tests/support/process_harness.h"
+#include "userspace/cli/error.h"
 
 namespace tprof {
 namespace {
@@ -78,6 +80,134 @@ TEST(Report, AFileThatIsNoTraceIsAnError) {
   const auto path = scratch.path() / "not.json";
   std::ofstream(path) << "{\"a\": 1}";
   EXPECT_THROW(totals_from_trace(path.string(), false), std::exception);
+}
+
+// Writes `text` to `path`, gzip-compressed when the name ends in .gz.
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  if (path.extension() != ".gz") {
+    std::ofstream(path) << text;
+    return;
+  }
+  gzFile file = gzopen(path.c_str(), "wb9");
+  gzwrite(file, text.data(), static_cast<unsigned>(text.size()));
+  gzclose(file);
+}
+
+// The message of the tprof::Error that reading `text` as a trace throws; "" when none.
+std::string report_error(const std::string& text, bool group_by_shape = false, const ReportLimits& limits = {},
+                         const std::string& name = "t.json") {
+  test::ScratchDirectory scratch;
+  const auto path = scratch.path() / name;
+  write_file(path, text);
+  try {
+    totals_from_trace(path.string(), group_by_shape, limits);
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+std::string nested(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+
+// A counted event; `fields` come last, so they win over the ones before.
+std::string cpu_op(const std::string& fields = "") {
+  return R"({"ph": "X", "cat": "cpu_op", "name": "aten::a", "pid": 1, "tid": 1, "ts": 0, "dur": 1)" +
+         (fields.empty() ? "" : ", " + fields) + "}";
+}
+
+// Finding 10: torch 1.13's export_chrome_trace (use_kineto=False) writes a bare array of events
+// and no cat; its "s" flow events and trailing metadata are not ops.
+TEST(Report, ReadsTorch113sArrayOfEvents) {
+  test::ScratchDirectory scratch;
+  const auto path = scratch.path() / "legacy.json";
+  std::ofstream(path) << R"([{"name": "outer", "ph": "X", "ts": 10, "dur": 100, "tid": 5, "pid": "CPU functions", "args": {}}, )"
+                         R"({"name": "aten::mm", "ph": "X", "ts": 20.5, "dur": 30, "tid": 5, "pid": "CPU functions", "args": {}}, )"
+                         R"({"name": "aten::mm", "ph": "s", "ts": 20, "tid": 5, "pid": "CPU functions", "id": 0, "cat": "cpu_to_cuda", "args": {}}])";
+  const auto rows = totals_from_trace(path.string(), false).rows({});
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].name, "outer");
+  EXPECT_EQ(rows[0].self_ns, 70'000u);
+  EXPECT_EQ(rows[1].name, "aten::mm");
+  EXPECT_EQ(rows[1].calls, 1u);
+}
+
+// Finding 5: nesting 100,000 deep is refused at the depth limit, without recursing.
+TEST(Report, DeepNestingIsAnErrorNotACrash) {
+  const std::string pid = report_error(R"({"traceEvents": [{"ph": "X", "pid": )" + nested(100'000) + "}]}");
+  EXPECT_NE(pid.find("t.json: event 0 (byte 37): pid has type array, not number or string"), std::string::npos) << pid;
+  const std::string dims =
+      report_error(R"({"traceEvents": [)" + cpu_op(R"("args": {"Input Dims": )" + nested(100'000) + "}") + "]}", true);
+  EXPECT_NE(dims.find("JSON nested deeper than 64 levels (tprof report's limit)"), std::string::npos) << dims;
+  EXPECT_EQ(report_error(R"({"traceEvents": [)" + cpu_op(R"("args": {"Input Dims": )" + nested(58) + "}") + "]}", true), "");
+}
+
+// Finding 9: a field of the wrong type names the file and the event, on one line.
+TEST(Report, FieldsOfTheWrongTypeNameTheFileAndTheEvent) {
+  for (const std::string field : {"ph", "cat", "name"}) {
+    const std::string message = report_error(R"({"traceEvents": [{}, {")" + field + R"(": 7}]})");
+    EXPECT_NE(message.find("t.json: event 1 (byte "), std::string::npos) << message;
+    EXPECT_TRUE(message.ends_with("): " + field + " has type number, not string")) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos);
+  }
+  EXPECT_NE(report_error(R"({"traceEvents": [7]})").find("event 0 (byte 19): a number, not an object"),
+            std::string::npos);
+  EXPECT_NE(report_error(R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "ts": 1}]})").find("without a numeric ts and dur"),
+            std::string::npos);
+}
+
+// Finding 9: ts and dur whose nanoseconds would overflow an int64 are refused, not wrapped.
+TEST(Report, TimesBeyondTheLimitAreRefused) {
+  for (const std::string time : {R"("ts": 1e19)", R"("ts": -9300000000000000)", R"("dur": 18446744073709551615)"}) {
+    const std::string message = report_error(R"({"traceEvents": [{)" + time + "}]}");
+    EXPECT_NE(message.find(": event 0 (byte "), std::string::npos) << time << ": " << message;
+    EXPECT_TRUE(message.ends_with(", beyond ±4e15 us")) << time << ": " << message;
+  }
+  EXPECT_NE(report_error(R"({"traceEvents": [)" + cpu_op(R"("dur": -1)") + "]}").find("negative dur"), std::string::npos);
+  EXPECT_EQ(report_error(R"({"traceEvents": [)" + cpu_op(R"("ts": 1700000000000000.5)") + "]}"), "");
+}
+
+// Finding 6: the text streams, and each bound stops it with an error naming the file.
+TEST(Report, EveryBoundStopsWithAnError) {
+  // Gzip bombs: 64 MiB of blanks (which the lexer keeps, as the text since the last token), and
+  // 32 MiB of numbers outside the events.
+  const std::string blanks = R"({"traceEvents": [)" + std::string(64 << 20, ' ') + "]}";
+  EXPECT_NE(report_error(blanks, false, {}, "bomb.json.gz")
+                .find("bomb.json.gz: byte 1048577: more than 1048576 bytes in one string or number, or between two"),
+            std::string::npos);
+  std::string zeros = "0";
+  while (zeros.size() < (24 << 20)) zeros += "," + zeros;
+  const std::string bomb = R"({"traceEvents": [], "other": [)" + zeros + "]}";
+  EXPECT_NE(report_error(bomb, false, {.max_inflated_bytes = 16 << 20}, "bomb.json.gz")
+                .find("bomb.json.gz: more than 16777216 bytes of text after gunzip (tprof report's limit)"),
+            std::string::npos);
+  EXPECT_EQ(report_error(bomb, false, {}, "bomb.json.gz"), "") << "numbers outside the events cost no memory";
+  std::string events = R"({"traceEvents": [)" + cpu_op();
+  for (int i = 0; i < 10; ++i) events += ", " + cpu_op();
+  EXPECT_NE(report_error(events + "]}", false, {.max_ranges = 10}).find("more than 10 op and annotation ranges"),
+            std::string::npos);
+  EXPECT_NE(report_error(R"({"traceEvents": [{"name": ")" + std::string(2000, 'x') + R"("}]})", false,
+                         {.max_token_bytes = 1000})
+                .find("t.json: byte 1026: more than 1000 bytes in one string or number"),
+            std::string::npos);
+  EXPECT_NE(report_error(R"({"traceEvents": [{"name": "\")" + std::string(2000, 'x') + R"("}]})", false,
+                         {.max_token_bytes = 1000})
+                .find("more than 1000 bytes in one string or number"),
+            std::string::npos)
+      << "an escaped quote does not end the string";
+  EXPECT_NE(report_error(R"({"traceEvents": [)" + std::string(2000, '1') + "]}", false, {.max_token_bytes = 1000})
+                .find("more than 1000 bytes in one string or number"),
+            std::string::npos);
+  EXPECT_NE(report_error(events + "]}", false, {.max_distinct_bytes = 100}).find("bytes of distinct op names"),
+            std::string::npos);
+}
+
+TEST(Report, BrokenTextIsAnErrorNamingTheByte) {
+  EXPECT_NE(report_error(R"({"traceEvents": [{"ph": tru}]})").find("t.json: byte 28: not JSON: syntax error"),
+            std::string::npos)
+      << report_error(R"({"traceEvents": [{"ph": tru}]})");
+  EXPECT_NE(report_error("[]x").find(": not JSON: "), std::string::npos);
+  EXPECT_NE(report_error(R"({"traceEvents": {}})").find("t.json is not a Chrome trace"), std::string::npos);
+  EXPECT_NE(report_error("7").find("t.json is not a Chrome trace"), std::string::npos);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 --steps steps of train_loop.py's model with torch.profiler (CPU, record_shapes), exports the
 Chrome trace to --trace, and writes key_averages() to --averages as JSON: one object per row
 with name, count, self_cpu_time_total and cpu_time_total (us), flops (with_flops=True), and
-input_shapes when --group-by-shape."""
+input_shapes when --group-by-shape. With --legacy, torch 1.13's legacy profiler
+(use_kineto=False) instead, whose export_chrome_trace writes a bare array of events."""
 import argparse
 import json
 import os
@@ -20,6 +21,7 @@ def main():
     parser.add_argument("--trace", required=True)
     parser.add_argument("--averages", required=True)
     parser.add_argument("--group-by-shape", action="store_true")
+    parser.add_argument("--legacy", action="store_true")
     args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -29,8 +31,12 @@ def main():
                 torch.randint(0, train_loop.CLASSES, (train_loop.BATCH,))) for _ in range(train_loop.BATCH_COUNT)]
     step = train_loop.make_training_step(model, optimizer, batches)
     step()  # lazy initialisation outside the profile
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True,
-                                with_flops=True) as profiler:
+    if args.legacy:
+        profile = torch.autograd.profiler.profile(use_kineto=False, record_shapes=True)
+    else:
+        profile = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True,
+                                         with_flops=True)
+    with profile as profiler:
         for _ in range(args.steps):
             step()
     profiler.export_chrome_trace(args.trace)

@@ -138,7 +138,9 @@ constexpr const char* kReportFooter =
     "\nReads a trace tprof wrote, or one torch.profiler exported (export_chrome_trace, or\n"
     "tensorboard_trace_handler's .pt.trace.json[.gz]), and prints the table key_averages().table()\n"
     "would: per op, self CPU time (less the ranges directly inside it on its thread), total, average\n"
-    "and calls, from its cpu_op and user_annotation events.\n"
+    "and calls, from its cpu_op and user_annotation events (torch 1.13's array of events too).\n"
+    "Streams the file, in about 32 bytes per op; stops with an error past 64 levels of nesting,\n"
+    "1 MiB tokens, 16,777,216 ops or 32 GiB of text, and on an event whose fields have the wrong type.\n"
     "\nExample:\n"
     "  tprof report run.pt.trace.json.gz --sort cpu_time_total --row-limit 20";
 
