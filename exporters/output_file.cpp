@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -145,8 +146,8 @@ struct OutputFile::Sink {
     rethrow_writer_error_locked();
   }
 
-  // Writes out everything, ends the gzip stream, fsyncs and closes, so that the rename that
-  // follows publishes complete data.
+  // Writes out everything, ends the gzip stream and fsyncs, so that the rename that follows
+  // publishes complete data.
   void finish() {
     hand_over(Z_FINISH);
     if (writer_.joinable()) {
@@ -155,6 +156,11 @@ struct OutputFile::Sink {
       rethrow_writer_error();
     }
     if (::fsync(fd_.get()) != 0) throw_write_failed(errno);
+  }
+
+  // After the rename: the lock goes with the descriptor, so `tprof recover` never sees a
+  // finished .partial unlocked.
+  void close() {
     if (const int error = fd_.close(); error != 0) throw_write_failed(error);
   }
 
@@ -303,11 +309,18 @@ OutputFile::OutputFile(std::string path, const Options& options)
   check_destination(path_, replace_existing_);
   FileDescriptor fd(::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, options.mode));
   if (!fd.valid()) {
+    // Only a .partial file is for `tprof recover`; recover's own temp file is scratch.
+    const std::string_view remedy = options.temp_suffix == kPartialSuffix ? "`tprof recover` or remove it" : "remove it";
     if (errno == EEXIST)
       throw_cannot_write(path_, temp_path_ + " already exists (another tprof writing there, a link, or what a "
-                                             "killed tprof left: `tprof recover` or remove it)");
+                                             "killed tprof left: " + std::string(remedy) + ")");
     throw_cannot_write_errno(path_, errno);
   }
+  // Held until the file is closed (the gzip writer thread writes through this descriptor too),
+  // so that `tprof recover` refuses a file still being written; it dies with the process. A file
+  // system without locks only loses that protection. Blocking: a recover that locked the file
+  // just created finds it empty, and lets go at once.
+  ::flock(fd.get(), LOCK_EX);
   try {
     // The umask may have taken bits from `mode`; --mode means exactly that.
     if (::fchmod(fd.get(), options.mode) != 0) throw_cannot_write_errno(path_, errno);
@@ -352,6 +365,7 @@ void OutputFile::commit() {
     throw_cannot_write(path_, reason);
   }
   committed_ = true;
+  sink_->close();
 }
 
 }  // namespace tprof::exporters

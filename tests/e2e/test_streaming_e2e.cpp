@@ -3,6 +3,7 @@
 // and Execution Trace holding the ops recorded before the last flush.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <chrono>
@@ -32,6 +33,15 @@ constexpr auto kRunTimeout = 120s;
 // Long enough for several of the once-a-second flushes.
 constexpr auto kRecordingBeforeKill = 3500ms;
 
+// `tprof recover` with `arguments`: its exit status and what it wrote to stderr.
+std::pair<std::optional<ExitStatus>, std::vector<std::string>> run_recover(const std::vector<std::string>& arguments) {
+  std::vector<std::string> argv = {testing::tprof_binary(), "recover"};
+  argv.insert(argv.end(), arguments.begin(), arguments.end());
+  ChildProcess recover({.argv = argv, .pipe_stderr = true});
+  recover.stderr_lines().read_to_end(kRunTimeout);
+  return {recover.wait_for_exit(kRunTimeout), recover.stderr_lines().lines_read()};
+}
+
 TEST(StreamingOutput, AKilledTprofLeavesPartialFilesThatRecoverIntoValidFiles) {
   if (!testing::has_tracing_capabilities())
     GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; recovery after a kill is NOT tested ***";
@@ -50,12 +60,29 @@ TEST(StreamingOutput, AKilledTprofLeavesPartialFilesThatRecoverIntoValidFiles) {
   if (!tprof.stderr_lines().read_line_containing("attached", kStartTimeout))
     fail_harness("tprof never printed 'attached':\n" + tprof.stderr_lines().transcript());
   std::this_thread::sleep_for(kRecordingBeforeKill);
+
+  // While tprof records, its files are locked: recover refuses each, one line naming it, and
+  // the recording goes on.
+  const fs::path trace_partial = trace.string() + ".partial";
+  const fs::path execution_trace_partial = execution_trace.string() + ".partial";
+  const auto [refused, refusals] = run_recover({trace_partial.string(), execution_trace_partial.string()});
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->code, 1) << refused->describe();
+  ASSERT_EQ(refusals.size(), 2u);
+  const fs::path refused_paths[] = {trace_partial, execution_trace_partial};
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(refusals[i].starts_with("tprof: error: cannot recover " + refused_paths[i].string() + ": "))
+        << refusals[i];
+    EXPECT_NE(refusals[i].find("is still being written by a running tprof"), std::string::npos) << refusals[i];
+  }
+  ASSERT_TRUE(fs::exists(trace_partial));
+  ASSERT_TRUE(fs::exists(execution_trace_partial));
+  ASSERT_TRUE(tprof.is_running()) << tprof.stderr_lines().transcript();
+  std::this_thread::sleep_for(1500ms);  // a flush after the refusal: the files are still written
   tprof.send_signal(SIGKILL);
   ASSERT_TRUE(tprof.wait_for_exit(kRunTimeout).has_value());
   ASSERT_TRUE(workload.is_running()) << "the target died with tprof";
 
-  const fs::path trace_partial = trace.string() + ".partial";
-  const fs::path execution_trace_partial = execution_trace.string() + ".partial";
   ASSERT_TRUE(fs::exists(trace_partial));
   ASSERT_TRUE(fs::exists(execution_trace_partial));
   EXPECT_FALSE(fs::exists(trace)) << "a killed tprof cannot have finished the file";
@@ -159,6 +186,36 @@ TEST(StreamingOutput, AFullDiskKeepsWhatWasRecordedForRecover) {
     if (name.starts_with("aten::")) aten_ops += count;
   std::cout << "recovered from a full 2 MiB disk: " << aten_ops << " aten ops; tprof said: " << error << "\n";
   EXPECT_GT(aten_ops, 500u) << "what was written before the disk filled must survive";
+}
+
+// Usage errors (no file, a name that is not a .partial file, a bad --mode) exit 2 with nothing
+// done; a file that cannot be recovered gets one line naming it, exit 1, and the others are
+// still recovered. Needs no tracing: the partial file is made by hand.
+TEST(StreamingOutput, RecoverExitsTwoOnUsageErrorsAndOneNamingEachFileItCouldNotRecover) {
+  ScratchDirectory scratch;
+  const fs::path good = scratch.path() / "good.et.json.partial";
+  std::ofstream(good) << "{\n  \"schema\": \"1.1.1-chakra.0.0.4\", \"pid\": 7, \"start_ts\": 1,\n  \"nodes\": [\n";
+  const fs::path missing = scratch.path() / "missing.et.json.partial";
+  const fs::path fifo = scratch.path() / "fifo.et.json.partial";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+
+  for (const std::vector<std::string>& usage :
+       {std::vector<std::string>{}, {good.string(), (scratch.path() / "notes.txt").string()}, {"--mode", "9", good.string()}}) {
+    const auto [status, errors] = run_recover(usage);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_EQ(status->code, 2) << status->describe();
+  }
+  ASSERT_TRUE(fs::exists(good)) << "a usage error recovers nothing";
+
+  const auto [status, errors] = run_recover({missing.string(), good.string(), fifo.string()});
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(status->code, 1) << status->describe();
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_TRUE(errors[0].starts_with("tprof: error: cannot recover " + missing.string() + ": ")) << errors[0];
+  EXPECT_TRUE(errors[1].starts_with("tprof: error: cannot recover " + fifo.string() + ": not a regular file"))
+      << errors[1];
+  EXPECT_FALSE(fs::exists(good));
+  EXPECT_TRUE(nlohmann::json::accept(std::ifstream(scratch.path() / "good.et.json")));
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
 #include "exporters/output_file.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cstdlib>
@@ -312,6 +315,47 @@ TEST_F(OutputFileTest, RefusesATempFileAnotherWriterLeft) {
   std::ofstream(directory_ / "trace.json.partial") << "another run's data";
   EXPECT_THROW(OutputFile out(path.string()), std::runtime_error);
   EXPECT_EQ(read_file(directory_ / "trace.json.partial"), "another run's data");
+}
+
+// `tprof recover` must never take a file from under a running tprof: the temp file is locked
+// (flock, per open file description) for as long as it is written, gzip's writer thread too.
+TEST_F(OutputFileTest, TheTempFileIsLockedUntilItIsClosed) {
+  for (const std::string name : {"trace.json", "trace.json.gz"}) {
+    const fs::path path = directory_ / name;
+    OutputFile out(path.string());
+    out.write(make_payload());
+    out.flush();
+    auto lock_elsewhere = [](const fs::path& file) {
+      const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+      const bool locked = fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+      ::close(fd);
+      return locked;
+    };
+    EXPECT_FALSE(lock_elsewhere(out.temp_path())) << name << ": the file being written is not locked";
+    out.commit();
+    EXPECT_TRUE(lock_elsewhere(path)) << name << ": the lock outlived the file's writing";
+  }
+}
+
+// Recover's own temp file is scratch: the message for one left behind must not send the user
+// to `tprof recover` it (which refuses anything but a .partial file).
+TEST_F(OutputFileTest, ALeftoverTempFileIsReportedWithTheRemedyForItsSuffix) {
+  const fs::path path = directory_ / "trace.json";
+  auto reason = [&](std::string_view suffix) -> std::string {
+    std::ofstream(path.string() + std::string(suffix)) << "what a killed writer left";
+    try {
+      OutputFile out(path.string(), {.temp_suffix = suffix});
+    } catch (const std::runtime_error& error) {
+      return error.what();
+    }
+    return "";
+  };
+  const std::string partial = reason(".partial");
+  EXPECT_NE(partial.find("trace.json.partial already exists"), std::string::npos) << partial;
+  EXPECT_NE(partial.find("`tprof recover` or remove it"), std::string::npos) << partial;
+  const std::string recovering = reason(".recovering");
+  EXPECT_NE(recovering.find("trace.json.recovering already exists"), std::string::npos) << recovering;
+  EXPECT_EQ(recovering.find("tprof recover"), std::string::npos) << recovering;
 }
 
 }  // namespace

@@ -3,7 +3,12 @@
 // every complete event, marked recovered; and what recover must refuse.
 #include "exporters/partial_recovery.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
@@ -11,8 +16,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <iostream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <set>
 #include <string>
 
@@ -233,6 +241,214 @@ TEST_F(PartialRecoveryTest, RefusesWhatItCannotRecover) {
   EXPECT_NE(reason(partial.string()).find("already exists"), std::string::npos);
   EXPECT_EQ(read_file(directory_ / "y.pt.trace.json"), "someone's file");
   EXPECT_TRUE(fs::exists(partial));
+}
+
+std::string recover_error(const fs::path& path) {
+  try {
+    recover_partial_file(path.string(), 0600);
+  } catch (const std::runtime_error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+// A tprof still recording holds a lock on its .partial file; recover must refuse it rather
+// than delete it from under the recording.
+TEST_F(PartialRecoveryTest, RefusesAFileARunningTprofIsStillWriting) {
+  for (const std::string name : {"live.pt.trace.json", "live.pt.trace.json.gz"}) {
+    const fs::path path = directory_ / name;
+    OutputFile out(path.string());
+    ChromeTraceWriter writer(out, name);
+    writer.begin({.pid = kPid, .process_name = "python3", .window_start_unix_ns = kWindowStartNs});
+    for (int i = 0; i < 20; ++i) writer.op({kPid, op_span(i), kAdd, nullptr});
+    writer.flush();
+    const std::string error = recover_error(out.temp_path());
+    EXPECT_NE(error.find("is still being written by a running tprof"), std::string::npos) << error;
+    EXPECT_TRUE(fs::exists(out.temp_path())) << "the recording's file was taken from under it";
+    EXPECT_FALSE(fs::exists(path));
+  }
+}
+
+// The node index holds the ids of the nodes kept, however large: a damaged or hostile line
+// with id 2^64-1 once overflowed a bitmap sized id + 1, and id 2e9 took 248 MB.
+TEST_F(PartialRecoveryTest, AnyNodeIdIsIndexedWithoutMemoryForItsValue) {
+  const fs::path partial = directory_ / "ids.et.json.partial";
+  leave_partial<ExecutionTraceWriter>("ids.et.json", 10, 10, 0, partial);
+  std::string text = read_file(partial);
+  const size_t node = text.find("  {\"id\": ", text.find("\"nodes\": ["));
+  const size_t node_end = text.find('\n', node) + 1;
+  const size_t id_start = node + std::strlen("  {\"id\": ");
+  const size_t id_end = text.find(',', id_start);
+  const std::string line = text.substr(node, node_end - node);
+  for (const std::string id : {"18446744073709551615", "2000000000", "4000000000"}) {
+    std::string copy = line;
+    copy.replace(id_start - node, id_end - id_start, id);
+    text += copy;
+  }
+  std::ofstream(partial, std::ios::binary) << text;
+
+  rusage before{};
+  getrusage(RUSAGE_SELF, &before);
+  const RecoveredFile recovered = recover_partial_file(partial.string(), 0600);
+  rusage after{};
+  getrusage(RUSAGE_SELF, &after);
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 20 * 1024) << "KiB more at the peak, for 3 large ids";
+  const json nodes = json::parse(read_file(recovered.path)).at("nodes");
+  std::set<uint64_t> ids;
+  for (const json& node : nodes) ids.insert(node.at("id").get<uint64_t>());
+  EXPECT_TRUE(ids.contains(UINT64_MAX));
+  EXPECT_TRUE(ids.contains(2'000'000'000));
+}
+
+// Only a regular file is read: a FIFO once hung recover in open(), a device was read without
+// end, and a link is not followed.
+TEST_F(PartialRecoveryTest, RefusesWhatIsNotARegularFile) {
+  const fs::path fifo = directory_ / "fifo.pt.trace.json.partial";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  std::future<std::string> reason = std::async(std::launch::async, [&] { return recover_error(fifo); });
+  if (reason.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    ADD_FAILURE() << "recover hangs on a FIFO";
+    ::close(::open(fifo.c_str(), O_WRONLY | O_NONBLOCK));  // lets its open() return
+  }
+  EXPECT_NE(reason.get().find("not a regular file"), std::string::npos);
+
+  const fs::path device = directory_ / "zero.pt.trace.json.partial";
+  if (mknod(device.c_str(), S_IFCHR | 0600, makedev(1, 5)) == 0) {  // /dev/zero's numbers
+    const std::string error = recover_error(device);
+    EXPECT_NE(error.find("not a regular file"), std::string::npos) << error;
+  }
+
+  const fs::path target = directory_ / "real.pt.trace.json.partial";
+  leave_partial<ChromeTraceWriter>("real.pt.trace.json", 5, 5, 0, target);
+  const fs::path link = directory_ / "link.pt.trace.json.partial";
+  fs::create_symlink(target, link);
+  EXPECT_NE(recover_error(link).find("symbolic link"), std::string::npos);
+  EXPECT_TRUE(fs::exists(target));
+}
+
+// No line of tprof's comes near 16 MiB; a longer one is refused before it takes the memory.
+TEST_F(PartialRecoveryTest, RefusesALineLongerThanTprofWrites) {
+  const fs::path partial = directory_ / "long.pt.trace.json.partial";
+  leave_partial<ChromeTraceWriter>("long.pt.trace.json", 5, 5, 0, partial);
+  std::ofstream(partial, std::ios::binary | std::ios::app) << "  {\"name\": \"" << std::string(17 << 20, 'x');
+  const std::string error = recover_error(partial);
+  EXPECT_NE(error.find("is longer than 16 MiB"), std::string::npos) << error;
+  EXPECT_FALSE(fs::exists(directory_ / "long.pt.trace.json"));
+}
+
+// A small gzip file that inflates far past what tprof's level-1 output does is refused, and
+// its recovered copy so far removed, rather than filling the disk.
+TEST_F(PartialRecoveryTest, RefusesAGzipFileThatInflatesFarPastItsSize) {
+  const fs::path partial = directory_ / "bomb.pt.trace.json.gz.partial";
+  leave_partial<ChromeTraceWriter>("bomb.pt.trace.json", 5, 5, 0, directory_ / "bomb.plain");
+  gzFile file = gzopen(partial.c_str(), "wb9");
+  const std::string header = read_file(directory_ / "bomb.plain");
+  gzwrite(file, header.data(), static_cast<unsigned>(header.size()));
+  std::string events;
+  while (events.size() < (8 << 20)) events += "  {\"ph\": \"i\"},\n";
+  for (int i = 0; i < 8; ++i) gzwrite(file, events.data(), static_cast<unsigned>(events.size()));  // 64 MiB
+  gzclose(file);
+  ASSERT_LT(fs::file_size(partial), 256u << 10);
+  const std::string error = recover_error(partial);
+  EXPECT_NE(error.find("it inflates past"), std::string::npos) << error;
+  EXPECT_FALSE(fs::exists(directory_ / "bomb.pt.trace.json.gz"));
+  EXPECT_FALSE(fs::exists(directory_ / "bomb.pt.trace.json.gz.recovering"));
+}
+
+// A damaged event line (here: not JSON) is dropped and counted, the events after it kept; bytes
+// that are not UTF-8 become U+FFFD. The output is valid JSON.
+TEST_F(PartialRecoveryTest, DropsDamagedLinesAndReplacesInvalidUtf8) {
+  const fs::path partial = directory_ / "damaged.pt.trace.json.partial";
+  leave_partial<ChromeTraceWriter>("damaged.pt.trace.json", 40, 40, 0, partial);
+  std::string text = read_file(partial);
+  const size_t first = text.find("\"name\": \"aten::add\"");
+  text.replace(first + 10, 1, "\xFF");                        // in a name: replaced
+  text.replace(text.find("\"ts\": ", text.find('\n', first)), 1, "'");  // in syntax: dropped
+  std::ofstream(partial, std::ios::binary) << text;
+  const RecoveredFile recovered = recover_partial_file(partial.string(), 0600);
+  EXPECT_EQ(recovered.dropped, 1u);
+  EXPECT_EQ(recovered.repaired, 1u);
+  const json document = json::parse(read_file(recovered.path));
+  size_t ops = 0;
+  for (const json& event : document.at("traceEvents")) ops += event.value("cat", "") == "cpu_op";
+  EXPECT_EQ(ops, 39u) << "every op but the damaged one";
+  EXPECT_NE(read_file(recovered.path).find("a\xEF\xBF\xBD" "en::add"), std::string::npos);
+}
+
+// A recover killed mid-way leaves "<file>.recovering"; the next recover of the same partial
+// file (which it has locked, so no other recover is writing) replaces it.
+TEST_F(PartialRecoveryTest, ReplacesTheCopyAKilledRecoverLeft) {
+  const fs::path partial = directory_ / "again.pt.trace.json.partial";
+  leave_partial<ChromeTraceWriter>("again.pt.trace.json", 5, 5, 0, partial);
+  std::ofstream(directory_ / "again.pt.trace.json.recovering") << "half a copy";
+  const RecoveredFile recovered = recover_partial_file(partial.string(), 0600);
+  EXPECT_TRUE(test::validate_trace_text(read_file(recovered.path)).empty());
+  EXPECT_FALSE(fs::exists(directory_ / "again.pt.trace.json.recovering"));
+}
+
+// Real partial files (tests/fuzz/corpus: tprof attached to tests/workloads/train_loop.py and
+// killed), each with one bit flipped, many times over: each recovers into valid JSON, or is
+// refused with nothing written. Flipped in the text (gzip files re-compressed) and, for gzip
+// files, in the compressed bytes.
+TEST_F(PartialRecoveryTest, EveryBitFlippedRealPartialRecoversIntoValidJsonOrNothing) {
+  constexpr int kFlipsPerFile = 150;
+  std::mt19937_64 random(20261126);
+  size_t recovered_count = 0;
+  size_t refused_count = 0;
+  std::vector<std::string> invalid;
+  for (const std::string kind : {"recover_trace", "recover_et"}) {
+    for (const auto& entry : fs::directory_iterator(fs::path(TPROF_SOURCE_DIR) / "tests/fuzz/corpus" / kind)) {
+      const std::string name = entry.path().filename().string();
+      const bool gzip = name.ends_with(".gz.partial");
+      const std::string original = gzip ? inflate_file(entry.path()) : read_file(entry.path());
+      const std::string compressed = read_file(entry.path());
+      ASSERT_GT(original.size(), 1000u) << name;
+      fs::copy_file(entry.path(), directory_ / name);
+      const uint64_t unflipped_events = recover_partial_file((directory_ / name).string(), 0600).events;
+      fs::remove(directory_ / name.substr(0, name.size() - 8));
+      EXPECT_GT(unflipped_events, 20u) << name;
+      for (int flip = 0; flip < kFlipsPerFile * (gzip ? 2 : 1); ++flip) {
+        const bool in_text = flip < kFlipsPerFile;
+        std::string bytes = in_text ? original : compressed;
+        bytes[random() % bytes.size()] ^= static_cast<char>(1 << (random() % 8));
+        const fs::path partial = directory_ / name;
+        if (in_text && gzip) {
+          gzFile file = gzopen(partial.c_str(), "wb1");
+          gzwrite(file, bytes.data(), static_cast<unsigned>(bytes.size()));
+          gzclose(file);
+        } else {
+          std::ofstream(partial, std::ios::binary) << bytes;
+        }
+        std::string recovered_path;
+        try {
+          const RecoveredFile recovered = recover_partial_file(partial.string(), 0600);
+          recovered_path = recovered.path;
+          // One flip costs an event, two where it joins two lines; a flip in the compressed
+          // bytes may cut the stream.
+          if (in_text) {
+            EXPECT_GE(recovered.events + 2, unflipped_events) << name << " flip " << flip;
+          }
+        } catch (const std::runtime_error& error) {
+          ++refused_count;
+          EXPECT_FALSE(fs::exists(directory_ / name.substr(0, name.size() - 8))) << error.what();
+          fs::remove(partial);
+          continue;
+        }
+        ++recovered_count;
+        const std::string text = gzip ? inflate_file(recovered_path) : read_file(recovered_path);
+        if (!json::accept(text)) {
+          invalid.push_back(name + " flip " + std::to_string(flip));
+          fs::rename(recovered_path, directory_ / ("invalid_" + std::to_string(invalid.size())));
+        } else {
+          fs::remove(recovered_path);
+        }
+      }
+    }
+  }
+  std::cout << recovered_count << " recovered, " << refused_count << " refused, " << invalid.size()
+            << " recovered into invalid JSON\n";
+  EXPECT_GT(recovered_count, 0u);
+  EXPECT_TRUE(invalid.empty()) << invalid.size() << " invalid, first: " << invalid.front();
 }
 
 }  // namespace

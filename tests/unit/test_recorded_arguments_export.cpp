@@ -153,7 +153,7 @@ class RecordedArgumentsExportTest : public ::testing::Test {
 
   ordered_json write_chrome(const model::Trace& trace) {
     const fs::path path = directory_ / "host_4242.1.pt.trace.json";
-    OutputFile out(path.string());
+    OutputFile out(path.string(), {.replace_existing = true});  // a test may write several
     write_chrome_trace(trace, "host_4242.1", out);
     out.commit();
     return ordered_json::parse(read_file(path));  // throws, failing the test, on invalid JSON
@@ -161,7 +161,7 @@ class RecordedArgumentsExportTest : public ::testing::Test {
 
   ordered_json write_et(const model::Trace& trace) {
     const fs::path path = directory_ / "host_4242.1.et.json";
-    OutputFile out(path.string());
+    OutputFile out(path.string(), {.replace_existing = true});
     write_execution_trace(trace, out);
     out.commit();
     return ordered_json::parse(read_file(path));

@@ -102,17 +102,29 @@ constexpr const char* kRecoverFooter =
     "was writing, holding everything up to its last flush (at most a second old). recover keeps\n"
     "every complete event, closes the file as tprof would have, marks it recovered (\"tprof_summary\":\n"
     "{\"recovered\": true} in a trace, \"tprof_recovered\": true in an Execution Trace), writes\n"
-    "<file> and removes the partial one. Ops still running at the kill are not in it.\n"
+    "<file> and removes the partial one. Ops still running at the kill are not in it. A damaged\n"
+    "event line is dropped and counted, so the output is always valid JSON. A file that a running\n"
+    "tprof is still writing is refused. Exit status: 2 on a usage error, 1 if a file failed.\n"
     "\nExample:\n"
     "  tprof recover step.pt.trace.json.gz.partial execution_trace/step.et.json.gz.partial";
 
+// "; 3 damaged lines dropped; invalid UTF-8 in 1 lines replaced by U+FFFD", or nothing.
+std::string damage_note(const tprof::exporters::RecoveredFile& recovered) {
+  std::string note;
+  if (recovered.dropped > 0) note += "; " + std::to_string(recovered.dropped) + " damaged lines dropped";
+  if (recovered.repaired > 0)
+    note += "; invalid UTF-8 in " + std::to_string(recovered.repaired) + " lines replaced by U+FFFD";
+  return note;
+}
+
+// One line per file, on stdout when recovered, on stderr (naming it) when not; 1 if any failed.
 int recover_files(const std::vector<std::string>& partial_paths, mode_t mode) {
   int status = 0;
   for (const std::string& partial_path : partial_paths) {
     try {
       const auto recovered = tprof::exporters::recover_partial_file(partial_path, mode);
-      std::printf("recovered %s: %llu %s\n", recovered.path.c_str(), static_cast<unsigned long long>(recovered.events),
-                  recovered.execution_trace ? "nodes" : "events");
+      std::printf("recovered %s: %llu %s%s\n", recovered.path.c_str(), static_cast<unsigned long long>(recovered.events),
+                  recovered.execution_trace ? "nodes" : "events", damage_note(recovered).c_str());
     } catch (const std::exception& error) {
       std::fprintf(stderr, "tprof: error: %s\n", error.what());
       status = 1;
@@ -372,9 +384,13 @@ int main(int argc, char** argv) {
   CLI::App* recover =
       app.add_subcommand("recover", "Turn the .partial files a killed tprof left into a valid trace and Execution Trace");
   recover->footer(kRecoverFooter);
+  // A missing or unreadable file is the runtime error of that file alone (exit 1, the others
+  // recovered); a name that is not a .partial file is a usage error (exit 2, nothing done).
   recover->add_option("files", partial_paths, "<file>.partial files, traces or Execution Traces, plain or .gz")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check([](const std::string& path) -> std::string {
+        return path.ends_with(".partial") ? "" : "not a .partial file: " + path;
+      });
   recover->add_option("--mode", recover_mode, "Permission bits of the files written, in octal")
       ->capture_default_str()
       ->check([](const std::string& text) -> std::string {
