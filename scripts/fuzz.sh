@@ -27,11 +27,13 @@ run_target() {
   local corpus=$runs/corpus/$target crashes=$build/crashes/$target log=$runs/$target.log
   local inputs=(tests/fuzz/corpus/"$target")
   [ -d tests/fuzz/regressions/"$target" ] && inputs+=(tests/fuzz/regressions/"$target")
+  local dict=()
+  [ "$target" = record_decoder ] || dict=(-dict=tests/fuzz/json.dict)
   mkdir -p "$corpus" "$crashes" "$runs/tmp"
   # A reader that allocates GBs for a few KB of input is a finding too (-rss_limit_mb,
   # -malloc_limit_mb); so is one input taking over 10 s.
   TMPDIR=$runs/tmp "$build/tests/fuzz/fuzz_$target" -max_total_time="$seconds" -rss_limit_mb=2048 \
-    -timeout=10 -max_len=65536 -print_final_stats=1 -artifact_prefix="$crashes/" \
+    -timeout=10 -max_len=65536 -print_final_stats=1 -artifact_prefix="$crashes/" "${dict[@]}" \
     "$corpus" "${inputs[@]}" >"$log" 2>&1
 }
 
