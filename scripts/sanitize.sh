@@ -16,5 +16,7 @@ cmake --build build-asan -j"$(nproc)" --target tprof unit_tests test_streaming_e
 export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 cd build-asan
-ctest --output-on-failure --timeout 900 -L unit
-ctest --output-on-failure --timeout 900 -R '^(StreamingOutput|RefusalTest|Record|Env)\.'
+status=0
+ctest --output-on-failure --timeout 900 -L unit || status=1
+ctest --output-on-failure --timeout 900 -R '^(StreamingOutput|RefusalTest|Record|Env)\.' || status=1
+exit "$status"
