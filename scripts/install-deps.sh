@@ -57,7 +57,9 @@ base_packages=(build-essential cmake pkg-config clang llvm libelf-dev zlib1g-dev
                libgtest-dev libcli11-dev nlohmann-json3-dev libcap-dev libcapstone-dev libboost-dev systemtap-sdt-dev patchelf)
 if [ "${1:-}" != "--build-only" ]; then
   # podman with runc: the e2e test of a real container runtime (crun refuses hybrid cgroups).
-  base_packages+=(python3-torch python3-yaml debootstrap time podman runc)
+  # libclang-rt-dev: clang's libFuzzer and sanitizer runtimes, for scripts/fuzz.sh (only
+  # recommended by clang, so --no-install-recommends leaves them out).
+  base_packages+=(python3-torch python3-yaml debootstrap time podman runc libclang-rt-dev)
 fi
 for p in "${base_packages[@]}" bpftool; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_install=1

@@ -1,12 +1,27 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine and runs the whole test suite: unit tests and end-to-end tests
 # that attach the real tprof to real Python/torch processes (torch 1.13 on the host and
-# torch 2.6 and torch 2.14 in Debian trixie and sid roots, built once and cached).
+# torch 2.6 and torch 2.14 in Debian trixie and sid roots, built once and cached), then the
+# unit, streaming, refusal and record tests under ASan and UBSan (scripts/sanitize.sh) and a
+# short run of each fuzz target (scripts/fuzz.sh, TPROF_FUZZ_SECONDS each, default 30).
+# Arguments go to the first ctest (bash scripts/test.sh -R Report), and then only it runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
 bash scripts/make-torch-root.sh trixie >/dev/null
 bash scripts/make-torch-root.sh sid >/dev/null
-cd build
-ctest --output-on-failure --timeout 900 "$@"
+if [ $# -gt 0 ]; then
+  cd build && exec ctest --output-on-failure --timeout 900 "$@"
+fi
+
+# Every part runs even when one before it failed, so that one CI run names every failing part.
+failed=()
+(cd build && ctest --output-on-failure --timeout 900) || failed+=("tests (build/, ctest)")
+bash scripts/sanitize.sh || failed+=("tests under ASan+UBSan (scripts/sanitize.sh, build-asan/)")
+bash scripts/fuzz.sh "${TPROF_FUZZ_SECONDS:-30}" || failed+=("fuzzing (scripts/fuzz.sh, build-fuzz/; reproducers above)")
+if [ ${#failed[@]} -gt 0 ]; then
+  printf 'test.sh: FAILED: %s\n' "${failed[@]}" >&2
+  exit 1
+fi
+echo "test.sh: all passed"

@@ -145,6 +145,19 @@ TEST_F(RecordDecoderTest, OpEntriesAndExitsBecomeSpansWithTheirExitCause) {
   EXPECT_EQ(looked_up_stacks_, std::vector<uint64_t>{42});
 }
 
+// An op id past the operator table (a record no probe of this plan wrote) is refused where it
+// comes in: the closer would throw on it, ending the recording (found by fuzz_record_decoder).
+TEST_F(RecordDecoderTest, OpOfNoOperatorIsMalformed) {
+  decoder_.decode(bytes_of(head(OP_RECORD_ENTER, 7, 10, 3)));
+  decoder_.decode(bytes_of(head(OP_RECORD_ENTER, 7, 20, static_cast<uint32_t>(operators_.size()))));
+  decoder_.decode(bytes_of(head(OP_RECORD_EXIT, 7, 30, UINT32_MAX)));
+  decoder_.decode(bytes_of(head(OP_RECORD_EXIT, 7, 40, 3)));
+  EXPECT_EQ(decoder_.malformed_records(), 2u);
+  const std::vector<model::OpSpan> spans = build();
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(spans[0].operator_index, 3u);
+}
+
 // An op's spill probe fires a few instructions after its entry probe: what it read completes
 // that entry's inputs, and one that finds no such entry (tprof attached between the two) is
 // counted.

@@ -226,7 +226,8 @@ void SpanCloser::finish(uint64_t stop_monotonic_ns) {
     // A thread still waiting where it blocked is still in those frames.
     if (state.blocked_stack) observe(state, {stop_ns, stop_ns, &state.blocked_stack->frames, false}, nullptr);
     flush_observations(state);
-    state.timeline.finish([&](const model::PythonSpan& span) { emit_python_span(tid, span); });
+    // tid = tid: clang before 16 cannot capture a structured binding (scripts/fuzz.sh builds with clang 14).
+    state.timeline.finish([&, tid = tid](const model::PythonSpan& span) { emit_python_span(tid, span); });
     // A detected iteration ends with the thread's last activity, as the Python frames around it
     // do; the single step of a recording without iterations, and one cut off, end at the stop.
     // A step begun after the last iteration that ran no op is no iteration: it is dropped, and

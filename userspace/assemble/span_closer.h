@@ -77,6 +77,8 @@ class SpanCloser {
              std::function<std::string(uint32_t tid)> thread_name, model::TraceSink& sink);
 
   void add(uint32_t tid, OpEvent event);  // records in any order
+  // Whether `op_id` names an operator of the table (as it grows): an event of any other is refused.
+  bool knows_operator(uint32_t op_id) const { return op_id < operators_.size(); }
   // Hands `complete` the arguments of `tid`'s newest record (stack samples aside) when it is an
   // entry of op `op_id` with arguments, not yet processed; false otherwise. For values a later
   // probe in the same call read, which arrive right after their entry (one thread's records

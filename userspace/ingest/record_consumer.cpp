@@ -231,6 +231,8 @@ void RecordDecoder::consume(const op_record& head, const unsigned char* payload,
   switch (head.kind) {
     case OP_RECORD_ENTER:
     case OP_RECORD_EXIT:
+      // An op id past the probe plan's table would throw where the range closes, ending tprof.
+      if (!spans_.knows_operator(head.op_id)) break;
       event.is_exit = head.kind == OP_RECORD_EXIT;
       if (payload_size > 0) {
         event.arguments = decode_arguments(head.op_id, event.is_exit, payload, payload_size);

@@ -65,7 +65,8 @@ class RecordDecoder {
   RecordDecoder(SpanCloser& spans, Callbacks callbacks) : spans_(spans), callbacks_(std::move(callbacks)) {}
 
   // One record as the ring buffer holds it: a struct op_record head, then its kind's payload.
-  // One that is too short, of another ABI version or of an unknown kind is counted malformed.
+  // One that is too short, of another ABI version, of an unknown kind or of an op id past the
+  // operator table is counted malformed.
   void decode(std::span<const std::byte> record);
 
   uint64_t records() const { return records_; }

@@ -1,0 +1,19 @@
+// libFuzzer target: `tprof report` of a saved trace, grouped by op and by op and input shapes.
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+
+#include "tests/fuzz/fuzz_files.h"
+#include "userspace/cli/report.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string path = tprof::fuzz::write_input("fuzz.pt.trace.json", data, size);
+  for (const bool group_by_shape : {false, true}) {
+    try {
+      tprof::totals_from_trace(path, group_by_shape);
+    } catch (const std::exception&) {
+      return 0;  // the CLI prints it as one line: no trace, or not one it can read
+    }
+  }
+  return 0;
+}
