@@ -275,10 +275,15 @@ std::string_view as_utf8(std::string_view line, std::string& repaired) {
   return repaired;
 }
 
+// Whether `text` is JSON with no NUL byte in it: nlohmann's lexer takes a NUL for the end of
+// the input, so accept() alone passes a valid prefix followed by a NUL and anything at all
+// (found by fuzz_recover_trace).
+bool is_json(std::string_view text) { return text.find('\0') == std::string_view::npos && nlohmann::json::accept(text); }
+
 // Whether `text` is one JSON object, as the writer writes an event or node (indented).
 bool is_json_object(std::string_view text) {
   const size_t start = text.find_first_not_of(' ');
-  return start != std::string_view::npos && text[start] == '{' && nlohmann::json::accept(text);
+  return start != std::string_view::npos && text[start] == '{' && is_json(text);
 }
 
 // What the lines seen so far say about the file, and where the copy stands.
@@ -314,7 +319,7 @@ void take_header_line(const std::string& path, std::string_view line, Recovery& 
   if (recovery.header.size() > kHeaderBytesMax)
     fail(path, "no event list in its first " + std::to_string(kHeaderBytesMax >> 20) + " MiB: not tprof's");
   recovery.in_events = line == "  \"traceEvents\": [" || line == "  \"nodes\": [";
-  if (recovery.in_events && recovery.kind != Kind::kUnknown && !nlohmann::json::accept(recovery.header + "]}"))
+  if (recovery.in_events && recovery.kind != Kind::kUnknown && !is_json(recovery.header + "]}"))
     fail(path, "its header (lines 1 to " + std::to_string(recovery.line_number) + ") is damaged: not valid JSON");
 }
 
