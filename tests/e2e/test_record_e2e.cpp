@@ -40,11 +40,12 @@ TEST(Record, TracesTheCommandItStartsAndEndsWithItsStatus) {
     GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; tprof record is NOT tested ***";
   ScratchDirectory scratch;
   const fs::path trace = scratch.path() / "run.pt.trace.json";
-  // Loads torch, runs ops for a while, and exits 3.
+  // Loads torch, runs ops for a while, and exits 3. 10 s: under ASan (scripts/sanitize.sh) tprof
+  // takes over 4 s to plan the probes, and attached after the loop had ended.
   const std::string program =
       "import sys, time, torch\n"
       "x = torch.ones(64, 64)\n"
-      "end = time.time() + 4\n"
+      "end = time.time() + 10\n"
       "while time.time() < end: x = torch.relu(x @ x * 0.01)\n"
       "sys.exit(3)\n";
   const Finished finished = run_tprof({"record", "-o", trace.string(), "--no-et", "--", "/usr/bin/python3", "-c", program});
