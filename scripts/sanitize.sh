@@ -20,6 +20,6 @@ export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:detect_stack_use_after_return
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 cd build-asan
 status=0
-ctest --output-on-failure --timeout 900 -L unit || status=1
+ctest --output-on-failure --timeout 900 -j2 -L unit || status=1
 ctest --output-on-failure --timeout 900 -R '^(StreamingOutput|RefusalTest|Record|Env)\.' || status=1
 exit "$status"

@@ -493,8 +493,8 @@ void start_recording(TargetProbes& probes, AttachPlan& plan, Console& console) {
 
 // Inside a catch: a target that exited while tprof read it or put its probes in fails with
 // whatever was met first (a vanished /proc/PID/maps, libbpf's "No such file or directory"); say
-// what happened instead. Anything else is rethrown as it was.
-// What planning warned of it, held till then, is dropped: a process that is gone maps nothing.
+// what happened instead, and drop what planning warned of it (held till then): a process that
+// is gone maps nothing. Anything else is rethrown as it was, after those warnings.
 [[noreturn]] void rethrow_saying_if_exited(const TargetProcess& target, Console& console) {
   if (!target.has_exited()) {
     console.release_lines();
