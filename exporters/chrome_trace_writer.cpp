@@ -512,7 +512,10 @@ std::string format_relative_us(int64_t offset_ns) {
 // reads as the same integer ns) whose sum with ts is the double nearest the exact end. Every
 // slice's float64 end is then a monotonic function of its exact end, so nesting holds.
 void append_float64_safe_duration(std::string& out, int64_t start_offset_ns, int64_t end_offset_ns) {
-  const int64_t duration_ns = std::max<int64_t>(end_offset_ns - start_offset_ns, 0);
+  // Saturated: offsets at the ends of int64 (a clock far off the window's) must not overflow.
+  int64_t duration_ns = 0;
+  if (end_offset_ns > start_offset_ns && __builtin_sub_overflow(end_offset_ns, start_offset_ns, &duration_ns))
+    duration_ns = std::numeric_limits<int64_t>::max();
   if (start_offset_ns < 0) {  // ts was clamped to 0: Kineto keeps dur as it is
     append_relative_us(out, duration_ns);
     return;
