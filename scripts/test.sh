@@ -3,7 +3,7 @@
 # that attach the real tprof to real Python/torch processes (torch 1.13 on the host and
 # torch 2.6 and torch 2.14 in Debian trixie and sid roots, built once and cached), then the
 # unit, streaming, refusal and record tests under ASan and UBSan (scripts/sanitize.sh) and a
-# short run of each fuzz target (scripts/fuzz.sh, TPROF_FUZZ_SECONDS each, default 20).
+# short run of each fuzz target (scripts/fuzz.sh, TPROF_FUZZ_SECONDS each, default 10).
 # Arguments go to the first ctest (bash scripts/test.sh -R Report), and then only it runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +21,7 @@ failed=()
 (cd build && ctest --output-on-failure --timeout 900 -j2 -L unit) || failed+=("unit tests (build/, ctest -L unit)")
 (cd build && ctest --output-on-failure --timeout 900 -LE unit) || failed+=("end-to-end tests (build/, ctest -LE unit)")
 bash scripts/sanitize.sh || failed+=("tests under ASan+UBSan (scripts/sanitize.sh, build-asan/)")
-bash scripts/fuzz.sh "${TPROF_FUZZ_SECONDS:-20}" || failed+=("fuzzing (scripts/fuzz.sh, build-fuzz/; reproducers above)")
+bash scripts/fuzz.sh "${TPROF_FUZZ_SECONDS:-10}" || failed+=("fuzzing (scripts/fuzz.sh, build-fuzz/; reproducers above)")
 if [ ${#failed[@]} -gt 0 ]; then
   printf 'test.sh: FAILED: %s\n' "${failed[@]}" >&2
   exit 1

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string>
+#include <thread>
 
 #include "tests/support/test_environment.h"
 
@@ -21,6 +23,23 @@ using testing::fail_harness;
 constexpr auto kStartTimeout = 180s;
 constexpr auto kRunTimeout = 600s;
 constexpr auto kRootBuildTimeout = 900s;
+// Parking after DONE takes microseconds; under load, up to a scheduling delay or two.
+constexpr auto kParkTimeout = 2000ms;
+
+// Waits, at most `timeout`, until `pid`'s main thread sleeps: after DONE a workload parks in a
+// read of stdin, and a recording stopped then ends with it parked there (a blocked stack), not
+// still on its way to the read on a loaded machine.
+void wait_until_asleep(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text;
+    std::getline(stat, text);
+    const size_t name_end = text.rfind(')');  // the state follows the command name in parentheses
+    if (name_end != std::string::npos && name_end + 2 < text.size() && text[name_end + 2] == 'S') return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
 
 }  // namespace
 
@@ -156,6 +175,7 @@ std::string record_workload_with_tprof(const WorkloadEnvironment& environment,
   workload.write_stdin("go\n");
   if (!workload.stdout_lines().read_line_containing("DONE", kRunTimeout))
     fail_harness("workload never printed DONE:\n" + workload.stdout_lines().transcript());
+  wait_until_asleep(static_cast<pid_t>(std::stol(python_pid)), kParkTimeout);
   tprof.send_signal(SIGINT);
   tprof.stderr_lines().read_to_end(kRunTimeout);
   const auto status = tprof.wait_for_exit(kRunTimeout);
