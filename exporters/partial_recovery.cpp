@@ -19,6 +19,7 @@
 
 #include "exporters/chrome_trace_writer.h"
 #include "exporters/execution_trace_writer.h"
+#include "exporters/file_descriptor.h"
 #include "exporters/output_file.h"
 
 namespace tprof::exporters {
@@ -45,19 +46,6 @@ constexpr uint64_t kInflatedBytesFloor = 16 << 20;
   throw std::runtime_error("cannot recover " + path + ": " + std::string(reason));
 }
 
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // The partial file, open and locked for the whole recovery. A running tprof holds the lock on
 // each file it writes (OutputFile) until it ends, so recover never takes a file from under it;

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
@@ -33,6 +34,24 @@ constexpr auto kRunTimeout = 120s;
 // Long enough for several of the once-a-second flushes.
 constexpr auto kRecordingBeforeKill = 3500ms;
 
+// The host training loop, stepping until it is killed, once it has printed READY.
+std::unique_ptr<ChildProcess> start_endless_training(const fs::path& scratch) {
+  auto workload = std::make_unique<ChildProcess>(SpawnOptions{
+      .argv = workload_command(host_workload(scratch), {"--steps", "1000000", "--trigger", "none"}),
+      .pipe_stdout = true});
+  if (!workload->stdout_lines().read_line_containing("READY", kStartTimeout))
+    fail_harness("the workload never printed READY:\n" + workload->stdout_lines().transcript());
+  return workload;
+}
+
+// The aten:: ops of a trace's cpu_op events.
+size_t aten_ops_in(const fs::path& trace) {
+  size_t aten_ops = 0;
+  for (const auto& [name, count] : complete_event_name_counts(load_trace(trace), "cpu_op"))
+    if (name.starts_with("aten::")) aten_ops += count;
+  return aten_ops;
+}
+
 // `tprof recover` with `arguments`: its exit status and what it wrote to stderr.
 std::pair<std::optional<ExitStatus>, std::vector<std::string>> run_recover(const std::vector<std::string>& arguments) {
   std::vector<std::string> argv = {testing::tprof_binary(), "recover"};
@@ -46,11 +65,8 @@ TEST(StreamingOutput, AKilledTprofLeavesPartialFilesThatRecoverIntoValidFiles) {
   if (!testing::has_tracing_capabilities())
     GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; recovery after a kill is NOT tested ***";
   ScratchDirectory scratch;
-  const WorkloadEnvironment environment = host_workload(scratch.path());
-  ChildProcess workload({.argv = workload_command(environment, {"--steps", "1000000", "--trigger", "none"}),
-                         .pipe_stdout = true});
-  if (!workload.stdout_lines().read_line_containing("READY", kStartTimeout))
-    fail_harness("the workload never printed READY:\n" + workload.stdout_lines().transcript());
+  const std::unique_ptr<ChildProcess> training = start_endless_training(scratch.path());
+  ChildProcess& workload = *training;
 
   const fs::path trace = scratch.path() / "killed.pt.trace.json.gz";
   const fs::path execution_trace = scratch.path() / "execution_trace" / "killed.et.json.gz";
@@ -100,9 +116,7 @@ TEST(StreamingOutput, AKilledTprofLeavesPartialFilesThatRecoverIntoValidFiles) {
   EXPECT_TRUE(violations.empty()) << violations.size() << " violations, first:\n" << listed;
   const TraceJson document = load_trace(trace);
   EXPECT_EQ(document.at("tprof_summary").at("recovered"), true);
-  size_t aten_ops = 0;
-  for (const auto& [name, count] : complete_event_name_counts(document, "cpu_op"))
-    if (name.starts_with("aten::")) aten_ops += count;
+  const size_t aten_ops = aten_ops_in(trace);
   std::cout << "recovered after " << kRecordingBeforeKill.count() << " ms: " << aten_ops << " aten ops\n";
   EXPECT_GT(aten_ops, 1000u) << "a training loop runs thousands of ops a second; most must survive the kill";
 
@@ -141,11 +155,8 @@ TEST(StreamingOutput, AFullDiskKeepsWhatWasRecordedForRecover) {
   if (!testing::has_tracing_capabilities())
     GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; a full disk is NOT tested ***";
   ScratchDirectory scratch;
-  const WorkloadEnvironment environment = host_workload(scratch.path());
-  ChildProcess workload({.argv = workload_command(environment, {"--steps", "1000000", "--trigger", "none"}),
-                         .pipe_stdout = true});
-  if (!workload.stdout_lines().read_line_containing("READY", kStartTimeout))
-    fail_harness("the workload never printed READY:\n" + workload.stdout_lines().transcript());
+  const std::unique_ptr<ChildProcess> training = start_endless_training(scratch.path());
+  ChildProcess& workload = *training;
 
   const fs::path disk = scratch.path() / "disk";  // the tmpfs, seen only inside tprof's namespace
   const fs::path kept = scratch.path() / "kept";  // what it held when tprof ended
@@ -181,9 +192,7 @@ TEST(StreamingOutput, AFullDiskKeepsWhatWasRecordedForRecover) {
   const fs::path trace = kept / "full.pt.trace.json";
   const std::vector<std::string> violations = validate_trace_file(trace);
   EXPECT_TRUE(violations.empty()) << violations.size() << " violations, first: " << violations.front();
-  size_t aten_ops = 0;
-  for (const auto& [name, count] : complete_event_name_counts(load_trace(trace), "cpu_op"))
-    if (name.starts_with("aten::")) aten_ops += count;
+  const size_t aten_ops = aten_ops_in(trace);
   std::cout << "recovered from a full 2 MiB disk: " << aten_ops << " aten ops; tprof said: " << error << "\n";
   EXPECT_GT(aten_ops, 500u) << "what was written before the disk filled must survive";
 }
