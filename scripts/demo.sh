@@ -16,5 +16,6 @@ until grep -q READY "$workload_out"; do
 done
 echo "demo: training loop running as pid $workload_pid; attaching for 3 s" >&2
 # --mode 0644: the demo trace is meant to be opened by whoever ran the demo through sudo.
-./build/tprof attach "$workload_pid" --duration 3 --output demo.pt.trace.json.gz --mode 0644
+# --force: a second demo replaces the first one's files (tprof refuses existing files unasked).
+./build/tprof attach "$workload_pid" --duration 3 --output demo.pt.trace.json.gz --mode 0644 --force
 echo "demo: open demo.pt.trace.json.gz in https://ui.perfetto.dev or chrome://tracing" >&2
