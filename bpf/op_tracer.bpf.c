@@ -60,18 +60,22 @@ struct {
  */
 static __always_inline __u64 locate_sequence_counter(const struct target_settings *target)
 {
+	__u64 tls_index[2] = {};
+	if (bpf_probe_read_user(tls_index, sizeof(tls_index), (const void *)target->sequence_counter_tls_index) ||
+	    !tls_index[0])
+		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
 	__u64 dtv = read_user_u64(task->thread.fsbase + 8);
-	__u64 block = dtv ? read_user_u64(dtv + 16 * target->sequence_counter_module) : 0;
+	__u64 block = dtv ? read_user_u64(dtv + 16 * tls_index[0]) : 0;
 	if (!block || block == ~0ULL)
 		return 0;
-	return block + target->sequence_counter_offset;
+	return block + tls_index[1] + target->sequence_counter_field_offset;
 }
 
 /* at::sequence_number::peek() of the current thread; SEQUENCE_COUNTER_UNKNOWN when not located. */
 static __always_inline __u64 read_sequence_counter(const struct target_settings *target)
 {
-	if (!target->sequence_counter_module)
+	if (!target->sequence_counter_tls_index)
 		return SEQUENCE_COUNTER_UNKNOWN;
 	__u64 *cached = bpf_task_storage_get(&sequence_counter_addresses, bpf_get_current_task_btf(), 0,
 					     BPF_LOCAL_STORAGE_GET_F_CREATE);

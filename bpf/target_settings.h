@@ -21,10 +21,12 @@
 struct target_settings {
 	struct python_walker_config python; /* enabled == 0: no Python stacks */
 	struct tensor_layout tensors;        /* enabled == 0: ops are recorded without arguments */
-	/* The thread's autograd sequence counter: in libtorch's TLS block of module
-	 * `sequence_counter_module` (0: not located), at `sequence_counter_offset`. */
-	__u64 sequence_counter_module;
-	__u64 sequence_counter_offset;
+	/* The thread's autograd sequence counter: the target's address of the {module id, offset}
+	 * pair the dynamic linker stores for libtorch's __tls_get_addr call (0: not located), and
+	 * the counter's offset from that TLS variable. Read by the probes rather than by tprof at
+	 * attach: a process held at libtorch's load has not had it relocated yet. */
+	__u64 sequence_counter_tls_index;
+	__u64 sequence_counter_field_offset;
 	/* Where torch::autograd::Node keeps sequence_nr_ and thread_id_; 0: unknown, not read. */
 	__u32 node_sequence_nr_offset;
 	__u32 node_thread_id_offset;

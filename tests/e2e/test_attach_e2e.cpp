@@ -1386,7 +1386,7 @@ TEST_F(RefusalTest, ATargetThatExitsDuringTheAttachIsSaidSo) {
   const std::vector<std::string>& lines = tprof.stderr_lines();
   ASSERT_EQ(lines.size(), 1U) << "expected one error line; stderr:\n" << join_lines(lines);
   EXPECT_EQ(lines.front(), "tprof: error: pid " + std::to_string(workload.python_pid()) +
-                               " exited while tprof was attaching to it: nothing was recorded");
+                               " exited before tprof was attached: nothing was recorded");
   EXPECT_FALSE(fs::exists(trace));
   EXPECT_FALSE(fs::exists(trace.string() + ".partial"));
 }

@@ -18,6 +18,7 @@
 #include "userspace/session/attach_session.h"
 #include "userspace/session/doctor.h"
 #include "userspace/session/launch.h"
+#include "userspace/session/process_holder.h"
 #include "userspace/cli/error.h"
 #include "userspace/cli/report.h"
 
@@ -76,12 +77,15 @@ constexpr const char* kAttachFooter =
 
 constexpr const char* kRecordFooter =
     "\nStarts CMD with CUDA_INJECTION64_PATH naming libtprof_cupti.so (the CUPTI library that lets\n"
-    "tprof see kernels, copies and CUDA calls), waits until it has loaded libtorch_cpu, and records\n"
-    "it as `attach` would until it exits, Ctrl-C or --duration. Ops that run before the attach\n"
-    "completes (about a second after torch is loaded) are not recorded. tprof then exits with the\n"
-    "command's status.\n"
+    "tprof see kernels, copies and CUDA calls) and records it as `attach` would, from its first op:\n"
+    "the thread that loads libtorch_cpu is held, before any of torch's code runs, until every probe\n"
+    "is in. The command cannot tell (see docs/target-safety.md). Recording ends when the command\n"
+    "exits, at --duration, or at a second Ctrl-C (the first is the command's: a signal sent to\n"
+    "tprof alone is passed on to it). tprof exits with the command's status (128+N if signal N\n"
+    "ended it); a command that never loaded torch leaves an empty trace.\n"
     "\nExample:\n"
-    "  sudo tprof record -o run.pt.trace.json.gz -- python train.py --epochs 1";
+    "  sudo tprof record -o run.pt.trace.json.gz -- python train.py --epochs 1\n"
+    "  sudo tprof record --follow --output-dir traces -- torchrun --nproc-per-node 2 train.py";
 
 constexpr const char* kEnvFooter =
     "\nCUDA reads CUDA_INJECTION64_PATH once, at cuInit, so a process shows tprof its GPU activity\n"
@@ -278,32 +282,24 @@ int print_doctor_report(std::optional<pid_t> pid) {
   return report.attach_would_fail() ? 1 : 0;
 }
 
-// `tprof record -- CMD`: starts it with GPU timing enabled, attaches once it has loaded torch, and
-// ends with its exit status (tprof's, if tprof failed).
+// `tprof record -- CMD`: starts it traced, with GPU timing enabled, records it from the moment it
+// loads torch (held there until the probes are in), and ends with its exit status.
 int record_command(const std::vector<std::string>& command, tprof::AttachOptions options) {
-  // A Ctrl-C while waiting for torch reaches the command (it is in our process group) and must
-  // not kill tprof and leave it unwatched; once attached, the recording reads these signals.
+  // Until the recording reads them, a Ctrl-C must not kill tprof and leave the command unwatched.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   for (const int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, signal);
   sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
+  if (options.follow) tprof::require_default_names_for_several(options);
   std::vector<std::string> environment;
   if (const auto library = tprof::injection_library_path()) {
     environment = tprof::injection_environment(*library);
   } else if (!options.quiet) {
     std::fprintf(stderr, "tprof: no libtprof_cupti.so beside tprof: GPU timing is unavailable\n");
   }
-  const pid_t child = tprof::launch(command, environment);
-  if (!tprof::wait_for_torch(child)) {
-    const int status = tprof::wait_for_command(child);
-    std::fprintf(stderr, "tprof: error: %s exited (status %d) before it loaded torch; nothing was recorded\n",
-                 command.front().c_str(), status);
-    return status == 0 ? 1 : status;
-  }
-  options.pids = {child};
-  const int attach_status = tprof::run_attach(options);
-  const int command_status = tprof::wait_for_command(child);
-  return attach_status != 0 ? attach_status : command_status;
+  tprof::ProcessHolder holder(options.follow);
+  holder.launch(command, environment);
+  return tprof::run_record(options, holder, command.front());
 }
 
 }  // namespace
@@ -362,6 +358,13 @@ int main(int argc, char** argv) {
       "record", "Start a command with GPU timing enabled and record it once it has loaded torch");
   record->footer(kRecordFooter);
   record->add_option("command", command, "The command and its arguments, after --")->required();
+  record->add_flag("--follow", options.follow,
+                   "Also every process the command starts (torchrun's ranks, spawned workers, subprocesses), "
+                   "each recorded from its first op into its own trace in --output-dir");
+  record->add_option("--output-dir", options.output_directory,
+                     "Where default-named files go, <host>_<pid>[_rank<R>].<unix_ns>.pt.trace.json (default: the "
+                     "current directory)")
+      ->check(CLI::ExistingDirectory);
   add_recording_options(*record, options, flags);
 
   app.add_subcommand("env", "Print the environment a process needs for tprof to see its GPU activity")

@@ -103,8 +103,8 @@ TargetProbes::TargetProbes(OpTracer& tracer, const TargetOptions& options, uint3
   if (options.tensors) settings_.tensors = *options.tensors;
   settings_.node_sequence_nr_offset = options.node_sequence_nr_offset;
   settings_.node_thread_id_offset = options.node_thread_id_offset;
-  settings_.sequence_counter_module = options.sequence_counter_module;
-  settings_.sequence_counter_offset = options.sequence_counter_offset;
+  settings_.sequence_counter_tls_index = options.sequence_counter_tls_index;
+  settings_.sequence_counter_field_offset = options.sequence_counter_field_offset;
   settings_.slot = slot;
   settings_.recording = 0;
   if (!write_settings())

@@ -33,10 +33,10 @@ struct TargetOptions {
   // Where torch::autograd::Node keeps these; 0: unknown, not read.
   uint32_t node_sequence_nr_offset = 0;
   uint32_t node_thread_id_offset = 0;
-  // The thread's autograd sequence counter: libtorch's TLS module id and the counter's offset
-  // in that module's block; module 0: not read.
-  uint64_t sequence_counter_module = 0;
-  uint64_t sequence_counter_offset = 0;
+  // The thread's autograd sequence counter: where the target keeps libtorch's TLS index for it
+  // (target_settings.h), and the counter's offset from that variable; 0: not read.
+  uint64_t sequence_counter_tls_index = 0;
+  uint64_t sequence_counter_field_offset = 0;
 };
 
 struct LossCounts {

@@ -2,27 +2,18 @@
 
 #include <exception>
 
-#include "symbolizer/binary/process_memory.h"
 #include "symbolizer/autograd/sequence_counter.h"
 
 namespace tprof {
 namespace {
 
-// The {module id, offset} pair the dynamic linker stored in the GOT for __tls_get_addr, read
-// from the running target, plus the counter's offset in the block.
+// Where the dynamic linker stores the {module id, offset} pair of libtorch's __tls_get_addr
+// call for the counter, in the target; the probes read it there, once it is relocated.
 std::optional<RangeProbes::SequenceCounterTls> locate_sequence_counter(const symbolizer::LibraryIndex& library,
-                                                                        uint64_t load_address, pid_t pid,
-                                                                        std::string* why_not) {
+                                                                        uint64_t load_address, std::string* why_not) {
   const auto location = symbolizer::find_sequence_counter(library, why_not);
   if (!location) return std::nullopt;
-  uint64_t tls_index[2] = {};
-  if (!symbolizer::ProcessMemory(pid).read(load_address + location->tls_index_address, tls_index,
-                                           sizeof(tls_index)) ||
-      tls_index[0] == 0) {
-    *why_not = "cannot read libtorch's TLS index in process " + std::to_string(pid);
-    return std::nullopt;
-  }
-  return RangeProbes::SequenceCounterTls{tls_index[0], tls_index[1] + location->field_offset};
+  return RangeProbes::SequenceCounterTls{load_address + location->tls_index_address, location->field_offset};
 }
 
 }  // namespace
@@ -56,7 +47,7 @@ std::vector<uint64_t> RangeSites::range_function_addresses() const {
   return addresses;
 }
 
-RangeProbes::RangeProbes(std::shared_ptr<const RangeSites> sites, const MappedLibrary& torch_library, pid_t pid,
+RangeProbes::RangeProbes(std::shared_ptr<const RangeSites> sites, const MappedLibrary& torch_library,
                          Console& console)
     : sites_(std::move(sites)), library_(torch_library) {
   if (!sites_->annotations_found_)
@@ -69,7 +60,7 @@ RangeProbes::RangeProbes(std::shared_ptr<const RangeSites> sites, const MappedLi
   }
   std::string why_not;
   try {
-    sequence_counter_ = locate_sequence_counter(*sites_->index_, torch_library.load_address, pid, &why_not);
+    sequence_counter_ = locate_sequence_counter(*sites_->index_, torch_library.load_address, &why_not);
   } catch (const std::exception& error) {
     why_not = error.what();
   }

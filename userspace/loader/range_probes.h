@@ -53,18 +53,19 @@ class RangeSites {
 // sequence counter.
 class RangeProbes {
  public:
-  RangeProbes(std::shared_ptr<const RangeSites> sites, const MappedLibrary& torch_library, pid_t pid,
+  RangeProbes(std::shared_ptr<const RangeSites> sites, const MappedLibrary& torch_library,
               Console& console);
 
   // Where torch::autograd::Node keeps these (for TargetOptions); 0: unknown.
   uint32_t node_sequence_nr_offset() const;
   uint32_t node_thread_id_offset() const;
 
-  // Where each thread's autograd sequence counter is: the TLS module id and offset in its
-  // block (for TargetOptions); none when it could not be located.
+  // Where each thread's autograd sequence counter is (for TargetOptions): the target's address
+  // of libtorch's TLS index for it, and the counter's offset from that variable; none when it
+  // could not be located.
   struct SequenceCounterTls {
-    uint64_t module = 0;
-    uint64_t offset = 0;
+    uint64_t tls_index_address = 0;
+    uint64_t field_offset = 0;
   };
   const std::optional<SequenceCounterTls>& sequence_counter() const { return sequence_counter_; }
 

@@ -1,8 +1,10 @@
 #include "userspace/session/attach_session.h"
 
 #include <poll.h>
+#include <signal.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <map>
 #include <memory>
@@ -10,11 +12,13 @@
 
 #include "userspace/cli/console.h"
 #include "userspace/cli/error.h"
+#include "userspace/session/process_holder.h"
 #include "userspace/session/recording_loop.h"
 #include "userspace/session/session_tracer.h"
 #include "userspace/session/stop_signals.h"
 #include "userspace/session/target_discovery.h"
 #include "userspace/session/target_recording.h"
+#include "userspace/session/trace_file_sinks.h"
 
 namespace tprof {
 namespace {
@@ -55,6 +59,8 @@ class Recordings {
     if (options_.follow_children) adopt_children();
   }
 
+  bool empty() const { return recordings_.empty(); }
+
   bool all_exited() const {
     for (const auto& recording : recordings_)
       if (!recording->target().has_exited()) return false;
@@ -84,6 +90,18 @@ class Recordings {
     uint64_t total = 0;
     for (const auto& recording : recordings_) total += recording->dropped();
     return total;
+  }
+
+  // A target that replaced its program (exec): its probes go before it runs on, and its files
+  // are written. The new program is a target of its own if it loads torch.
+  void end(pid_t pid) {
+    const auto found = std::find_if(recordings_.begin(), recordings_.end(),
+                                    [pid](const auto& recording) { return recording->target().pid() == pid; });
+    if (found == recordings_.end()) return;
+    (*found)->detach();
+    drain_ring_buffer(0);
+    (*found)->finish(StopReason::kTargetExeced);
+    recordings_.erase(found);
   }
 
   // Stops and writes out every target; returns what went wrong reading the last records ("" if
@@ -205,12 +223,105 @@ bool wait_for_window(const AttachOptions& options, const UniqueFd& stop_signals,
 
 }  // namespace
 
+namespace {
+
+// The recording loop's view of a session's targets.
+RecordingLoopHooks loop_hooks(Recordings& recordings, Console& console) {
+  RecordingLoopHooks hooks;
+  hooks.drain = [&] { recordings.drain(kDrainTimeLimitNs); };
+  hooks.show_status = [&](double elapsed_s) { console.status(elapsed_s, recordings.records(), recordings.dropped()); };
+  hooks.all_targets_exited = [&] { return recordings.all_exited(); };
+  hooks.schedule_done = [&] { return recordings.all_schedules_done(); };
+  return hooks;
+}
+
+// Runs the recording loop, then stops and writes out every target; throws tprof::Error if
+// recording failed (after writing what it had).
+StopReason record_until_stopped(Recordings& recordings, Console& console, const UniqueFd& stop_signals,
+                                std::optional<double> duration_s, const RecordingLoopHooks& hooks) {
+  StopReason reason;
+  std::string fault;
+  try {
+    reason = run_recording_loop(stop_signals, duration_s, hooks);
+  } catch (const std::exception& error) {
+    reason = StopReason::kFault;
+    fault = error.what();
+  }
+  console.clear_status();
+  const std::string finishing_fault = recordings.empty() ? "" : recordings.stop(reason);
+  if (fault.empty()) fault = finishing_fault;
+  if (!fault.empty()) throw Error("recording stopped early: " + fault + " (the trace up to that point was written)");
+  return reason;
+}
+
+// After recording: the traced processes are answered (never left waiting) until the command ends.
+void wait_for_command_end(ProcessHolder& holder, const UniqueFd& stop_signals) {
+  holder.stop_holding();
+  while (!holder.command_status()) {
+    pollfd ready[2] = {{.fd = holder.events_fd(), .events = POLLIN, .revents = 0},
+                       {.fd = stop_signals.get(), .events = POLLIN, .revents = 0}};
+    if (::poll(ready, 2, -1) < 0 && errno != EINTR) throw Error(errno_message("poll", errno));
+    signalfd_siginfo signal{};
+    while (::read(stop_signals.get(), &signal, sizeof(signal)) == sizeof(signal))
+      if (signal.ssi_code != SI_KERNEL) holder.forward_signal(static_cast<int>(signal.ssi_signo));
+    holder.handle_events({});
+  }
+}
+
+}  // namespace
+
+void require_default_names_for_several(const AttachOptions& options) {
+  if (!options.output_path.empty() || !options.execution_trace_path.empty() || !options.stacks_path.empty())
+    throw Error("-o, --et and --stacks name one target's files; with several targets use --output-dir");
+}
+
+int run_record(const AttachOptions& options, ProcessHolder& holder, const std::string& command_name) {
+  Console console(options.quiet);
+  const UniqueFd stop_signals = block_stop_signals();
+  const MonotonicToUnix clock = MonotonicToUnix::calibrate();
+  Recordings recordings(options, clock, console, options.follow);
+  ProcessHolder::Callbacks callbacks;
+  callbacks.torch_loaded = [&](pid_t pid) {
+    const uint64_t held_ns = monotonic_now_ns();
+    recordings.add(pid);
+    char held_ms[32];
+    std::snprintf(held_ms, sizeof(held_ms), "%.1f", static_cast<double>(monotonic_now_ns() - held_ns) / 1e6);
+    console.line("held " + std::to_string(pid) + " at its load of torch for " + held_ms + " ms, until every probe was in");
+  };
+  callbacks.image_replaced = [&](pid_t pid) { recordings.end(pid); };
+  RecordingLoopHooks hooks = loop_hooks(recordings, console);
+  hooks.all_targets_exited = [&] { return holder.command_status() && recordings.all_exited(); };
+  // A signal from the terminal reached the command too (it shares tprof's process group); one
+  // sent to tprof alone is passed on. The command decides what it means; a second one stops
+  // the recording.
+  int stop_signals_seen = 0;
+  hooks.stop_requested = [&](const signalfd_siginfo& signal) {
+    if (signal.ssi_code != SI_KERNEL) holder.forward_signal(static_cast<int>(signal.ssi_signo));
+    return ++stop_signals_seen >= 2;
+  };
+  hooks.traced_events_fd = holder.events_fd();
+  hooks.handle_traced_events = [&] { holder.handle_events(callbacks); };
+  record_until_stopped(recordings, console, stop_signals, options.duration_s, hooks);
+  wait_for_command_end(holder, stop_signals);
+  if (holder.holds_refused() > 0)
+    console.line("warning: " + std::to_string(holder.holds_refused()) +
+                 " library loads were not held (their thread blocked or handled SIGURG and SIGWINCH): ops may "
+                 "have run before the probes were in");
+  if (recordings.empty()) {
+    const std::string written = options.schedule ? "no trace" : write_empty_recording(options, holder.command());
+    console.line(command_name + " " + holder.command_end() + " before it loaded torch: nothing was recorded (wrote " +
+                 written + ")");
+  } else if (holder.command_end().rfind("was killed", 0) == 0) {
+    console.line(command_name + " " + holder.command_end());
+  }
+  return *holder.command_status();
+}
+
 int run_attach(const AttachOptions& options) {
   Console console(options.quiet);
   const std::vector<pid_t> pids = initial_targets(options);
   const bool several = pids.size() > 1 || options.follow_children;
-  if (several && (!options.output_path.empty() || !options.execution_trace_path.empty() || !options.stacks_path.empty()))
-    throw Error("-o, --et and --stacks name one target's files; with several targets use --output-dir");
+  if (several) require_default_names_for_several(options);
   const UniqueFd stop_signals = block_stop_signals();
   const MonotonicToUnix clock = MonotonicToUnix::calibrate();
   Recordings recordings(options, clock, console, several);
@@ -231,25 +342,7 @@ int run_attach(const AttachOptions& options) {
     recordings.add(pids.front());
   }
 
-  StopReason reason;
-  std::string fault;
-  try {
-    reason = run_recording_loop(stop_signals, options.duration_s,
-                                {.drain = [&] { recordings.drain(kDrainTimeLimitNs); },
-                                 .show_status =
-                                     [&](double elapsed_s) {
-                                       console.status(elapsed_s, recordings.records(), recordings.dropped());
-                                     },
-                                 .all_targets_exited = [&] { return recordings.all_exited(); },
-                                 .schedule_done = [&] { return recordings.all_schedules_done(); }});
-  } catch (const std::exception& error) {
-    reason = StopReason::kFault;
-    fault = error.what();
-  }
-  console.clear_status();
-  const std::string finishing_fault = recordings.stop(reason);
-  if (fault.empty()) fault = finishing_fault;
-  if (!fault.empty()) throw Error("recording stopped early: " + fault + " (the trace up to that point was written)");
+  record_until_stopped(recordings, console, stop_signals, options.duration_s, loop_hooks(recordings, console));
   return 0;
 }
 

@@ -19,6 +19,7 @@ struct AttachOptions {
   std::vector<pid_t> pids;           // the targets named on the command line
   std::string match;                 // --match: also every process whose command line matches
   bool follow_children = false;      // --children: also the targets' children, once they load torch
+  bool follow = false;               // record --follow: every process the command starts, held at torch's load
   std::string output_directory;      // where default-named files go ("": the current directory)
   std::optional<double> duration_s;  // none: until Ctrl-C or target exit
   // --start-at: the unix time (s) the window opens, agreed among tprof instances on several
@@ -46,5 +47,17 @@ struct AttachOptions {
 
 // Returns the process exit status. Throws tprof::Error for failures before recording.
 int run_attach(const AttachOptions& options);
+
+// Several targets write several sets of files, which only default names tell apart: throws
+// tprof::Error if the options name files.
+void require_default_names_for_several(const AttachOptions& options);
+
+class ProcessHolder;
+
+// `tprof record`: records what `holder` holds at torch's load, the command it launched (and
+// with --follow the processes it starts), until the command has ended and every target with it,
+// or a second stop signal (the first is the command's). Returns once the command has ended,
+// with its status. Throws tprof::Error if recording failed (the files are written).
+int run_record(const AttachOptions& options, ProcessHolder& holder, const std::string& command_name);
 
 }  // namespace tprof

@@ -48,8 +48,12 @@ int64_t rank_of(const TargetProcess& target) {
 }
 
 std::string default_output_path(const std::string& directory, const TargetProcess& target, uint64_t unix_ns) {
-  std::string worker = host_name() + "_" + std::to_string(target.pid());
-  if (const int64_t rank = rank_of(target); rank >= 0) worker += "_rank" + std::to_string(rank);
+  return default_output_path(directory, target.pid(), rank_of(target), unix_ns);
+}
+
+std::string default_output_path(const std::string& directory, pid_t pid, int64_t rank, uint64_t unix_ns) {
+  std::string worker = host_name() + "_" + std::to_string(pid);
+  if (rank >= 0) worker += "_rank" + std::to_string(rank);
   const std::string name = worker + "." + std::to_string(unix_ns) + ".pt.trace.json";
   return directory.empty() ? name : directory + "/" + name;
 }

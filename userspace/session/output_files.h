@@ -21,6 +21,7 @@ int64_t rank_of(const TargetProcess& target);
 // torch.profiler.tensorboard_trace_handler's "<worker>.<span>.pt.trace.json", the worker being
 // "<host>_<pid>", and "_rank<R>" after it for a rank of a distributed job, in `directory`.
 std::string default_output_path(const std::string& directory, const TargetProcess& target, uint64_t unix_ns);
+std::string default_output_path(const std::string& directory, pid_t pid, int64_t rank, uint64_t unix_ns);
 
 // Where the Execution Trace goes by default: "execution_trace/<stem>.et.json[.gz]" beside the
 // trace.

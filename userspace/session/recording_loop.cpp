@@ -35,6 +35,15 @@ void watch(const UniqueFd& epoll, int fd) {
   if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, fd, &event) != 0) throw Error(errno_message("epoll_ctl", errno));
 }
 
+// Reads the waiting stop signals; whether one of them stops the recording.
+bool stop_requested(const UniqueFd& stop_signals, const RecordingLoopHooks& hooks) {
+  if (!hooks.stop_requested) return true;
+  bool stop = false;
+  signalfd_siginfo signal{};
+  while (::read(stop_signals.get(), &signal, sizeof(signal)) == sizeof(signal)) stop |= hooks.stop_requested(signal);
+  return stop;
+}
+
 }  // namespace
 
 const char* describe(StopReason reason) {
@@ -42,6 +51,7 @@ const char* describe(StopReason reason) {
     case StopReason::kDuration: return "duration elapsed";
     case StopReason::kSignal: return "interrupted";
     case StopReason::kTargetExited: return "target exited";
+    case StopReason::kTargetExeced: return "target replaced its program (exec)";
     case StopReason::kScheduleDone: return "schedule complete";
     case StopReason::kFault: return "recording failed";
   }
@@ -55,23 +65,32 @@ StopReason run_recording_loop(const UniqueFd& stop_signals, std::optional<double
   if (!epoll) throw Error(errno_message("epoll_create1", errno));
   watch(epoll, stop_signals.get());
   watch(epoll, drain_timer.get());
+  if (hooks.traced_events_fd >= 0) watch(epoll, hooks.traced_events_fd);
 
   const uint64_t start_ns = monotonic_now_ns();
   const uint64_t duration_ns = duration_s ? static_cast<uint64_t>(*duration_s * 1e9) : UINT64_MAX;
   uint64_t last_status_ns = 0;
   for (;;) {
-    epoll_event ready[2];
-    const int count = ::epoll_wait(epoll.get(), ready, 2, -1);
+    epoll_event ready[3];
+    const int count = ::epoll_wait(epoll.get(), ready, 3, -1);
     if (count < 0) {
       if (errno == EINTR) continue;
       throw Error(errno_message("epoll_wait", errno));
     }
+    bool drain_due = false;
     for (int i = 0; i < count; ++i) {
       const int fd = ready[i].data.fd;
-      if (fd == stop_signals.get()) return StopReason::kSignal;
-      uint64_t expirations = 0;
-      (void)!::read(drain_timer.get(), &expirations, sizeof(expirations));
+      if (fd == stop_signals.get()) {
+        if (stop_requested(stop_signals, hooks)) return StopReason::kSignal;
+      } else if (fd == hooks.traced_events_fd) {
+        hooks.handle_traced_events();
+      } else {
+        uint64_t expirations = 0;
+        (void)!::read(drain_timer.get(), &expirations, sizeof(expirations));
+        drain_due = true;
+      }
     }
+    if (!drain_due) continue;
     hooks.drain();
     // Checked on the drain timer (every kDrainPeriodMs) rather than on pidfds: targets come
     // and go (--children), and a target's last records are drained by then anyway.

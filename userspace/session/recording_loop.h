@@ -3,6 +3,8 @@
 // cycle.
 #pragma once
 
+#include <sys/signalfd.h>
+
 #include <functional>
 #include <optional>
 
@@ -10,7 +12,7 @@
 
 namespace tprof {
 
-enum class StopReason { kDuration, kSignal, kTargetExited, kScheduleDone, kFault };
+enum class StopReason { kDuration, kSignal, kTargetExited, kTargetExeced, kScheduleDone, kFault };
 
 const char* describe(StopReason reason);
 
@@ -19,6 +21,13 @@ struct RecordingLoopHooks {
   std::function<void(double elapsed_s)> show_status;  // a few times a second
   std::function<bool()> all_targets_exited;           // asked after every drain
   std::function<bool()> schedule_done;                // likewise: --schedule wrote its last cycle
+  // `tprof record`: a stop signal is the command's to act on. Given it, this says whether to
+  // stop recording now; without it, recording stops.
+  std::function<bool(const signalfd_siginfo& signal)> stop_requested;
+  // Processes tprof traces (`tprof record`): this fd readable means they reported something,
+  // which `handle_traced_events` answers at once, since a traced process waits for its answer.
+  int traced_events_fd = -1;
+  std::function<void()> handle_traced_events;
 };
 
 // Throws tprof::Error when waiting or draining fails.

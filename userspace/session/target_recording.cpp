@@ -42,6 +42,7 @@
 #include "userspace/session/output_files.h"
 #include "userspace/session/target_process.h"
 #include "userspace/session/torch_library_plan.h"
+#include "userspace/session/trace_file_sinks.h"
 #include "userspace/loader/unique_fd.h"
 #include "userspace/assemble/wall_clock.h"
 
@@ -135,8 +136,8 @@ TargetOptions probe_options_for(const TargetProcess& target, const std::optional
     options.node_sequence_nr_offset = ranges->node_sequence_nr_offset();
     options.node_thread_id_offset = ranges->node_thread_id_offset();
     if (const auto& counter = ranges->sequence_counter()) {
-      options.sequence_counter_module = counter->module;
-      options.sequence_counter_offset = counter->offset;
+      options.sequence_counter_tls_index = counter->tls_index_address;
+      options.sequence_counter_field_offset = counter->field_offset;
     }
   }
   if (python) options.python = make_walker_config(*python);
@@ -162,37 +163,6 @@ model::SessionInfo session_info(const TargetProcess& target, const std::optional
   if (python) session.python_version = python->version.to_string();
   return session;
 }
-
-// The Chrome trace and Execution Trace writers of one set of trace files.
-class TraceFileSinks {
- public:
-  explicit TraceFileSinks(TraceFiles& files)
-      : files_(files), chrome_(files.trace, exporters::chrome_trace_name(files.trace.path())) {
-    std::vector<model::TraceSink*> sinks{&chrome_};
-    if (files.execution_trace) {
-      execution_trace_.emplace(*files.execution_trace);
-      sinks.push_back(&*execution_trace_);
-    }
-    fan_out_.emplace(std::move(sinks));
-  }
-
-  model::TraceSink& sink() { return *fan_out_; }
-
-  void commit() {
-    files_.trace.commit();
-    if (files_.execution_trace) files_.execution_trace->commit();
-  }
-
-  std::string written() const {
-    return files_.trace.path() + (files_.execution_trace ? " and " + files_.execution_trace->path() : "");
-  }
-
- private:
-  TraceFiles& files_;
-  exporters::ChromeTraceWriter chrome_;
-  std::optional<exporters::ExecutionTraceWriter> execution_trace_;
-  std::optional<model::FanOutSink> fan_out_;
-};
 
 // One --schedule cycle's files, named as tensorboard_trace_handler names them, and their writers.
 class CycleOutput final : public ScheduledSink::Cycle {
@@ -455,7 +425,7 @@ AttachPlan plan_attach(const AttachOptions& options, const TargetProcess& target
 void plan_range_probes(AttachPlan& plan, const TargetProcess& target, Console& console) {
   if (!plan.ops) return;
   const TorchLibraryPlan& library_plan = *plan.ops->library_plan;
-  plan.range_probes.emplace(library_plan.ranges, plan.ops->library, target.pid(), console);
+  plan.range_probes.emplace(library_plan.ranges, plan.ops->library, console);
   plan.exits = plan_range_exits(*plan.ops, target, console);
   if (plan.ops->tensor_layout) {
     plan.spills = library_plan.spills;
@@ -501,7 +471,7 @@ void start_recording(TargetProbes& probes, AttachPlan& plan, Console& console) {
     throw;
   }
   console.discard_lines();
-  throw Error("pid " + std::to_string(target.pid()) + " exited while tprof was attaching to it: nothing was recorded");
+  throw Error("pid " + std::to_string(target.pid()) + " exited before tprof was attached: nothing was recorded");
 }
 
 // The userspace half of a recording: its records from the session's ring buffer -> decoder ->
