@@ -297,8 +297,7 @@ int record_command(const std::vector<std::string>& command, tprof::AttachOptions
   } else if (!options.quiet) {
     std::fprintf(stderr, "tprof: no libtprof_cupti.so beside tprof: GPU timing is unavailable\n");
   }
-  tprof::ProcessHolder holder(options.follow);
-  holder.launch(command, environment);
+  tprof::ProcessHolder holder(options.follow, command, environment);
   return tprof::run_record(options, holder, command.front());
 }
 

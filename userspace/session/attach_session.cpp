@@ -264,7 +264,7 @@ void wait_for_command_end(ProcessHolder& holder, const UniqueFd& stop_signals) {
     signalfd_siginfo signal{};
     while (::read(stop_signals.get(), &signal, sizeof(signal)) == sizeof(signal))
       if (signal.ssi_code != SI_KERNEL) holder.forward_signal(static_cast<int>(signal.ssi_signo));
-    holder.handle_events({});
+    holder.answer({});
   }
 }
 
@@ -300,7 +300,7 @@ int run_record(const AttachOptions& options, ProcessHolder& holder, const std::s
     return ++stop_signals_seen >= 2;
   };
   hooks.traced_events_fd = holder.events_fd();
-  hooks.handle_traced_events = [&] { holder.handle_events(callbacks); };
+  hooks.handle_traced_events = [&] { holder.answer(callbacks); };
   record_until_stopped(recordings, console, stop_signals, options.duration_s, hooks);
   wait_for_command_end(holder, stop_signals);
   if (holder.holds_refused() > 0)

@@ -1,0 +1,251 @@
+#include "userspace/session/tracees.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "load_hold.h"
+#include "userspace/cli/error.h"
+#include "userspace/session/target_process.h"
+
+namespace tprof {
+namespace {
+
+constexpr const char* kTorchLibraryPrefix = "libtorch_cpu.so";
+
+// SEIZE, not ATTACH: nothing stops, and group-stops (Ctrl-Z) are told apart from ptrace's own.
+unsigned long trace_options(bool follow) {
+  unsigned long options = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC;
+  if (follow) options |= PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK;
+  return options;
+}
+
+void resume(pid_t tid, int signal) { ::ptrace(PTRACE_CONT, tid, nullptr, reinterpret_cast<void*>(signal)); }
+
+// The process a thread belongs to (/proc/TID/status "Tgid:"); 0 once it is gone.
+pid_t process_of(pid_t tid) {
+  std::ifstream status("/proc/" + std::to_string(tid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("Tgid:", 0) == 0) return static_cast<pid_t>(std::stol(line.substr(5)));
+  return 0;
+}
+
+// Cheaper than TargetProcess: a hold happens at every dlopen, and most are not torch's.
+bool maps_torch(pid_t pid) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  while (std::getline(maps, line))
+    if (line.find(kTorchLibraryPrefix) != std::string::npos) return true;
+  return false;
+}
+
+bool is_hold_signal(int signal) { return signal == LOAD_HOLD_SIGNAL || signal == LOAD_HOLD_FALLBACK_SIGNAL; }
+
+bool is_stop_signal(int signal) {
+  return signal == SIGSTOP || signal == SIGTSTP || signal == SIGTTIN || signal == SIGTTOU;
+}
+
+std::string describe_end(int status) {
+  if (WIFSIGNALED(status)) {
+    const char* name = sigabbrev_np(WTERMSIG(status));
+    return std::string("was killed by SIG") + (name ? name : std::to_string(WTERMSIG(status)).c_str()) +
+           (WCOREDUMP(status) ? " (core dumped)" : "");
+  }
+  return "exited with status " + std::to_string(WEXITSTATUS(status));
+}
+
+}  // namespace
+
+Tracees::Tracees(bool follow, Requests requests) : follow_(follow), requests_(std::move(requests)) {}
+
+pid_t Tracees::launch(const std::vector<std::string>& command, const std::vector<std::string>& environment) {
+  // exec_error: exec's errno back to us, so that "no such command" is tprof's error. go: the
+  // child waits on it until it is traced, so that its exec is seen.
+  int exec_error_pipe[2], go_pipe[2];
+  if (pipe2(exec_error_pipe, O_CLOEXEC) != 0 || pipe2(go_pipe, O_CLOEXEC) != 0)
+    throw Error(errno_message("cannot start " + command.front(), errno));
+  const pid_t child = fork();
+  if (child < 0) throw Error(errno_message("cannot start " + command.front(), errno));
+  if (child == 0) {
+    close(exec_error_pipe[0]);
+    close(go_pipe[1]);
+    char go = 0;
+    if (read(go_pipe[0], &go, 1) != 1) _exit(127);  // tprof died before tracing it
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);  // tprof blocks its stop signals and SIGCHLD; the command must not
+    for (const std::string& variable : environment) putenv(const_cast<char*>(variable.c_str()));
+    std::vector<char*> argv;
+    for (const std::string& argument : command) argv.push_back(const_cast<char*>(argument.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    const int exec_error = errno;
+    (void)!write(exec_error_pipe[1], &exec_error, sizeof(exec_error));
+    _exit(127);
+  }
+  close(exec_error_pipe[1]);
+  close(go_pipe[0]);
+  command_ = child;
+  known_.insert(child);
+  const int seized = ::ptrace(PTRACE_SEIZE, child, nullptr, reinterpret_cast<void*>(trace_options(follow_)));
+  const int seize_error = errno;
+  (void)!write(go_pipe[1], "g", 1);
+  close(go_pipe[1]);
+  int exec_error = 0;
+  const ssize_t got = read(exec_error_pipe[0], &exec_error, sizeof(exec_error));
+  close(exec_error_pipe[0]);
+  if (seized != 0 || got == sizeof(exec_error)) {
+    if (seized == 0) handle_events();  // its exit, if traced
+    waitpid(child, nullptr, 0);
+    if (seized != 0) throw Error(errno_message("cannot trace " + command.front() + " to hold it at torch's load (ptrace)", seize_error));
+    throw Error(errno_message("cannot run " + command.front(), exec_error));
+  }
+  return child;
+}
+
+void Tracees::handle_events() {
+  for (;;) {
+    int status = 0;
+    const pid_t tid = ::waitpid(-1, &status, __WALL | WNOHANG);
+    if (tid <= 0) return;
+    if (WIFEXITED(status) || WIFSIGNALED(status)) {
+      on_exit(tid);
+      if (tid == command_)
+        requests_.command_ended(WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status),
+                                describe_end(status));
+    } else if (WIFSTOPPED(status)) {
+      on_stop(tid, status);
+    }
+  }
+}
+
+void Tracees::stop_holding() {
+  holding_ = false;
+  for (const pid_t pid : known_) loader_probe_.unlink(pid);
+}
+
+void Tracees::on_exit(pid_t tid) {
+  if (!known_.contains(tid)) return;  // a thread
+  known_.erase(tid);
+  attached_.erase(tid);
+  births_reported_.erase(tid);
+  loader_probe_.unlink(tid);
+}
+
+void Tracees::on_stop(pid_t tid, int status) {
+  const int event = status >> 16;
+  const int signal = WSTOPSIG(status);
+  switch (event) {
+    case PTRACE_EVENT_CLONE:
+      resume(tid, 0);  // the new thread reports a stop of its own
+      return;
+    case PTRACE_EVENT_FORK:
+    case PTRACE_EVENT_VFORK:
+      on_birth(tid, event);
+      return;
+    case PTRACE_EVENT_EXEC:
+      on_exec(process_of(tid));
+      resume(tid, 0);
+      return;
+    case PTRACE_EVENT_STOP:
+      if (is_stop_signal(signal)) {
+        // A group-stop (Ctrl-Z, SIGSTOP): it stays stopped until SIGCONT, as untraced.
+        ::ptrace(PTRACE_LISTEN, tid, nullptr, nullptr);
+        return;
+      }
+      // A new thread or process, stopped before its first instruction.
+      if (tid == process_of(tid) && !known_.contains(tid)) {
+        const auto reported = births_reported_.find(tid);
+        if (reported == births_reported_.end()) {
+          unreported_children_.insert(tid);  // resumed once its parent tells how it was born
+          return;
+        }
+        const int birth_event = reported->second;
+        births_reported_.erase(reported);
+        on_new_process(tid, birth_event);
+      }
+      resume(tid, 0);
+      return;
+    default:
+      if (is_hold_signal(signal) && loader_probe_.claim(tid, signal)) {
+        hold(tid);
+        return;
+      }
+      resume(tid, signal);  // the target's own signal, delivered as it would have been
+  }
+}
+
+// A traced process forked (the child is traced too, and stops at its start).
+void Tracees::on_birth(pid_t parent, int event) {
+  unsigned long message = 0;
+  ::ptrace(PTRACE_GETEVENTMSG, parent, nullptr, &message);
+  const auto child = static_cast<pid_t>(message);
+  if (unreported_children_.erase(child) > 0) {
+    on_new_process(child, event);
+    resume(child, 0);
+  } else {
+    births_reported_[child] = event;
+  }
+  resume(parent, 0);
+}
+
+// A forked child shares its parent's mappings, an attached libtorch included, and it is
+// recorded from here; or it has no torch yet, and is held when it loads one. A vforked child
+// borrows its parent's memory until it execs (spawn, subprocess): it runs no op, and its exec
+// is where it is probed.
+void Tracees::on_new_process(pid_t pid, int birth_event) {
+  known_.insert(pid);
+  if (birth_event == PTRACE_EVENT_VFORK) return;
+  if (holding_ && maps_torch(pid)) {
+    attach_held(pid, pid);
+    return;
+  }
+  probe_loader_of(pid);
+}
+
+// A new image, whose loader is mapped and has run nothing yet. An attached process's probes
+// would follow it into the new image, whose libtorch may sit at the same offsets.
+void Tracees::on_exec(pid_t pid) {
+  if (pid == 0) return;
+  if (attached_.erase(pid) > 0) requests_.image_replaced(pid);
+  probe_loader_of(pid);
+}
+
+void Tracees::probe_loader_of(pid_t pid) {
+  if (!holding_) return;
+  try {
+    const TargetProcess process(pid);
+    // Every glibc x86-64 loader is ld-linux-x86-64.so.2; a static program has none and is not held.
+    if (const auto loader = process.find_mapped_library("ld-linux")) loader_probe_.link(pid, loader->host_path);
+  } catch (const Error&) {
+    // It exited meanwhile, or its loader could not be probed: it runs unheld.
+  }
+}
+
+void Tracees::hold(pid_t tid) {
+  const pid_t pid = process_of(tid);
+  if (holding_ && pid != 0 && !attached_.contains(pid) && maps_torch(pid)) {
+    attach_held(pid, tid);
+    return;
+  }
+  resume(tid, 0);
+}
+
+void Tracees::attach_held(pid_t pid, pid_t tid) {
+  // Fault injection for the e2e test that a target held by a tprof that dies runs on unharmed.
+  if (std::getenv("TPROF_TEST_DIE_WHILE_HOLDING")) ::raise(SIGKILL);
+  attached_.insert(pid);
+  loader_probe_.unlink(pid);  // attached: later dlopens need no hold
+  requests_.torch_loaded(pid);
+  resume(tid, 0);
+}
+
+}  // namespace tprof
