@@ -994,8 +994,8 @@ TEST_F(AttachTest, RecordsTwoTorchesOnTwoPythonsInOneSession) {
   EXPECT_EQ(python_versions.size(), 2u) << "two interpreters";
 }
 
-// --children: a child the target starts after the attach, which loads torch and runs ops, is
-// attached as it appears and gets its own trace.
+// --children: a child the target starts after the attach, which loads torch and at once runs
+// ops, is held at its load of torch, attached, and gets its own trace of every op it ran.
 TEST_F(AttachTest, ChildrenFollowsAProcessTheTargetStartsAfterTheAttach) {
   ScratchDirectory scratch;
   const fs::path go_file = scratch.path() / "child-may-run";
@@ -1009,19 +1009,18 @@ TEST_F(AttachTest, ChildrenFollowsAProcessTheTargetStartsAfterTheAttach) {
   ScratchDirectory output;
   TprofRun tprof({"attach", parent_pid, "--children", "--output-dir", output.path().string(), "--no-et"});
   tprof.wait_until_attached();
+  { std::ofstream(go_file) << "go\n"; }  // the child runs its ops as soon as it has imported torch
   parent.write_stdin("spawn\n");
   const auto child_line = parent.stdout_lines().read_line_containing("CHILD", kWorkloadStartTimeout);
   ASSERT_TRUE(child_line) << parent.stdout_lines().transcript();
   const std::string child_pid = child_line->substr(child_line->find(' ') + 1);
-  tprof.wait_until_attached();  // the child's own attach
-  { std::ofstream(go_file) << "go\n"; }
   ASSERT_TRUE(parent.stdout_lines().read_line_containing("DONE", kStepsTimeout)) << parent.stdout_lines().transcript();
   const ExitStatus status = tprof.interrupt_and_wait();
   std::cout << "tprof stderr:\n" << tprof.stderr_transcript();
   ASSERT_TRUE(status.succeeded()) << status.describe();
   parent.close_stdin();
   parent.wait_for_exit(kStepsTimeout);
-  EXPECT_NE(tprof.stderr_transcript().find("child " + child_pid + " (python3) of a target: attaching"), std::string::npos);
+  EXPECT_NE(tprof.stderr_transcript().find("held " + child_pid + " at its load of torch"), std::string::npos);
 
   const std::vector<fs::path> files = trace_files_in(output.path());
   ASSERT_EQ(files.size(), 2u) << "the parent's trace and the child's";
@@ -1031,7 +1030,7 @@ TEST_F(AttachTest, ChildrenFollowsAProcessTheTargetStartsAfterTheAttach) {
   ASSERT_NE(child_file, files.end());
   expect_valid_trace(*child_file);
   const NameCounts child_ops = aten_op_counts(load_trace(*child_file));
-  EXPECT_EQ(child_ops.contains("aten::mm") ? child_ops.at("aten::mm") : 0, 300u) << "every op the child ran after the go";
+  EXPECT_EQ(child_ops.contains("aten::mm") ? child_ops.at("aten::mm") : 0, 300u) << "every op the child ran";
 }
 
 // --start-at: attached at once, recording only from the agreed time, for --duration.

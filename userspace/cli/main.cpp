@@ -324,9 +324,10 @@ int main(int argc, char** argv) {
   attach->add_option("--match", options.match,
                      "Also every process whose command line matches this regular expression (all the ranks "
                      "of a job: --match 'train.py')");
-  attach->add_flag("--children", options.follow_children,
-                   "Also the targets' child processes, as they start and load torch (torchrun's workers, "
-                   "DataLoader workers)");
+  attach->add_flag("--children,--follow", options.follow_children,
+                   "Also the processes the targets start (torchrun's workers, DataLoader workers, spawned "
+                   "processes), each recorded from its first op: held at its load of torch (or at its fork, "
+                   "when it inherits it) until its probes are in. The targets are traced (ptrace) meanwhile");
   attach->add_option("--start-at", options.start_at_unix_s,
                      "Unix time (s) at which recording starts, attached beforehand, so that tprof on "
                      "several nodes records the same window (with --duration): --start-at $(date -d '+1 min' +%s)")

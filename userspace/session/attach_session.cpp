@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
-#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "userspace/cli/console.h"
@@ -23,10 +23,6 @@
 namespace tprof {
 namespace {
 
-// How often --children looks for new processes, and how long a child may take to load torch
-// before it is given up on (a launcher's helper, a worker that never imports torch).
-constexpr uint64_t kChildScanPeriodNs = 500'000'000;
-constexpr uint64_t kChildTorchWaitNs = 60'000'000'000;
 // How long one drain may take before it returns (so that a stop signal is still seen).
 constexpr uint64_t kDrainTimeLimitNs = 500'000'000;
 
@@ -53,11 +49,7 @@ class Recordings {
     for (const auto& recording : recordings_) recording->begin(base_time_unix_ns_, window_start_ns);
   }
 
-  // The ring buffer, then (with --children) any new child that has loaded torch.
-  void drain(uint64_t time_limit_ns) {
-    drain_ring_buffer(time_limit_ns);
-    if (options_.follow_children) adopt_children();
-  }
+  void drain(uint64_t time_limit_ns) { drain_ring_buffer(time_limit_ns); }
 
   bool empty() const { return recordings_.empty(); }
 
@@ -138,40 +130,11 @@ class Recordings {
     for (const auto& recording : recordings_) recording->flush_if_due(drain_ns);
   }
 
-  // A child is taken once it has loaded libtorch_cpu (a forked DataLoader worker has it at
-  // once; a launched rank after its `import torch`), and given up on after kChildTorchWaitNs.
-  void adopt_children() {
-    const uint64_t now_ns = monotonic_now_ns();
-    if (now_ns - last_child_scan_ns_ < kChildScanPeriodNs) return;
-    last_child_scan_ns_ = now_ns;
-    for (const pid_t child : descendants_of(traced_)) {
-      if (traced_.contains(child) || given_up_.contains(child)) continue;
-      const uint64_t first_seen_ns = first_seen_ns_.try_emplace(child, now_ns).first->second;
-      try {
-        const TargetProcess process(child);
-        if (!process.find_mapped_library("libtorch_cpu.so")) {
-          if (now_ns - first_seen_ns > kChildTorchWaitNs) give_up(child, "it loaded no torch in 60 s");
-          continue;
-        }
-        console_.line("child " + std::to_string(child) + " (" + process.name() + ") of a target: attaching");
-        add(child);
-      } catch (const std::exception& error) {
-        give_up(child, error.what());
-      }
-    }
-  }
-
   TargetRecording& prepare(pid_t pid) {
     Console& console = labelled_ ? *consoles_.emplace_back(std::make_unique<Console>(options_.quiet, "pid " + std::to_string(pid)))
                                  : console_;
     recordings_.push_back(std::make_unique<TargetRecording>(options_, pid, session_, library_plans_, clock_, console));
-    traced_.insert(pid);
     return *recordings_.back();
-  }
-
-  void give_up(pid_t child, const std::string& why) {
-    given_up_.insert(child);
-    console_.line("not recording child " + std::to_string(child) + ": " + why);
   }
 
   const AttachOptions& options_;
@@ -182,10 +145,6 @@ class Recordings {
   TorchLibraryPlans library_plans_;
   std::vector<std::unique_ptr<Console>> consoles_;
   std::vector<std::unique_ptr<TargetRecording>> recordings_;
-  std::set<pid_t> traced_;
-  std::set<pid_t> given_up_;
-  std::map<pid_t, uint64_t> first_seen_ns_;
-  uint64_t last_child_scan_ns_ = 0;
   uint64_t base_time_unix_ns_ = 0;
 };
 
@@ -235,10 +194,40 @@ RecordingLoopHooks loop_hooks(Recordings& recordings, Console& console) {
   return hooks;
 }
 
+// What a held process gets: attached, and the time it waited said; or, when it replaced its
+// program, its recording ended.
+ProcessHolder::Callbacks holder_callbacks(Recordings& recordings, Console& console) {
+  ProcessHolder::Callbacks callbacks;
+  callbacks.torch_loaded = [&](pid_t pid) {
+    const uint64_t held_ns = monotonic_now_ns();
+    recordings.add(pid);
+    char held_ms[32];
+    std::snprintf(held_ms, sizeof(held_ms), "%.1f", static_cast<double>(monotonic_now_ns() - held_ns) / 1e6);
+    console.line("held " + std::to_string(pid) + " at its load of torch for " + held_ms + " ms, until every probe was in");
+  };
+  callbacks.image_replaced = [&](pid_t pid) { recordings.end(pid); };
+  return callbacks;
+}
+
+// With --children: the targets' descendants that have loaded torch are targets too; the others
+// are followed, and held if they load it.
+std::vector<pid_t> with_descendants_that_loaded_torch(std::vector<pid_t> pids, std::vector<pid_t>& descendants) {
+  descendants = descendants_of(std::set<pid_t>(pids.begin(), pids.end()));
+  for (const pid_t child : descendants) {
+    try {
+      if (TargetProcess(child).find_mapped_library("libtorch_cpu.so")) pids.push_back(child);
+    } catch (const Error&) {
+      // gone already
+    }
+  }
+  return pids;
+}
+
 // Runs the recording loop, then stops and writes out every target; throws tprof::Error if
 // recording failed (after writing what it had).
 StopReason record_until_stopped(Recordings& recordings, Console& console, const UniqueFd& stop_signals,
-                                std::optional<double> duration_s, const RecordingLoopHooks& hooks) {
+                                std::optional<double> duration_s, const RecordingLoopHooks& hooks,
+                                ProcessHolder* holder) {
   StopReason reason;
   std::string fault;
   try {
@@ -247,6 +236,8 @@ StopReason record_until_stopped(Recordings& recordings, Console& console, const 
     reason = StopReason::kFault;
     fault = error.what();
   }
+  // A process held from now on would wait for an attach that never comes.
+  if (holder) holder->stop_holding();
   console.clear_status();
   const std::string finishing_fault = recordings.empty() ? "" : recordings.stop(reason);
   if (fault.empty()) fault = finishing_fault;
@@ -254,9 +245,9 @@ StopReason record_until_stopped(Recordings& recordings, Console& console, const 
   return reason;
 }
 
-// After recording: the traced processes are answered (never left waiting) until the command ends.
+// The traced processes run on after the recording; the command is waited for, and the signals
+// meant for it passed on.
 void wait_for_command_end(ProcessHolder& holder, const UniqueFd& stop_signals) {
-  holder.stop_holding();
   while (!holder.command_status()) {
     pollfd ready[2] = {{.fd = holder.events_fd(), .events = POLLIN, .revents = 0},
                        {.fd = stop_signals.get(), .events = POLLIN, .revents = 0}};
@@ -280,15 +271,7 @@ int run_record(const AttachOptions& options, ProcessHolder& holder, const std::s
   const UniqueFd stop_signals = block_stop_signals();
   const MonotonicToUnix clock = MonotonicToUnix::calibrate();
   Recordings recordings(options, clock, console, options.follow);
-  ProcessHolder::Callbacks callbacks;
-  callbacks.torch_loaded = [&](pid_t pid) {
-    const uint64_t held_ns = monotonic_now_ns();
-    recordings.add(pid);
-    char held_ms[32];
-    std::snprintf(held_ms, sizeof(held_ms), "%.1f", static_cast<double>(monotonic_now_ns() - held_ns) / 1e6);
-    console.line("held " + std::to_string(pid) + " at its load of torch for " + held_ms + " ms, until every probe was in");
-  };
-  callbacks.image_replaced = [&](pid_t pid) { recordings.end(pid); };
+  const ProcessHolder::Callbacks callbacks = holder_callbacks(recordings, console);
   RecordingLoopHooks hooks = loop_hooks(recordings, console);
   hooks.all_targets_exited = [&] { return holder.command_status() && recordings.all_exited(); };
   // A signal from the terminal reached the command too (it shares tprof's process group); one
@@ -301,7 +284,7 @@ int run_record(const AttachOptions& options, ProcessHolder& holder, const std::s
   };
   hooks.traced_events_fd = holder.events_fd();
   hooks.handle_traced_events = [&] { holder.answer(callbacks); };
-  record_until_stopped(recordings, console, stop_signals, options.duration_s, hooks);
+  record_until_stopped(recordings, console, stop_signals, options.duration_s, hooks, &holder);
   wait_for_command_end(holder, stop_signals);
   if (holder.holds_refused() > 0)
     console.line("warning: " + std::to_string(holder.holds_refused()) +
@@ -319,16 +302,32 @@ int run_record(const AttachOptions& options, ProcessHolder& holder, const std::s
 
 int run_attach(const AttachOptions& options) {
   Console console(options.quiet);
-  const std::vector<pid_t> pids = initial_targets(options);
+  const std::vector<pid_t> named = initial_targets(options);
+  std::vector<pid_t> descendants;
+  const std::vector<pid_t> pids =
+      options.follow_children ? with_descendants_that_loaded_torch(named, descendants) : named;
   const bool several = pids.size() > 1 || options.follow_children;
   if (several) require_default_names_for_several(options);
   const UniqueFd stop_signals = block_stop_signals();
   const MonotonicToUnix clock = MonotonicToUnix::calibrate();
   Recordings recordings(options, clock, console, several);
+  RecordingLoopHooks hooks = loop_hooks(recordings, console);
+  const ProcessHolder::Callbacks callbacks = holder_callbacks(recordings, console);
+  // Followed before the attach, so that a process started once tprof says "attached" is held;
+  // one held meanwhile waits for the recording loop.
+  std::optional<ProcessHolder> holder;
+  if (options.follow_children) {
+    std::vector<pid_t> followed = named;
+    followed.insert(followed.end(), descendants.begin(), descendants.end());
+    holder.emplace(followed, std::set<pid_t>(pids.begin(), pids.end()));
+    hooks.traced_events_fd = holder->events_fd();
+    hooks.handle_traced_events = [&] { holder->answer(callbacks); };
+  }
   // Every target named or matched must be recordable: a job traced in part would mislead.
   if (options.start_at_unix_s) {
     for (const pid_t pid : pids) recordings.add_attached(pid);
     if (!wait_for_window(options, stop_signals, console)) {
+      if (holder) holder->stop_holding();
       recordings.begin_all(unix_now_ns());
       recordings.stop(StopReason::kSignal);
       return 0;
@@ -342,7 +341,7 @@ int run_attach(const AttachOptions& options) {
     recordings.add(pids.front());
   }
 
-  record_until_stopped(recordings, console, stop_signals, options.duration_s, loop_hooks(recordings, console));
+  record_until_stopped(recordings, console, stop_signals, options.duration_s, hooks, holder ? &*holder : nullptr);
   return 0;
 }
 

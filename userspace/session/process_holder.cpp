@@ -87,9 +87,21 @@ struct ProcessHolder::Shared {
 ProcessHolder::ProcessHolder(bool follow, const std::vector<std::string>& command,
                              const std::vector<std::string>& environment)
     : shared_(std::make_shared<Shared>()) {
+  start(follow, [&command, &environment](Tracees& tracees) { return tracees.launch(command, environment); });
+}
+
+ProcessHolder::ProcessHolder(const std::vector<pid_t>& running, const std::set<pid_t>& attached)
+    : shared_(std::make_shared<Shared>()) {
+  start(true, [&running, &attached](Tracees& tracees) {
+    for (const pid_t pid : running) tracees.follow_running(pid, attached.contains(pid));
+    return pid_t{0};
+  });
+}
+
+void ProcessHolder::start(bool follow, std::function<pid_t(Tracees&)> begin) {
   std::promise<pid_t> started;
-  std::future<pid_t> launched = started.get_future();
-  service_ = std::thread([this, follow, command, environment, &started] {
+  std::future<pid_t> begun = started.get_future();
+  service_ = std::thread([this, follow, &begin, &started] {
     Shared& shared = *shared_;
     Tracees tracees(follow, {.torch_loaded = [&](pid_t pid) { shared.ask({Shared::Kind::kTorchLoaded, pid}); },
                              .image_replaced = [&](pid_t pid) { shared.ask({Shared::Kind::kImageReplaced, pid}); },
@@ -101,7 +113,7 @@ ProcessHolder::ProcessHolder(bool follow, const std::vector<std::string>& comman
                                    notify(shared.session_wake);
                                  }});
     try {
-      started.set_value(tracees.launch(command, environment));
+      started.set_value(begin(tracees));
     } catch (...) {
       started.set_exception(std::current_exception());
       return;
@@ -126,7 +138,7 @@ ProcessHolder::ProcessHolder(bool follow, const std::vector<std::string>& comman
     }
   });
   try {
-    command_ = launched.get();
+    command_ = begun.get();
   } catch (...) {
     service_.join();
     throw;
@@ -193,7 +205,7 @@ std::string ProcessHolder::command_end() const {
 }
 
 void ProcessHolder::forward_signal(int signal) const {
-  if (!command_status()) ::kill(command_, signal);
+  if (command_ > 0 && !command_status()) ::kill(command_, signal);
 }
 
 uint64_t ProcessHolder::holds_refused() const { return shared_->holds_refused; }

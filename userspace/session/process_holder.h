@@ -22,11 +22,14 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace tprof {
+
+class Tracees;
 
 class ProcessHolder {
  public:
@@ -34,11 +37,15 @@ class ProcessHolder {
   // blocked; follow: also every process it starts. Blocks SIGCHLD in tprof. Throws
   // tprof::Error if the command cannot be started or traced.
   ProcessHolder(bool follow, const std::vector<std::string>& command, const std::vector<std::string>& environment);
+  // Follows running processes (`tprof attach --children`): traces their threads, none of which
+  // stops, so that each process they start is held. `attached`: those recorded already; the
+  // others are held if they load torch. Throws tprof::Error if one cannot be traced.
+  ProcessHolder(const std::vector<pid_t>& running, const std::set<pid_t>& attached);
   ~ProcessHolder();
   ProcessHolder(const ProcessHolder&) = delete;
   ProcessHolder& operator=(const ProcessHolder&) = delete;
 
-  pid_t command() const { return command_; }
+  pid_t command() const { return command_; }  // 0 when following running processes
 
   // Readable when a held process waits for answer(), or when the command has ended.
   int events_fd() const;
@@ -70,7 +77,9 @@ class ProcessHolder {
 
  private:
   struct Shared;
-  void serve(bool follow, const std::vector<std::string>& command, const std::vector<std::string>& environment);
+  // Starts the service thread, which traces what `begin` starts or follows (its result: the
+  // command, or 0), and answers the traced processes until the holder goes.
+  void start(bool follow, std::function<pid_t(Tracees&)> begin);
 
   std::shared_ptr<Shared> shared_;
   pid_t command_ = 0;

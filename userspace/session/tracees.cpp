@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "load_hold.h"
@@ -29,13 +30,27 @@ unsigned long trace_options(bool follow) {
 
 void resume(pid_t tid, int signal) { ::ptrace(PTRACE_CONT, tid, nullptr, reinterpret_cast<void*>(signal)); }
 
-// The process a thread belongs to (/proc/TID/status "Tgid:"); 0 once it is gone.
-pid_t process_of(pid_t tid) {
+// A number field of /proc/TID/status ("Tgid:"); 0 once the thread is gone.
+pid_t status_field(pid_t tid, const std::string& field) {
   std::ifstream status("/proc/" + std::to_string(tid) + "/status");
   std::string line;
   while (std::getline(status, line))
-    if (line.rfind("Tgid:", 0) == 0) return static_cast<pid_t>(std::stol(line.substr(5)));
+    if (line.rfind(field, 0) == 0) return static_cast<pid_t>(std::stol(line.substr(field.size())));
   return 0;
+}
+
+// The process a thread belongs to; 0 once it is gone.
+pid_t process_of(pid_t tid) { return status_field(tid, "Tgid:"); }
+
+// The pid tracing a thread; 0: none, or gone.
+pid_t tracer_of(pid_t tid) { return status_field(tid, "TracerPid:"); }
+
+std::vector<pid_t> threads_of(pid_t pid) {
+  std::vector<pid_t> threads;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", error))
+    threads.push_back(static_cast<pid_t>(std::stol(entry.path().filename().string())));
+  return threads;
 }
 
 // Cheaper than TargetProcess: a hold happens at every dlopen, and most are not torch's.
@@ -109,6 +124,31 @@ pid_t Tracees::launch(const std::vector<std::string>& command, const std::vector
     throw Error(errno_message("cannot run " + command.front(), exec_error));
   }
   return child;
+}
+
+void Tracees::follow_running(pid_t pid, bool attached) {
+  std::set<pid_t> seized;
+  // A thread a seized one starts is traced with it; one an unseized thread starts meanwhile is
+  // in the next listing.
+  for (bool more = true; more;) {
+    more = false;
+    for (const pid_t tid : threads_of(pid)) {
+      if (seized.contains(tid)) continue;
+      if (::ptrace(PTRACE_SEIZE, tid, nullptr, reinterpret_cast<void*>(trace_options(follow_))) != 0 &&
+          errno != ESRCH && tracer_of(tid) != ::getpid())
+        throw Error(errno_message("cannot trace process " + std::to_string(pid) +
+                                      " to hold the processes it starts (is a debugger tracing it?)",
+                                  errno));
+      seized.insert(tid);
+      more = true;
+    }
+  }
+  known_.insert(pid);
+  if (attached) {
+    attached_.insert(pid);
+  } else {
+    probe_loader_of(pid);
+  }
 }
 
 void Tracees::handle_events() {

@@ -32,6 +32,11 @@ class Tracees {
   // blocked. Throws tprof::Error if it cannot be started or traced.
   pid_t launch(const std::vector<std::string>& command, const std::vector<std::string>& environment);
 
+  // Traces the threads of a running process (none stops), so that the processes it starts are
+  // traced and held; `attached`: it is recorded already, and not held itself. Throws tprof::Error
+  // if it cannot be traced (a debugger traces it).
+  void follow_running(pid_t pid, bool attached);
+
   // Answers every stop and exit waiting, without blocking.
   void handle_events();
 
