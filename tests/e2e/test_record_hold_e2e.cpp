@@ -286,6 +286,25 @@ TEST_F(RecordOutcome, FollowRecordsAForkedChildFromTheFork) {
   EXPECT_EQ(matmuls_by_trace(scratch_.path()), expected) << joined(finished.console);
 }
 
+// CUDA loads the injection library at cuInit, long after torch: the process is held again at
+// that load and the library's probe put in, so that GPU activity is recorded from the first CUDA
+// call. Without a GPU, the program loads the library itself, as CUDA would.
+TEST_F(RecordOutcome, TheCudaInjectionLibraryIsProbedWhenCudaLoadsIt) {
+  const fs::path trace = scratch_.path() / "cuda.pt.trace.json";
+  const std::string program =
+      "import ctypes, os, torch\n"
+      "a = torch.ones(2, 2)\n"
+      "torch.mm(a, a)\n"
+      "ctypes.CDLL(os.environ['CUDA_INJECTION64_PATH'])\n"
+      "torch.mm(a, a)\n";
+  const Finished finished = record({"-o", trace.string(), "--no-et", "--", "/usr/bin/python3", "-c", program});
+  ASSERT_TRUE(finished.status.succeeded()) << finished.status.describe() << "\n" << joined(finished.console);
+  EXPECT_NE(joined(finished.console).find("GPU timing from CUDA's initialization on: CUPTI activity through "),
+            std::string::npos)
+      << joined(finished.console);
+  EXPECT_EQ(events_named(load(trace), "aten::mm").size(), 2U);
+}
+
 TEST_F(RecordOutcome, AHeldTargetRunsOnWhenTprofDiesHoldingIt) {
   const fs::path done = scratch_.path() / "done";
   const std::string program = "import sys, torch\na = torch.ones(2, 2)\ntorch.mm(a, a)\nopen(sys.argv[1], 'w').write('ok')\n";

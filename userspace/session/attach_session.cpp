@@ -96,6 +96,11 @@ class Recordings {
     recordings_.erase(found);
   }
 
+  void attach_device_activity(pid_t pid) {
+    for (const auto& recording : recordings_)
+      if (recording->target().pid() == pid) recording->attach_device_activity();
+  }
+
   // Stops and writes out every target; returns what went wrong reading the last records ("" if
   // nothing): the files are written either way.
   std::string stop(StopReason reason) {
@@ -206,6 +211,7 @@ ProcessHolder::Callbacks holder_callbacks(Recordings& recordings, Console& conso
     console.line("held " + std::to_string(pid) + " at its load of torch for " + held_ms + " ms, until every probe was in");
   };
   callbacks.image_replaced = [&](pid_t pid) { recordings.end(pid); };
+  callbacks.device_library_loaded = [&](pid_t pid) { recordings.attach_device_activity(pid); };
   return callbacks;
 }
 

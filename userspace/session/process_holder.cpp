@@ -53,7 +53,7 @@ UniqueFd child_signal_fd() {
 // What the service thread and the session's thread share: at most one held process waiting for
 // its answer, the command's end, and the flags that end holding and the thread.
 struct ProcessHolder::Shared {
-  enum class Kind { kTorchLoaded, kImageReplaced };
+  enum class Kind { kTorchLoaded, kImageReplaced, kDeviceLibraryLoaded };
   struct Request {
     Kind kind;
     pid_t pid;
@@ -105,6 +105,8 @@ void ProcessHolder::start(bool follow, std::function<pid_t(Tracees&)> begin) {
     Shared& shared = *shared_;
     Tracees tracees(follow, {.torch_loaded = [&](pid_t pid) { shared.ask({Shared::Kind::kTorchLoaded, pid}); },
                              .image_replaced = [&](pid_t pid) { shared.ask({Shared::Kind::kImageReplaced, pid}); },
+                             .device_library_loaded =
+                                 [&](pid_t pid) { shared.ask({Shared::Kind::kDeviceLibraryLoaded, pid}); },
                              .command_ended =
                                  [&](int status, const std::string& how) {
                                    std::lock_guard lock(shared.mutex);
@@ -171,8 +173,9 @@ void ProcessHolder::answer(const Callbacks& callbacks) {
   if (!request) return;
   std::exception_ptr failure;
   try {
-    const auto& callback =
-        request->kind == Shared::Kind::kTorchLoaded ? callbacks.torch_loaded : callbacks.image_replaced;
+    const auto& callback = request->kind == Shared::Kind::kTorchLoaded     ? callbacks.torch_loaded
+                           : request->kind == Shared::Kind::kImageReplaced ? callbacks.image_replaced
+                                                                           : callbacks.device_library_loaded;
     if (callback) callback(request->pid);
   } catch (...) {
     failure = std::current_exception();

@@ -54,6 +54,8 @@ class ProcessHolder {
   struct Callbacks {
     std::function<void(pid_t pid)> torch_loaded;    // libtorch_cpu is mapped, no op has run: attach
     std::function<void(pid_t pid)> image_replaced;  // an attached process execs: its probes must go
+    // CUDA loaded the CUPTI library into an attached process (at cuInit): its probe goes in
+    std::function<void(pid_t pid)> device_library_loaded;
   };
 
   // Runs the callback a held process waits for, if one does, then lets it go on. An exception

@@ -395,8 +395,12 @@ void plan_gpu_activity(AttachPlan& plan, const TargetProcess& target, Console& c
     plan.gpu = "CUPTI activity through " + plan.cupti_library->path_in_target;
     return;
   }
-  plan.gpu = "unavailable: the target has not loaded libtprof_cupti.so, which CUDA loads at cuInit in a "
-             "process started with CUDA_INJECTION64_PATH naming it (see tprof env, tprof record)";
+  if (target.environment_variable("CUDA_INJECTION64_PATH"))
+    plan.gpu = "unavailable until CUDA loads libtprof_cupti.so (CUDA_INJECTION64_PATH) at cuInit: kernels, copies "
+               "and CUDA calls are recorded from then on";
+  else
+    plan.gpu = "unavailable: the target has not loaded libtprof_cupti.so, which CUDA loads at cuInit in a "
+               "process started with CUDA_INJECTION64_PATH naming it (see tprof env, tprof record)";
   if (plan.ops) plan.cuda_api = plan_cuda_api_probes(target, plan.ops->plan.operators);
   if (plan.cuda_api.functions == 0) return;
   plan.gpu += "; CUDA API calls are recorded from their uprobes";
@@ -590,8 +594,11 @@ class RecordingPipeline {
     return [this](uint64_t stack_id) { return stacks_->find(stack_id); };
   }
 
-  // GPU activity from the CUPTI library: linked to the ranges the closer hands on.
+  // GPU activity from the CUPTI library: linked to the ranges the closer hands on. From the
+  // start, or from when CUDA loaded the library (at cuInit) into a recorded process.
+ public:
   void expect_device_activity(const MonotonicToUnix& clock) {
+    if (device_correlator_) return;
     device_correlator_.emplace(
         clock,
         DeviceCorrelator::Callbacks{
@@ -603,6 +610,8 @@ class RecordingPipeline {
         sinks_.sink());
     closer_.on_range_closed([this](uint32_t tid, const model::OpSpan& span) { device_correlator_->range_closed(tid, span); });
   }
+
+ private:
 
   // Read when the decoder first sees the thread, while it most likely still exists.
   std::string thread_name(uint32_t tid) {
@@ -778,6 +787,23 @@ uint64_t TargetRecording::records() const { return state_->pipeline->records(); 
 bool TargetRecording::schedule_done() const { return state_->pipeline->schedule_done(); }
 
 uint64_t TargetRecording::dropped() const { return state_->probes->losses().ring_buffer_full; }
+
+void TargetRecording::attach_device_activity() {
+  State& s = *state_;
+  if (s.plan.cupti_library) return;
+  s.plan.cupti_library = s.target.find_mapped_library(kCuptiLibraryPrefix);
+  if (!s.plan.cupti_library) return;
+  try {
+    s.probes->attach_device_activity(s.plan.cupti_library->host_path);
+  } catch (const Error& error) {
+    s.console.line(std::string("warning: GPU timing unavailable: ") + error.what());
+    s.plan.cupti_library.reset();
+    return;
+  }
+  s.pipeline->expect_device_activity(s.clock);
+  s.console.line("GPU timing from CUDA's initialization on: CUPTI activity through " +
+                 s.plan.cupti_library->path_in_target);
+}
 
 void TargetRecording::detach() {
   State& s = *state_;

@@ -47,6 +47,10 @@ class TargetRecording {
   // At most once a second, what was handed on so far reaches the partial files.
   void flush_if_due(uint64_t now_ns);
   // Stops recording and removes the probes: the window ends.
+  // CUDA has loaded the CUPTI library into the target (at cuInit, after the attach): its
+  // activity is recorded from now on.
+  void attach_device_activity();
+
   void detach();
   // Once the session has drained the ring buffer after detach(): closes what is still open,
   // writes the files and reports on the console.

@@ -6,11 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 
 #include "load_hold.h"
 #include "userspace/cli/error.h"
@@ -20,6 +22,7 @@ namespace tprof {
 namespace {
 
 constexpr const char* kTorchLibraryPrefix = "libtorch_cpu.so";
+constexpr const char* kDeviceLibraryPrefix = "libtprof_cupti.so";
 
 // SEIZE, not ATTACH: nothing stops, and group-stops (Ctrl-Z) are told apart from ptrace's own.
 unsigned long trace_options(bool follow) {
@@ -54,12 +57,23 @@ std::vector<pid_t> threads_of(pid_t pid) {
 }
 
 // Cheaper than TargetProcess: a hold happens at every dlopen, and most are not torch's.
-bool maps_torch(pid_t pid) {
+bool maps_library(pid_t pid, const char* file_name_prefix) {
   std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
   std::string line;
   while (std::getline(maps, line))
-    if (line.find(kTorchLibraryPrefix) != std::string::npos) return true;
+    if (line.find(file_name_prefix) != std::string::npos) return true;
   return false;
+}
+
+bool maps_torch(pid_t pid) { return maps_library(pid, kTorchLibraryPrefix); }
+
+// Started with the CUDA injection library set, which CUDA has not loaded yet.
+bool awaits_device_library(pid_t pid) {
+  try {
+    return TargetProcess(pid).environment_variable("CUDA_INJECTION64_PATH") && !maps_library(pid, kDeviceLibraryPrefix);
+  } catch (const Error&) {
+    return false;  // gone
+  }
 }
 
 bool is_hold_signal(int signal) { return signal == LOAD_HOLD_SIGNAL || signal == LOAD_HOLD_FALLBACK_SIGNAL; }
@@ -81,7 +95,40 @@ std::string describe_end(int status) {
 
 Tracees::Tracees(bool follow, Requests requests) : follow_(follow), requests_(std::move(requests)) {}
 
+// Our environment with `variables` ("NAME=value") set, replacing ours of the same names.
+std::vector<char*> with_variables(const std::vector<std::string>& variables) {
+  std::vector<char*> envp;
+  for (char** variable = environ; *variable; ++variable) {
+    const std::string_view ours(*variable);
+    const bool replaced = std::any_of(variables.begin(), variables.end(), [&](const std::string& set) {
+      return ours.substr(0, ours.find('=') + 1) == std::string_view(set).substr(0, set.find('=') + 1);
+    });
+    if (!replaced) envp.push_back(*variable);
+  }
+  for (const std::string& variable : variables) envp.push_back(const_cast<char*>(variable.c_str()));
+  envp.push_back(nullptr);
+  return envp;
+}
+
+// The child's part of launch(): waits until it is traced, then runs the command. Only calls
+// that are safe after a fork of a threaded process: everything it needs was built before.
+[[noreturn]] void run_command_when_traced(int go_fd, int exec_error_fd, char* const argv[], char* const envp[]) {
+  char go = 0;
+  if (::read(go_fd, &go, 1) != 1) ::_exit(127);  // tprof died before tracing it
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);  // tprof blocks its stop signals and SIGCHLD; the command must not
+  ::execvpe(argv[0], argv, envp);
+  const int exec_error = errno;
+  (void)!::write(exec_error_fd, &exec_error, sizeof(exec_error));
+  ::_exit(127);
+}
+
 pid_t Tracees::launch(const std::vector<std::string>& command, const std::vector<std::string>& environment) {
+  std::vector<char*> argv;
+  for (const std::string& argument : command) argv.push_back(const_cast<char*>(argument.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp = with_variables(environment);
   // exec_error: exec's errno back to us, so that "no such command" is tprof's error. go: the
   // child waits on it until it is traced, so that its exec is seen.
   int exec_error_pipe[2], go_pipe[2];
@@ -89,23 +136,7 @@ pid_t Tracees::launch(const std::vector<std::string>& command, const std::vector
     throw Error(errno_message("cannot start " + command.front(), errno));
   const pid_t child = fork();
   if (child < 0) throw Error(errno_message("cannot start " + command.front(), errno));
-  if (child == 0) {
-    close(exec_error_pipe[0]);
-    close(go_pipe[1]);
-    char go = 0;
-    if (read(go_pipe[0], &go, 1) != 1) _exit(127);  // tprof died before tracing it
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);  // tprof blocks its stop signals and SIGCHLD; the command must not
-    for (const std::string& variable : environment) putenv(const_cast<char*>(variable.c_str()));
-    std::vector<char*> argv;
-    for (const std::string& argument : command) argv.push_back(const_cast<char*>(argument.c_str()));
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    const int exec_error = errno;
-    (void)!write(exec_error_pipe[1], &exec_error, sizeof(exec_error));
-    _exit(127);
-  }
+  if (child == 0) run_command_when_traced(go_pipe[0], exec_error_pipe[1], argv.data(), envp.data());
   close(exec_error_pipe[1]);
   close(go_pipe[0]);
   command_ = child;
@@ -117,13 +148,12 @@ pid_t Tracees::launch(const std::vector<std::string>& command, const std::vector
   int exec_error = 0;
   const ssize_t got = read(exec_error_pipe[0], &exec_error, sizeof(exec_error));
   close(exec_error_pipe[0]);
-  if (seized != 0 || got == sizeof(exec_error)) {
-    if (seized == 0) handle_events();  // its exit, if traced
-    waitpid(child, nullptr, 0);
-    if (seized != 0) throw Error(errno_message("cannot trace " + command.front() + " to hold it at torch's load (ptrace)", seize_error));
-    throw Error(errno_message("cannot run " + command.front(), exec_error));
-  }
-  return child;
+  if (seized == 0 && got != sizeof(exec_error)) return child;
+  if (seized == 0) handle_events();  // its exit, if traced
+  waitpid(child, nullptr, 0);
+  if (seized != 0)
+    throw Error(errno_message("cannot trace " + command.front() + " to hold it at torch's load (ptrace)", seize_error));
+  throw Error(errno_message("cannot run " + command.front(), exec_error));
 }
 
 void Tracees::follow_running(pid_t pid, bool attached) {
@@ -176,6 +206,7 @@ void Tracees::on_exit(pid_t tid) {
   if (!known_.contains(tid)) return;  // a thread
   known_.erase(tid);
   attached_.erase(tid);
+  awaiting_device_library_.erase(tid);
   births_reported_.erase(tid);
   loader_probe_.unlink(tid);
 }
@@ -255,6 +286,7 @@ void Tracees::on_new_process(pid_t pid, int birth_event) {
 // would follow it into the new image, whose libtorch may sit at the same offsets.
 void Tracees::on_exec(pid_t pid) {
   if (pid == 0) return;
+  awaiting_device_library_.erase(pid);
   if (attached_.erase(pid) > 0) requests_.image_replaced(pid);
   probe_loader_of(pid);
 }
@@ -276,6 +308,11 @@ void Tracees::hold(pid_t tid) {
     attach_held(pid, tid);
     return;
   }
+  if (holding_ && awaiting_device_library_.contains(pid) && maps_library(pid, kDeviceLibraryPrefix)) {
+    awaiting_device_library_.erase(pid);
+    loader_probe_.unlink(pid);
+    requests_.device_library_loaded(pid);
+  }
   resume(tid, 0);
 }
 
@@ -283,8 +320,13 @@ void Tracees::attach_held(pid_t pid, pid_t tid) {
   // Fault injection for the e2e test that a target held by a tprof that dies runs on unharmed.
   if (std::getenv("TPROF_TEST_DIE_WHILE_HOLDING")) ::raise(SIGKILL);
   attached_.insert(pid);
-  loader_probe_.unlink(pid);  // attached: later dlopens need no hold
   requests_.torch_loaded(pid);
+  // Later dlopens need no hold, but for CUDA's load of the injection library.
+  if (awaits_device_library(pid)) {
+    awaiting_device_library_.insert(pid);
+  } else {
+    loader_probe_.unlink(pid);
+  }
   resume(tid, 0);
 }
 

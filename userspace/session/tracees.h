@@ -22,6 +22,7 @@ class Tracees {
   struct Requests {
     std::function<void(pid_t pid)> torch_loaded;    // held with libtorch_cpu mapped: attach
     std::function<void(pid_t pid)> image_replaced;  // an attached process execs: its probes must go
+    std::function<void(pid_t pid)> device_library_loaded;  // CUDA loaded libtprof_cupti (cuInit)
     std::function<void(int status, const std::string& how)> command_ended;
   };
 
@@ -62,7 +63,10 @@ class Tracees {
   LoadHoldProbe loader_probe_;
   pid_t command_ = 0;
   bool holding_ = true;
-  std::set<pid_t> attached_;  // held and attached: not held again
+  std::set<pid_t> attached_;  // held and attached: not held again for torch
+  // Attached processes started with CUDA_INJECTION64_PATH whose CUDA has not loaded the library
+  // yet: held again when it does, so that its activity is recorded from cuInit on.
+  std::set<pid_t> awaiting_device_library_;
   std::set<pid_t> known_;     // processes traced (their threads' first stops are not new processes)
   // A new process and its parent's report of it come in either order: whichever comes first
   // waits here for the other (a child stays stopped until then). The value: fork or vfork.
