@@ -1351,7 +1351,8 @@ TEST_F(RefusalTest, UsageErrorsExitTwoInOneLine) {
   for (const std::vector<std::string>& arguments :
        {std::vector<std::string>{"attach", "1", "--duration", "nan"}, {"attach", "1", "--duration", "inf"},
         {"attach", "1", "--start-at", "nan"}, {"attach", "1", "--no-such-option"}, {"attach"},
-        {"record", "--duration", "-nan", "--", "true"}, {}}) {
+        {"record", "--duration", "-nan", "--", "true"}, {"attach", "1", "--children", "--start-at", "4000000000"},
+        {}}) {
     SCOPED_TRACE(join_lines(arguments));
     int exit_code = 0;
     expect_refusal(arguments, {}, nullptr, &exit_code);

@@ -324,15 +324,17 @@ int main(int argc, char** argv) {
   attach->add_option("--match", options.match,
                      "Also every process whose command line matches this regular expression (all the ranks "
                      "of a job: --match 'train.py')");
-  attach->add_flag("--children,--follow", options.follow_children,
+  CLI::Option* children = attach->add_flag("--children,--follow", options.follow_children,
                    "Also the processes the targets start (torchrun's workers, DataLoader workers, spawned "
                    "processes), each recorded from its first op: held at its load of torch (or at its fork, "
                    "when it inherits it) until its probes are in. The targets are traced (ptrace) meanwhile");
+  // A child started before the window opened would wait for it, held.
   attach->add_option("--start-at", options.start_at_unix_s,
                      "Unix time (s) at which recording starts, attached beforehand, so that tprof on "
                      "several nodes records the same window (with --duration): --start-at $(date -d '+1 min' +%s)")
       ->check(kFinite)
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber)
+      ->excludes(children);
   attach->add_option("--output-dir", options.output_directory,
                      "Where each target's files go, named <host>_<pid>[_rank<R>].<unix_ns>.pt.trace.json "
                      "(default: the current directory)")

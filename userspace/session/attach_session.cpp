@@ -185,10 +185,6 @@ bool wait_for_window(const AttachOptions& options, const UniqueFd& stop_signals,
   }
 }
 
-}  // namespace
-
-namespace {
-
 // The recording loop's view of a session's targets.
 RecordingLoopHooks loop_hooks(Recordings& recordings, Console& console) {
   RecordingLoopHooks hooks;
