@@ -1404,5 +1404,19 @@ TEST_F(RefusalTest, MissingPrivilegeNamesTheCapability) {
   workload.finish();
 }
 
+// `tprof record` says so before it starts the command (which would otherwise run unrecorded).
+TEST_F(RefusalTest, RecordWithoutPrivilegesNamesTheCapabilityAndRunsNothing) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to start tprof as another user";
+  // In /tmp, where user nobody could create it.
+  const fs::path ran = fs::path("/tmp") / ("tprof-record-ran-" + std::to_string(getpid()));
+  fs::remove(ran);
+  std::string error;
+  expect_refusal({"record", "--", "touch", ran.string()},
+                 {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"}, &error);
+  EXPECT_NE(error.find("CAP_BPF"), std::string::npos) << error;
+  EXPECT_FALSE(fs::exists(ran));
+  fs::remove(ran);
+}
+
 }  // namespace
 }  // namespace tprof::test

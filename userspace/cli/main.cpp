@@ -17,7 +17,9 @@
 #include "userspace/assemble/step_schedule.h"
 #include "userspace/session/attach_session.h"
 #include "userspace/session/doctor.h"
+#include "userspace/loader/uprobe_multi.h"
 #include "userspace/session/launch.h"
+#include "userspace/session/privileges.h"
 #include "userspace/session/process_holder.h"
 #include "userspace/cli/error.h"
 #include "userspace/cli/report.h"
@@ -291,6 +293,9 @@ int record_command(const std::vector<std::string>& command, tprof::AttachOptions
   for (const int signal : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop_signals, signal);
   sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
   if (options.follow) tprof::require_default_names_for_several(options);
+  // Before the command starts: a missing privilege is said as such, not as a BPF load failure.
+  tprof::require_tracing_privileges(::geteuid());
+  tprof::require_uprobe_multi_kernel();
   std::vector<std::string> environment;
   if (const auto library = tprof::injection_library_path()) {
     environment = tprof::injection_environment(*library);

@@ -70,6 +70,42 @@ struct ProcessHolder::Shared {
     pending.reset();
   }
 
+  // What the traced processes ask of the session, through this.
+  Tracees::Requests requests() {
+    return {.torch_loaded = [this](pid_t pid) { ask({Kind::kTorchLoaded, pid}); },
+            .image_replaced = [this](pid_t pid) { ask({Kind::kImageReplaced, pid}); },
+            .device_library_loaded = [this](pid_t pid) { ask({Kind::kDeviceLibraryLoaded, pid}); },
+            .command_ended =
+                [this](int status, const std::string& how) {
+                  std::lock_guard lock(mutex);
+                  command_status = status;
+                  command_end = how;
+                  notify(session_wake);
+                }};
+  }
+
+  // The service thread's loop: answers every stop as it comes, until the holder goes.
+  void serve(Tracees& tracees) {
+    bool tracees_holding = true;
+    for (;;) {
+      pollfd ready[2] = {{.fd = child_signals.get(), .events = POLLIN, .revents = 0},
+                         {.fd = service_wake.get(), .events = POLLIN, .revents = 0}};
+      if (::poll(ready, 2, -1) < 0 && errno != EINTR) return;
+      signalfd_siginfo signal;
+      while (::read(child_signals.get(), &signal, sizeof(signal)) == sizeof(signal)) {
+      }
+      drain(service_wake.get());
+      tracees.handle_events();
+      std::lock_guard lock(mutex);
+      if (tracees_holding && !holding) {
+        tracees.stop_holding();
+        tracees_holding = false;
+      }
+      holds_refused = tracees.holds_refused();
+      if (quit) return;
+    }
+  }
+
   std::mutex mutex;
   std::condition_variable answer_given;
   std::optional<Request> pending;
@@ -101,42 +137,19 @@ ProcessHolder::ProcessHolder(const std::vector<pid_t>& running, const std::set<p
 void ProcessHolder::start(bool follow, std::function<pid_t(Tracees&)> begin) {
   std::promise<pid_t> started;
   std::future<pid_t> begun = started.get_future();
-  service_ = std::thread([this, follow, &begin, &started] {
-    Shared& shared = *shared_;
-    Tracees tracees(follow, {.torch_loaded = [&](pid_t pid) { shared.ask({Shared::Kind::kTorchLoaded, pid}); },
-                             .image_replaced = [&](pid_t pid) { shared.ask({Shared::Kind::kImageReplaced, pid}); },
-                             .device_library_loaded =
-                                 [&](pid_t pid) { shared.ask({Shared::Kind::kDeviceLibraryLoaded, pid}); },
-                             .command_ended =
-                                 [&](int status, const std::string& how) {
-                                   std::lock_guard lock(shared.mutex);
-                                   shared.command_status = status;
-                                   shared.command_end = how;
-                                   notify(shared.session_wake);
-                                 }});
+  service_ = std::thread([shared = shared_, follow, &begin, &started] {
+    std::optional<Tracees> tracees;
     try {
-      started.set_value(begin(tracees));
+      tracees.emplace(follow, shared->requests());
+      started.set_value(begin(*tracees));
     } catch (...) {
       started.set_exception(std::current_exception());
       return;
     }
-    bool holding = true;
-    for (;;) {
-      pollfd ready[2] = {{.fd = shared.child_signals.get(), .events = POLLIN, .revents = 0},
-                         {.fd = shared.service_wake.get(), .events = POLLIN, .revents = 0}};
-      if (::poll(ready, 2, -1) < 0 && errno != EINTR) break;
-      signalfd_siginfo signal;
-      while (::read(shared.child_signals.get(), &signal, sizeof(signal)) == sizeof(signal)) {
-      }
-      drain(shared.service_wake.get());
-      tracees.handle_events();
-      std::lock_guard lock(shared.mutex);
-      if (holding && !shared.holding) {
-        tracees.stop_holding();
-        holding = false;
-      }
-      shared.holds_refused = tracees.holds_refused();
-      if (shared.quit) break;
+    try {
+      shared->serve(*tracees);
+    } catch (...) {
+      // Nothing is left to answer the tracees: the kernel detaches them as this thread ends.
     }
   });
   try {
