@@ -164,6 +164,7 @@ struct RecordingFlags {
   bool no_execution_trace = false;
   bool no_python = false;
   bool no_shapes = false;
+  bool no_plan_cache = false;
 };
 
 // A number that is neither NaN nor infinite: range checks compare, and NaN passes every comparison.
@@ -206,6 +207,10 @@ void add_recording_options(CLI::App& command, tprof::AttachOptions& options, Rec
   command.add_flag("--no-shapes", flags.no_shapes,
                    "Record ops without their inputs (Input Dims/type/Strides, Concrete Inputs) and "
                    "outputs, which costs less per op");
+  command.add_flag("--no-plan-cache", flags.no_plan_cache,
+                   "Plan libtorch_cpu's probes anew and keep no plan on disk; by default a plan is kept per "
+                   "torch build in /var/cache/tprof/plans ($TPROF_PLAN_CACHE_DIR), so that attaching again "
+                   "skips reading the library");
   command.add_option("--sample-hz", options.sample_hz,
                      "Rate of the stack sampler that bounds python_function spans between ops, per CPU")
       ->capture_default_str()
@@ -219,6 +224,7 @@ void apply_recording_flags(const CLI::App& command, const RecordingFlags& flags,
   options.ring_buffer_bytes = flags.buffer_mb << 20;
   options.python_stacks = !flags.no_python;
   options.record_shapes = !flags.no_shapes;
+  options.plan_cache = !flags.no_plan_cache;
   options.execution_trace = !flags.no_execution_trace;
   options.output_mode = *parse_file_mode(flags.mode);
 }

@@ -10,6 +10,7 @@
 
 #include "userspace/cli/console.h"
 #include "userspace/cli/error.h"
+#include "userspace/session/plan_cache.h"
 #include "userspace/session/recording_loop.h"
 #include "userspace/session/session_tracer.h"
 #include "userspace/session/stop_signals.h"
@@ -31,7 +32,12 @@ constexpr uint64_t kDrainTimeLimitNs = 500'000'000;
 class Recordings {
  public:
   Recordings(const AttachOptions& options, const MonotonicToUnix& clock, Console& console, bool labelled)
-      : options_(options), clock_(clock), console_(console), labelled_(labelled), session_(options.ring_buffer_bytes) {}
+      : options_(options),
+        clock_(clock),
+        console_(console),
+        labelled_(labelled),
+        session_(options.ring_buffer_bytes),
+        library_plans_(options.plan_cache ? std::make_unique<PlanCache>(PlanCache::default_directory()) : nullptr) {}
 
   // Plans, loads and starts one target. The first one started sets the base time all share.
   void add(pid_t pid) {

@@ -90,7 +90,7 @@ std::optional<OpProbes> plan_torch_probes(const TargetProcess& target, bool reco
                                           TorchLibraryPlans& library_plans, Console& console) {
   const auto torch_library = target.find_mapped_library(kTorchLibraryPrefix);
   if (!torch_library) return std::nullopt;
-  auto library_plan = library_plans.plan_for(*torch_library, record_shapes, console);
+  auto library_plan = library_plans.plan_for(*torch_library, record_shapes, console).plan;
   OpProbes probes{*torch_library, library_plan, library_plan->plan, {}, std::nullopt};
   probes.plan.sites.binary_path = torch_library->host_path;
   if (record_shapes) calibrate_tensors(target, probes, console);
