@@ -15,6 +15,7 @@
 
 #include "exporters/partial_recovery.h"
 #include "userspace/assemble/step_schedule.h"
+#include "userspace/assemble/wall_clock.h"
 #include "userspace/session/attach_session.h"
 #include "userspace/session/doctor.h"
 #include "userspace/session/launch.h"
@@ -315,6 +316,8 @@ int record_command(const std::vector<std::string>& command, tprof::AttachOptions
 }  // namespace
 
 int main(int argc, char** argv) {
+  // What a target's `attached` line counts from: tprof's start, as whoever waits for it sees it.
+  const uint64_t started_ns = tprof::monotonic_now_ns();
   // A closed stdout or stderr pipe (`tprof ... 2>&1 | head`) must not kill tprof mid-write,
   // least of all between a recording and its files: a failed write is only a lost message.
   std::signal(SIGPIPE, SIG_IGN);
@@ -415,6 +418,7 @@ int main(int argc, char** argv) {
   if (doctor->parsed())
     return print_doctor_report(doctor->count("pid") > 0 ? std::optional<pid_t>(doctor_pid) : std::nullopt);
   apply_recording_flags(record->parsed() ? *record : *attach, flags, options);
+  if (attach->parsed()) options.started_ns = started_ns;
   if (attach->parsed() && !schedule_text.empty()) {
     std::string error;
     options.schedule = tprof::StepSchedule::parse(schedule_text, &error);

@@ -33,6 +33,7 @@ class Recordings {
  public:
   Recordings(const AttachOptions& options, const MonotonicToUnix& clock, Console& console, bool labelled)
       : options_(options),
+        later_options_(counted_from_own_planning(options)),
         clock_(clock),
         console_(console),
         labelled_(labelled),
@@ -40,8 +41,8 @@ class Recordings {
         library_plans_(options.plan_cache ? std::make_unique<PlanCache>(PlanCache::default_directory()) : nullptr) {}
 
   // Plans, loads and starts one target. The first one started sets the base time all share.
-  void add(pid_t pid) {
-    TargetRecording& recording = prepare(pid);
+  void add(pid_t pid, bool found_later = false) {
+    TargetRecording& recording = prepare(pid, found_later);
     recording.start(base_time_unix_ns_);
     if (base_time_unix_ns_ == 0) base_time_unix_ns_ = unix_now_ns();
   }
@@ -142,17 +143,18 @@ class Recordings {
           continue;
         }
         console_.line("child " + std::to_string(child) + " (" + process.name() + ") of a target: attaching");
-        add(child);
+        add(child, /*found_later=*/true);
       } catch (const std::exception& error) {
         give_up(child, error.what());
       }
     }
   }
 
-  TargetRecording& prepare(pid_t pid) {
+  TargetRecording& prepare(pid_t pid, bool found_later = false) {
     Console& console = labelled_ ? *consoles_.emplace_back(std::make_unique<Console>(options_.quiet, "pid " + std::to_string(pid)))
                                  : console_;
-    recordings_.push_back(std::make_unique<TargetRecording>(options_, pid, session_, library_plans_, clock_, console));
+    recordings_.push_back(std::make_unique<TargetRecording>(found_later ? later_options_ : options_, pid, session_,
+                                                            library_plans_, clock_, console));
     traced_.insert(pid);
     return *recordings_.back();
   }
@@ -162,7 +164,15 @@ class Recordings {
     console_.line("not recording child " + std::to_string(child) + ": " + why);
   }
 
+  // A target found while recording (--children) tells how long its own attach took, not how
+  // long since tprof started.
+  static AttachOptions counted_from_own_planning(AttachOptions options) {
+    options.started_ns = 0;
+    return options;
+  }
+
   const AttachOptions& options_;
+  const AttachOptions later_options_;
   MonotonicToUnix clock_;
   Console& console_;
   const bool labelled_;  // several targets: each one's console lines say whose they are

@@ -42,6 +42,9 @@ struct AttachOptions {
   // Optimizer.step ends one.
   std::string step_function;
   bool quiet = false;
+  // Monotonic: when tprof started, which a target's `attached` line counts from; 0: from when
+  // its planning began (a target found later, `tprof record`'s).
+  uint64_t started_ns = 0;
   SummaryOptions summary;            // the table printed at the end
 };
 
