@@ -8,22 +8,6 @@ namespace {
 
 bool by_address(const DefinedSymbol& a, const DefinedSymbol& b) { return a.address < b.address; }
 
-// Symbols of one kind do not overlap, except aliases (C1/C2 constructors, identical code
-// folded together), which share their start: among the symbols starting at the greatest
-// address not above `address`, the one long enough to reach it.
-const DefinedSymbol* containing(const std::vector<DefinedSymbol>& sorted, uint64_t address) {
-  auto after = std::upper_bound(
-      sorted.begin(), sorted.end(), address,
-      [](uint64_t value, const DefinedSymbol& symbol) { return value < symbol.address; });
-  if (after == sorted.begin()) return nullptr;
-  const uint64_t start = std::prev(after)->address;
-  for (auto candidate = std::prev(after); candidate->address == start; --candidate) {
-    if (address - start < candidate->size) return &*candidate;
-    if (candidate == sorted.begin()) break;
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 DefinedSymbols::DefinedSymbols(const ElfFile& elf) {
@@ -68,11 +52,11 @@ const DefinedSymbol* DefinedSymbols::find_first(
 }
 
 const DefinedSymbol* DefinedSymbols::function_containing(uint64_t address) const {
-  return containing(functions_, address);
+  return symbol_containing(functions_, address);
 }
 
 const DefinedSymbol* DefinedSymbols::object_containing(uint64_t address) const {
-  return containing(objects_, address);
+  return symbol_containing(objects_, address);
 }
 
 uint64_t probe_offset(const DefinedSymbol* symbol, const SectionMap& sections) {

@@ -2,7 +2,9 @@
 // code-reading symbolizers start from when a library has only .dynsym.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <span>
 #include <string_view>
 #include <unordered_map>
@@ -48,6 +50,24 @@ class DefinedSymbols {
   // Positions rather than pointers, so that copies stay valid: (is a function, index).
   std::unordered_map<std::string_view, std::pair<bool, size_t>> by_name_;
 };
+
+// Among `sorted` (symbols of one kind, by address; anything with an address and a size), the
+// one whose bytes include `address`; nullptr when none does. Symbols of one kind do not overlap,
+// except aliases (C1/C2 constructors, identical code folded together), which share their start:
+// among the symbols starting at the greatest address not above `address`, the one long enough
+// to reach it.
+template <typename Symbol>
+const Symbol* symbol_containing(const std::vector<Symbol>& sorted, uint64_t address) {
+  auto after = std::upper_bound(sorted.begin(), sorted.end(), address,
+                                [](uint64_t value, const Symbol& symbol) { return value < symbol.address; });
+  if (after == sorted.begin()) return nullptr;
+  const uint64_t start = std::prev(after)->address;
+  for (auto candidate = std::prev(after); candidate->address == start; --candidate) {
+    if (address - start < candidate->size) return &*candidate;
+    if (candidate == sorted.begin()) break;
+  }
+  return nullptr;
+}
 
 // Where a uprobe on `symbol` goes (SectionMap::file_offset_of); 0, which the probe-site
 // structs read as "not exported", when `symbol` is nullptr or lies in no section stored in the

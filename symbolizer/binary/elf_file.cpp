@@ -1,7 +1,6 @@
 #include "symbolizer/binary/elf_file.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -94,16 +93,6 @@ void ElfFile::for_each_symbol(const ElfSection& symbol_table,
     }
     visit(entry);
   }
-}
-
-void ElfFile::release_pages() const {
-  size_t size = 0;
-  char* image = elf_rawfile(elf_.get(), &size);
-  if (image == nullptr || size == 0) return;
-  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const auto start = reinterpret_cast<uintptr_t>(image) & ~(page - 1);
-  // A hint: where the kernel declines (no MADV_PAGEOUT before 5.4), nothing changes.
-  (void)::madvise(reinterpret_cast<void*>(start), size + (reinterpret_cast<uintptr_t>(image) - start), MADV_PAGEOUT);
 }
 
 }  // namespace tprof::symbolizer

@@ -32,11 +32,6 @@ class ElfFile {
 
   const std::string& path() const { return path_; }
 
-  // Hands the file's pages back to the kernel (MADV_PAGEOUT on libelf's mapping): a library
-  // of hundreds of MiB, read through once while planning, then no longer counts in tprof's
-  // resident memory while it records. Contents are kept; pages read later fault back in.
-  void release_pages() const;
-
   void for_each_section(const std::function<void(const ElfSection&)>& visit) const;
 
   // The section with index `index` (a symbol's st_shndx); throws if there is none.

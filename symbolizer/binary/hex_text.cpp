@@ -10,4 +10,15 @@ std::string hex(uint64_t value) {
   return text;
 }
 
+std::string hex_bytes(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string text;
+  text.reserve(bytes.size() * 2);
+  for (const unsigned char byte : bytes) {
+    text += kDigits[byte >> 4];
+    text += kDigits[byte & 0xf];
+  }
+  return text;
+}
+
 }  // namespace tprof::symbolizer

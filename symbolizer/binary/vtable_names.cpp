@@ -2,12 +2,16 @@
 
 namespace tprof::symbolizer {
 
-VtableNames::VtableNames(const DefinedSymbols& symbols) : symbols_(symbols) {}
+VtableNames::VtableNames(const DefinedSymbols& symbols) {
+  objects_.reserve(symbols.objects().size());
+  for (const DefinedSymbol& object : symbols.objects())
+    objects_.push_back({object.address, object.size, object.name.starts_with("_ZTV") ? std::string(object.name) : ""});
+}
 
 std::optional<std::string> VtableNames::class_at(uint64_t vptr_address) const {
-  const DefinedSymbol* vtable = symbols_.object_containing(vptr_address);
-  if (vtable == nullptr || !vtable->name.starts_with("_ZTV")) return std::nullopt;
-  return class_of_rtti_symbol(vtable->name);
+  const Object* vtable = symbol_containing(objects_, vptr_address);
+  if (vtable == nullptr || vtable->vtable.empty()) return std::nullopt;
+  return class_of_rtti_symbol(vtable->vtable);
 }
 
 std::optional<std::string> VtableNames::node_name_at(uint64_t vptr_address) const {

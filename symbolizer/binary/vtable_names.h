@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "symbolizer/binary/defined_symbols.h"
 #include "symbolizer/autograd/node_names.h"
@@ -14,8 +15,23 @@ namespace tprof::symbolizer {
 
 class VtableNames {
  public:
-  // `symbols` (the library's, e.g. LibraryIndex::symbols) must outlive this.
+  // An object the file defines, as DefinedSymbols has it.
+  struct Object {
+    uint64_t address = 0;
+    uint64_t size = 0;
+    std::string vtable;  // its mangled name when it is a vtable (_ZTV...); empty for any other object
+
+    bool operator==(const Object&) const = default;
+  };
+
+  // Copies what it needs of `symbols`: names are asked for while recording, long after the
+  // library's file was read and closed.
   explicit VtableNames(const DefinedSymbols& symbols);
+  // `objects` as objects() gave them (the plan cache).
+  explicit VtableNames(std::vector<Object> objects) : objects_(std::move(objects)) {}
+
+  // Every object, by address: the others too, since a vptr in one of them is in no vtable.
+  const std::vector<Object>& objects() const { return objects_; }
 
   // The class whose vtable holds `vptr_address` (a link-time address: the runtime vptr minus
   // the load bias), demangled: "torch::autograd::generated::MmBackward0". An object's vptr
@@ -27,7 +43,7 @@ class VtableNames {
   std::optional<std::string> node_name_at(uint64_t vptr_address) const;
 
  private:
-  const DefinedSymbols& symbols_;
+  std::vector<Object> objects_;
 };
 
 }  // namespace tprof::symbolizer

@@ -44,7 +44,8 @@ std::vector<symbolizer::OpArgumentPlan> plans() {
   std::vector<symbolizer::OpArgumentPlan> plans;
   for (const auto& types : kInputTypes) {
     symbolizer::OpArgumentPlan plan;
-    for (const std::string& type : types) plan.inputs.push_back({.name = "a", .schema_type = type, .cxx_type = "", .bpf = {}});
+    for (const std::string& type : types)
+      plan.inputs.push_back({.name = "a", .schema_type = type, .cxx_type = "", .bpf = {}, .xmm_register = {}});
     plan.return_types = {"Tensor", "int", "Tensor[]"};
     plans.push_back(std::move(plan));
   }

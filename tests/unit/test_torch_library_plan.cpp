@@ -1,14 +1,16 @@
 // The plan of a libtorch_cpu file, made once per session and shared by every target that maps
 // the file (the ranks of a job), whatever path each reaches it by; a plan with shapes and one
 // without are different plans. Checked on the real libraries (Debian's torch 1.13, torch 2.6
-// in the trixie root).
+// in the trixie root). With a plan cache, the next session reads the plan back instead.
 #include "userspace/session/torch_library_plan.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
+#include "tests/support/process_harness.h"
 #include "tests/support/torch_libraries.h"
+#include "userspace/session/plan_cache.h"
 
 namespace tprof {
 namespace {
@@ -31,10 +33,12 @@ class TorchLibraryPlanTest : public ::testing::TestWithParam<testing::TorchInsta
 
 TEST_P(TorchLibraryPlanTest, IsMadeOncePerFileAndShapesSetting) {
   TorchLibraryPlans plans;
-  const auto first = plans.plan_for(mapped(""), /*record_shapes=*/true, console_);
+  const auto [first, first_source] = plans.plan_for(mapped(""), /*record_shapes=*/true, console_);
+  EXPECT_EQ(first_source, PlanSource::kPlanned);
   const auto through_another_root = plans.plan_for(mapped("/proc/self/root"), true, console_);
-  EXPECT_EQ(first.get(), through_another_root.get()) << "one plan for one file, whatever the path";
-  const auto without_shapes = plans.plan_for(mapped(""), /*record_shapes=*/false, console_);
+  EXPECT_EQ(first.get(), through_another_root.plan.get()) << "one plan for one file, whatever the path";
+  EXPECT_EQ(through_another_root.source, PlanSource::kSession);
+  const auto without_shapes = plans.plan_for(mapped(""), /*record_shapes=*/false, console_).plan;
   EXPECT_NE(first.get(), without_shapes.get());
 
   const TorchLibraryPlan& plan = *first;
@@ -52,6 +56,20 @@ TEST_P(TorchLibraryPlanTest, IsMadeOncePerFileAndShapesSetting) {
   EXPECT_TRUE(without_shapes->argument_plans.empty());
   EXPECT_TRUE(without_shapes->spills.sites.offsets.empty());
   EXPECT_EQ(without_shapes->plan.sites.offsets, plan.plan.sites.offsets) << "the same sites";
+}
+
+TEST_P(TorchLibraryPlanTest, TheNextSessionReadsItsPlanFromTheCache) {
+  test::ScratchDirectory scratch;
+  const std::string directory = (scratch.path() / "plans").string();
+  TorchLibraryPlans first_session(std::make_unique<PlanCache>(directory));
+  const auto made = first_session.plan_for(mapped(""), /*record_shapes=*/true, console_);
+  EXPECT_EQ(made.source, PlanSource::kPlanned);
+  TorchLibraryPlans next_session(std::make_unique<PlanCache>(directory));
+  const auto read_back = next_session.plan_for(mapped(""), /*record_shapes=*/true, console_);
+  EXPECT_EQ(read_back.source, PlanSource::kPlanCache);
+  EXPECT_EQ(read_back.plan->plan.sites.offsets, made.plan->plan.sites.offsets);
+  EXPECT_EQ(read_back.plan->notes, made.plan->notes) << "said again";
+  EXPECT_EQ(next_session.plan_for(mapped(""), true, console_).source, PlanSource::kSession);
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch, TorchLibraryPlanTest,

@@ -15,6 +15,7 @@
 
 #include "exporters/partial_recovery.h"
 #include "userspace/assemble/step_schedule.h"
+#include "userspace/assemble/wall_clock.h"
 #include "userspace/session/attach_session.h"
 #include "userspace/session/doctor.h"
 #include "userspace/loader/uprobe_multi.h"
@@ -170,6 +171,7 @@ struct RecordingFlags {
   bool no_execution_trace = false;
   bool no_python = false;
   bool no_shapes = false;
+  bool no_plan_cache = false;
 };
 
 // A number that is neither NaN nor infinite: range checks compare, and NaN passes every comparison.
@@ -212,6 +214,10 @@ void add_recording_options(CLI::App& command, tprof::AttachOptions& options, Rec
   command.add_flag("--no-shapes", flags.no_shapes,
                    "Record ops without their inputs (Input Dims/type/Strides, Concrete Inputs) and "
                    "outputs, which costs less per op");
+  command.add_flag("--no-plan-cache", flags.no_plan_cache,
+                   "Plan libtorch_cpu's probes anew and keep no plan on disk; by default a plan is kept per "
+                   "torch build in /var/cache/tprof/plans ($TPROF_PLAN_CACHE_DIR), so that attaching again "
+                   "skips reading the library");
   command.add_option("--sample-hz", options.sample_hz,
                      "Rate of the stack sampler that bounds python_function spans between ops, per CPU")
       ->capture_default_str()
@@ -225,6 +231,7 @@ void apply_recording_flags(const CLI::App& command, const RecordingFlags& flags,
   options.ring_buffer_bytes = flags.buffer_mb << 20;
   options.python_stacks = !flags.no_python;
   options.record_shapes = !flags.no_shapes;
+  options.plan_cache = !flags.no_plan_cache;
   options.execution_trace = !flags.no_execution_trace;
   options.output_mode = *parse_file_mode(flags.mode);
 }
@@ -309,6 +316,8 @@ int record_command(const std::vector<std::string>& command, tprof::AttachOptions
 }  // namespace
 
 int main(int argc, char** argv) {
+  // What a target's `attached` line counts from: tprof's start, as whoever waits for it sees it.
+  const uint64_t started_ns = tprof::monotonic_now_ns();
   // A closed stdout or stderr pipe (`tprof ... 2>&1 | head`) must not kill tprof mid-write,
   // least of all between a recording and its files: a failed write is only a lost message.
   std::signal(SIGPIPE, SIG_IGN);
@@ -419,6 +428,7 @@ int main(int argc, char** argv) {
   if (doctor->parsed())
     return print_doctor_report(doctor->count("pid") > 0 ? std::optional<pid_t>(doctor_pid) : std::nullopt);
   apply_recording_flags(record->parsed() ? *record : *attach, flags, options);
+  if (attach->parsed()) options.started_ns = started_ns;
   if (attach->parsed() && !schedule_text.empty()) {
     std::string error;
     options.schedule = tprof::StepSchedule::parse(schedule_text, &error);

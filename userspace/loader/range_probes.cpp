@@ -7,68 +7,74 @@
 namespace tprof {
 namespace {
 
-// Where the dynamic linker stores the {module id, offset} pair of libtorch's __tls_get_addr
-// call for the counter, in the target; the probes read it there, once it is relocated.
-std::optional<RangeProbes::SequenceCounterTls> locate_sequence_counter(const symbolizer::LibraryIndex& library,
-                                                                        uint64_t load_address, std::string* why_not) {
-  const auto location = symbolizer::find_sequence_counter(library, why_not);
-  if (!location) return std::nullopt;
-  return RangeProbes::SequenceCounterTls{load_address + location->tls_index_address, location->field_offset};
+// Where the counter is, read off the library's code; an exception is a reason like any other.
+void note_sequence_counter(const symbolizer::LibraryIndex& library, RangeSites& sites) {
+  try {
+    sites.sequence_counter = symbolizer::find_sequence_counter(library, &sites.no_sequence_counter_why);
+  } catch (const std::exception& error) {
+    sites.no_sequence_counter_why = error.what();
+  }
 }
 
 }  // namespace
 
-RangeSites::RangeSites(const std::string& host_path)
-    : elf_(std::make_unique<symbolizer::ElfFile>(host_path)), index_(std::make_unique<symbolizer::LibraryIndex>(*elf_)) {
+RangeSites find_range_sites(const symbolizer::LibraryIndex& library) {
+  RangeSites sites;
   // Each of these is extra to the ops: a library they cannot read is said once per target, and
   // the ops are recorded anyway.
   try {
-    annotations_ = symbolizer::find_record_function_sites(*index_);
+    sites.annotations = symbolizer::find_record_function_sites(library);
   } catch (const std::exception& error) {
-    annotations_.source = error.what();
+    sites.annotations.source = error.what();
   }
-  annotations_found_ = !annotations_.enter_functions.empty() && annotations_.user_scope_constructor != 0 &&
-                       annotations_.end != 0;
   try {
-    autograd_ = symbolizer::find_autograd_sites(*index_);
-    if (autograd_.evaluate_function != 0) vtables_.emplace(index_->symbols);
+    sites.autograd = symbolizer::find_autograd_sites(library);
+    if (sites.autograd.evaluate_function != 0) sites.vtables.emplace(library.symbols);
   } catch (const std::exception& error) {
-    autograd_ = {};
-    autograd_.source = error.what();
+    sites.autograd = {};
+    sites.autograd.source = error.what();
   }
-  autograd_found_ = autograd_.evaluate_function != 0 && vtables_.has_value();
+  if (sites.autograd_found()) note_sequence_counter(library, sites);
+  return sites;
 }
+
+bool RangeSites::annotations_found() const {
+  return !annotations.enter_functions.empty() && annotations.user_scope_constructor != 0 && annotations.end != 0;
+}
+
+bool RangeSites::autograd_found() const { return autograd.evaluate_function != 0 && vtables.has_value(); }
 
 std::vector<uint64_t> RangeSites::range_function_addresses() const {
   std::vector<uint64_t> addresses;
-  if (!autograd_found_) return addresses;
-  addresses.push_back(autograd_.evaluate_function_address);
-  for (const auto& site : autograd_.apply_sites) addresses.push_back(site.address);
+  if (!autograd_found()) return addresses;
+  addresses.push_back(autograd.evaluate_function_address);
+  for (const auto& site : autograd.apply_sites) addresses.push_back(site.address);
   return addresses;
 }
 
 RangeProbes::RangeProbes(std::shared_ptr<const RangeSites> sites, const MappedLibrary& torch_library,
                          Console& console)
     : sites_(std::move(sites)), library_(torch_library) {
-  if (!sites_->annotations_found_)
+  if (!sites_->annotations_found())
     console.line("warning: no record_function() entry points found in " + torch_library.path_in_target +
-                 "; user annotations are not recorded (" + sites_->annotations_.source + ")");
-  if (!sites_->autograd_found_) {
+                 "; user annotations are not recorded (" + sites_->annotations.source + ")");
+  if (!sites_->autograd_found()) {
     console.line("warning: no torch::autograd::Engine::evaluate_function in " + torch_library.path_in_target +
-                 "; backward nodes are not recorded (" + sites_->autograd_.source + ")");
+                 "; backward nodes are not recorded (" + sites_->autograd.source + ")");
     return;
   }
-  std::string why_not;
-  try {
-    sequence_counter_ = locate_sequence_counter(*sites_->index_, torch_library.load_address, &why_not);
-  } catch (const std::exception& error) {
-    why_not = error.what();
+  // The probes read the {module id, offset} pair the dynamic linker stores there for
+  // __tls_get_addr, once it is relocated (a process held at torch's load is not yet).
+  if (!sites_->sequence_counter) {
+    console.line("warning: backward nodes are not linked to forward ops: " + sites_->no_sequence_counter_why);
+    return;
   }
-  if (!sequence_counter_) console.line("warning: backward nodes are not linked to forward ops: " + why_not);
+  sequence_counter_ = SequenceCounterTls{torch_library.load_address + sites_->sequence_counter->tls_index_address,
+                                         sites_->sequence_counter->field_offset};
 }
 
-uint32_t RangeProbes::node_sequence_nr_offset() const { return sites_->autograd_.sequence_nr_offset.value_or(0); }
-uint32_t RangeProbes::node_thread_id_offset() const { return sites_->autograd_.thread_id_offset.value_or(0); }
+uint32_t RangeProbes::node_sequence_nr_offset() const { return sites_->autograd.sequence_nr_offset.value_or(0); }
+uint32_t RangeProbes::node_thread_id_offset() const { return sites_->autograd.thread_id_offset.value_or(0); }
 
 UprobeSites RangeProbes::sites(const std::vector<uint64_t>& file_offsets) const {
   UprobeSites sites;
@@ -80,19 +86,19 @@ UprobeSites RangeProbes::sites(const std::vector<uint64_t>& file_offsets) const 
 
 void RangeProbes::attach(TargetProbes& probes) const {
   const RangeSites& found = *sites_;
-  if (found.annotations_found_)
-    probes.attach_annotations(sites(found.annotations_.enter_functions),
-                              sites({found.annotations_.user_scope_constructor}), sites({found.annotations_.end}));
-  if (found.autograd_found_) {
+  if (found.annotations_found())
+    probes.attach_annotations(sites(found.annotations.enter_functions),
+                              sites({found.annotations.user_scope_constructor}), sites({found.annotations.end}));
+  if (found.autograd_found()) {
     std::vector<uint64_t> apply_offsets;
-    for (const auto& site : found.autograd_.apply_sites) apply_offsets.push_back(site.file_offset);
-    probes.attach_autograd(sites({found.autograd_.evaluate_function}), sites(apply_offsets));
+    for (const auto& site : found.autograd.apply_sites) apply_offsets.push_back(site.file_offset);
+    probes.attach_autograd(sites({found.autograd.evaluate_function}), sites(apply_offsets));
   }
 }
 
 std::string RangeProbes::node_name(uint64_t vptr) const {
-  if (!sites_->vtables_ || vptr < library_.load_address) return "";
-  return sites_->vtables_->node_name_at(vptr - library_.load_address).value_or("");
+  if (!sites_->vtables || vptr < library_.load_address) return "";
+  return sites_->vtables->node_name_at(vptr - library_.load_address).value_or("");
 }
 
 }  // namespace tprof

@@ -12,9 +12,9 @@
 #include <sys/types.h>
 
 #include "symbolizer/autograd/autograd_sites.h"
-#include "symbolizer/binary/elf_file.h"
 #include "symbolizer/binary/library_index.h"
 #include "symbolizer/autograd/record_function_sites.h"
+#include "symbolizer/autograd/sequence_counter.h"
 #include "symbolizer/binary/vtable_names.h"
 #include "userspace/cli/console.h"
 #include "userspace/loader/op_tracer.h"
@@ -22,32 +22,26 @@
 
 namespace tprof {
 
-// What libtorch_cpu holds for these ranges, read from the file once for every process that maps
-// it: its symbols and sections, the record_function() and autograd entry points, the node
-// classes' vtables.
-class RangeSites {
- public:
-  // Reads the library at `host_path`; what is missing is kept as a reason, not thrown.
-  explicit RangeSites(const std::string& host_path);
+// What libtorch_cpu holds for these ranges, found once for every process that maps it
+// (find_range_sites), or read back from the plan cache: the record_function() and autograd
+// entry points, the node classes' vtables, where the autograd sequence counter is. Nothing here
+// reads the file again: tprof keeps recording with the library closed.
+struct RangeSites {
+  symbolizer::RecordFunctionSites annotations;
+  symbolizer::AutogradSites autograd;
+  std::optional<symbolizer::VtableNames> vtables;  // with autograd's evaluate_function
+  // With autograd's evaluate_function: where the counter is, or why that is not known.
+  std::optional<symbolizer::SequenceCounterLocation> sequence_counter;
+  std::string no_sequence_counter_why;
 
-  // libtorch_cpu's symbols and sections, read once for every search of its code.
-  const symbolizer::LibraryIndex& library_index() const { return *index_; }
+  bool annotations_found() const;
+  bool autograd_found() const;
   // Link-time addresses of the probed autograd functions, whose `ret`s close their ranges.
   std::vector<uint64_t> range_function_addresses() const;
-  // Planning is over: libtorch_cpu's pages stop counting in tprof's memory (node names fault
-  // back the few they read).
-  void release_library_pages() const { elf_->release_pages(); }
-
- private:
-  friend class RangeProbes;
-  std::unique_ptr<symbolizer::ElfFile> elf_;
-  std::unique_ptr<symbolizer::LibraryIndex> index_;  // read once for every search below
-  symbolizer::RecordFunctionSites annotations_;
-  symbolizer::AutogradSites autograd_;
-  std::optional<symbolizer::VtableNames> vtables_;
-  bool annotations_found_ = false;
-  bool autograd_found_ = false;
 };
+
+// Searches libtorch_cpu's code; what is missing is kept as a reason, not thrown.
+RangeSites find_range_sites(const symbolizer::LibraryIndex& library);
 
 // The ranges of one target: the library's sites where the target maps it, and its autograd
 // sequence counter.

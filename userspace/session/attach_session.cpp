@@ -12,6 +12,7 @@
 
 #include "userspace/cli/console.h"
 #include "userspace/cli/error.h"
+#include "userspace/session/plan_cache.h"
 #include "userspace/session/process_holder.h"
 #include "userspace/session/recording_loop.h"
 #include "userspace/session/session_tracer.h"
@@ -31,11 +32,17 @@ constexpr uint64_t kDrainTimeLimitNs = 500'000'000;
 class Recordings {
  public:
   Recordings(const AttachOptions& options, const MonotonicToUnix& clock, Console& console, bool labelled)
-      : options_(options), clock_(clock), console_(console), labelled_(labelled), session_(options.ring_buffer_bytes) {}
+      : options_(options),
+        later_options_(counted_from_own_planning(options)),
+        clock_(clock),
+        console_(console),
+        labelled_(labelled),
+        session_(options.ring_buffer_bytes),
+        library_plans_(options.plan_cache ? std::make_unique<PlanCache>(PlanCache::default_directory()) : nullptr) {}
 
   // Plans, loads and starts one target. The first one started sets the base time all share.
-  void add(pid_t pid) {
-    TargetRecording& recording = prepare(pid);
+  void add(pid_t pid, bool found_later = false) {
+    TargetRecording& recording = prepare(pid, found_later);
     recording.start(base_time_unix_ns_);
     if (base_time_unix_ns_ == 0) base_time_unix_ns_ = unix_now_ns();
   }
@@ -135,14 +142,23 @@ class Recordings {
     for (const auto& recording : recordings_) recording->flush_if_due(drain_ns);
   }
 
-  TargetRecording& prepare(pid_t pid) {
+  TargetRecording& prepare(pid_t pid, bool found_later = false) {
     Console& console = labelled_ ? *consoles_.emplace_back(std::make_unique<Console>(options_.quiet, "pid " + std::to_string(pid)))
                                  : console_;
-    recordings_.push_back(std::make_unique<TargetRecording>(options_, pid, session_, library_plans_, clock_, console));
+    recordings_.push_back(std::make_unique<TargetRecording>(found_later ? later_options_ : options_, pid, session_,
+                                                            library_plans_, clock_, console));
     return *recordings_.back();
   }
 
+  // A target found while recording (held: record, --children) tells how long its own attach took, not how
+  // long since tprof started.
+  static AttachOptions counted_from_own_planning(AttachOptions options) {
+    options.started_ns = 0;
+    return options;
+  }
+
   const AttachOptions& options_;
+  const AttachOptions later_options_;
   MonotonicToUnix clock_;
   Console& console_;
   const bool labelled_;  // several targets: each one's console lines say whose they are
@@ -201,7 +217,7 @@ ProcessHolder::Callbacks holder_callbacks(Recordings& recordings, Console& conso
   ProcessHolder::Callbacks callbacks;
   callbacks.torch_loaded = [&](pid_t pid) {
     const uint64_t held_ns = monotonic_now_ns();
-    recordings.add(pid);
+    recordings.add(pid, /*found_later=*/true);  // timed from its own planning
     char held_ms[32];
     std::snprintf(held_ms, sizeof(held_ms), "%.1f", static_cast<double>(monotonic_now_ns() - held_ns) / 1e6);
     console.line("held " + std::to_string(pid) + " at its load of torch for " + held_ms + " ms, until every probe was in");

@@ -35,6 +35,7 @@ struct AttachOptions {
   bool python_stacks = true;          // --no-python turns stacks and python_function spans off
   uint32_t sample_hz = 1000;          // the stack sampler's rate per CPU
   bool record_shapes = true;          // --no-shapes: ops without their inputs and outputs
+  bool plan_cache = true;            // --no-plan-cache: plan libtorch_cpu anew, keep no plan on disk
   // --schedule: keep only the steps torch.profiler.schedule would record, and write each cycle
   // into output_directory as tensorboard_trace_handler would; none: one trace of everything.
   std::optional<StepSchedule> schedule;
@@ -42,6 +43,9 @@ struct AttachOptions {
   // Optimizer.step ends one.
   std::string step_function;
   bool quiet = false;
+  // Monotonic: when tprof started, which a target's `attached` line counts from; 0: from when
+  // its planning began (a target found later, `tprof record`'s).
+  uint64_t started_ns = 0;
   SummaryOptions summary;            // the table printed at the end
 };
 

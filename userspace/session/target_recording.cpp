@@ -44,6 +44,7 @@
 #include "userspace/session/torch_library_plan.h"
 #include "userspace/session/trace_file_sinks.h"
 #include "userspace/loader/unique_fd.h"
+#include "userspace/session/attach_timings.h"
 #include "userspace/assemble/wall_clock.h"
 
 #ifndef TPROF_VERSION
@@ -65,6 +66,7 @@ struct OpProbes {
   std::vector<symbolizer::OpArgumentPlan> argument_plans;
   std::optional<symbolizer::TensorImplLayout> tensor_layout;
   uint64_t undefined_tensor_impl = 0;  // c10::UndefinedTensorImpl's singleton in the target; 0: unknown
+  PlanSource plan_source = PlanSource::kPlanned;  // of library_plan
 };
 
 // The TensorImpl layout of the target's libc10 (and where its undefined tensor is), or none
@@ -91,8 +93,9 @@ std::optional<OpProbes> plan_torch_probes(const TargetProcess& target, bool reco
                                           TorchLibraryPlans& library_plans, Console& console) {
   const auto torch_library = target.find_mapped_library(kTorchLibraryPrefix);
   if (!torch_library) return std::nullopt;
-  auto library_plan = library_plans.plan_for(*torch_library, record_shapes, console);
+  const auto [library_plan, plan_source] = library_plans.plan_for(*torch_library, record_shapes, console);
   OpProbes probes{*torch_library, library_plan, library_plan->plan, {}, std::nullopt};
+  probes.plan_source = plan_source;
   probes.plan.sites.binary_path = torch_library->host_path;
   if (record_shapes) calibrate_tensors(target, probes, console);
   if (probes.tensor_layout && !library_plan->no_arguments_why.empty()) {
@@ -115,16 +118,14 @@ ExitProbes plan_range_exits(const OpProbes& ops, const TargetProcess& target, Co
 std::string describe_attachment(const TargetProcess& target, const std::optional<OpProbes>& ops,
                                 const std::optional<ExitProbes>& exits,
                                 const std::optional<symbolizer::PythonLayout>& python, uint32_t sample_hz,
-                                double attach_ms) {
-  char milliseconds[32];
-  std::snprintf(milliseconds, sizeof(milliseconds), "%.1f", attach_ms);
+                                const AttachTimings& timings) {
   std::string text = "attached to " + std::to_string(target.pid()) + " (" + target.name() + "): ";
   if (ops) text += std::to_string(ops->plan.sites.offsets.size()) + " op sites in " + ops->library.path_in_target;
   if (exits) text += " (" + std::to_string(exits->returns.offsets.size()) + " return sites)";
   if (ops && ops->tensor_layout) text += " with shapes";
   if (ops && python) text += ", ";
   if (python) text += "Python " + python->version.to_string() + " stacks (sampler " + std::to_string(sample_hz) + " Hz)";
-  return text + " in " + milliseconds + " ms";
+  return text + " in " + timings.describe();
 }
 
 TargetOptions probe_options_for(const TargetProcess& target, const std::optional<OpProbes>& ops,
@@ -707,6 +708,7 @@ struct TargetRecording::State {
   std::unique_ptr<RecordingPipeline> pipeline;
   uint64_t attach_start_ns = 0;  // monotonic: when attaching began, and when every probe was live
   uint64_t attached_ns = 0;
+  AttachTimings timings;
   uint64_t stop_ns = 0;          // monotonic: when the window closed
 };
 
@@ -714,9 +716,12 @@ struct TargetRecording::State {
 // exits meanwhile gets one line saying so, not the warnings its vanished mappings gave.
 TargetRecording::TargetRecording(const AttachOptions& options, pid_t pid, SessionTracer& session,
                                  TorchLibraryPlans& library_plans, const MonotonicToUnix& clock, Console& console) {
+  const uint64_t planning_ns = monotonic_now_ns();
   console.hold_lines();
   try {
     state_ = std::make_unique<State>(options, pid, session, library_plans, clock, console);
+    state_->timings.since_ns = options.started_ns != 0 ? options.started_ns : planning_ns;
+    state_->timings.planning_ns = planning_ns;
     prepare();
   } catch (...) {
     console.release_lines();
@@ -732,7 +737,10 @@ void TargetRecording::prepare() {
   } catch (const std::exception&) {
     rethrow_saying_if_exited(s.target, s.console);
   }
+  s.timings.loading_ns = monotonic_now_ns();
   s.probes = s.session.tracer().add_target(probe_options_for(s.target, s.plan.ops, s.plan.range_probes, s.plan.python));
+  s.timings.loaded_ns = monotonic_now_ns();
+  if (s.plan.ops) s.timings.library_plan = s.plan.ops->plan_source;
   if (s.plan.ops && s.plan.ops->tensor_layout)
     for (uint32_t op_id = 0; op_id < s.plan.ops->argument_plans.size(); ++op_id)
       s.probes->set_op_plan(op_id, s.plan.ops->argument_plans[op_id].bpf);
@@ -755,6 +763,8 @@ void TargetRecording::attach() {
   }
   s.console.release_lines();
   s.attached_ns = monotonic_now_ns();
+  s.timings.linking_ns = s.attach_start_ns;
+  s.timings.linked_ns = s.attached_ns;
 }
 
 void TargetRecording::begin(uint64_t base_time_unix_ns, std::optional<uint64_t> window_start) {
@@ -767,7 +777,7 @@ void TargetRecording::begin(uint64_t base_time_unix_ns, std::optional<uint64_t> 
   session.base_time_unix_ns = base_time_unix_ns != 0 ? base_time_unix_ns : session.window_start_unix_ns;
   session.gpu = s.plan.gpu;
   s.console.line(describe_attachment(s.target, s.plan.ops, s.plan.exits, s.plan.python, s.options.sample_hz,
-                                     static_cast<double>(s.attached_ns - s.attach_start_ns) / 1e6));
+                                     s.timings));
   s.pipeline->begin(session, window_start_ns);
 }
 
