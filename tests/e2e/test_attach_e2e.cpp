@@ -1372,13 +1372,15 @@ TEST_F(RefusalTest, AClosedStderrPipeDoesNotKillTprof) {
 
 // A target that exits while tprof reads it and puts its probes in: one line that says so (not
 // the first unreadable /proc file or libbpf's "No such file or directory"), exit 1, no file.
-// Reading libtorch's symbols takes tprof over a second here, so 300 ms in it is still at it.
+// Reading libtorch's symbols (no plan cache) takes tprof over a second here, so 300 ms in it is
+// still at it.
 TEST_F(RefusalTest, ATargetThatExitsDuringTheAttachIsSaidSo) {
   if (!testing::has_tracing_capabilities())
     GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; a target exiting mid-attach is NOT tested ***";
   ParkedWorkload workload(host_workload(scratch_.path()), kMeasuredSteps);
   const fs::path trace = scratch_.path() / "gone.pt.trace.json";
-  TprofRun tprof({"attach", std::to_string(workload.python_pid()), "--output", trace.string()});
+  // Planned afresh, so that the attach outlasts the 300 ms.
+  TprofRun tprof({"attach", std::to_string(workload.python_pid()), "--output", trace.string(), "--no-plan-cache"});
   std::this_thread::sleep_for(300ms);
   workload.process().send_signal(SIGKILL);
   const ExitStatus status = tprof.wait_for_exit(kErrorExitTimeout);

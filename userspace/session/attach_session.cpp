@@ -60,6 +60,10 @@ class Recordings {
 
   bool empty() const { return recordings_.empty(); }
 
+  // Loads the BPF object now rather than at the first target (the privileges are checked):
+  // `tprof record` does it while its command starts, so that a hold waits less.
+  void load_tracer() { session_.tracer(); }
+
   bool all_exited() const {
     for (const auto& recording : recordings_)
       if (!recording->target().has_exited()) return false;
@@ -215,8 +219,7 @@ RecordingLoopHooks loop_hooks(Recordings& recordings, Console& console) {
 // program, its recording ended.
 ProcessHolder::Callbacks holder_callbacks(Recordings& recordings, Console& console) {
   ProcessHolder::Callbacks callbacks;
-  callbacks.torch_loaded = [&](pid_t pid) {
-    const uint64_t held_ns = monotonic_now_ns();
+  callbacks.torch_loaded = [&](pid_t pid, uint64_t held_ns) {
     recordings.add(pid, /*found_later=*/true);  // timed from its own planning
     char held_ms[32];
     std::snprintf(held_ms, sizeof(held_ms), "%.1f", static_cast<double>(monotonic_now_ns() - held_ns) / 1e6);
@@ -289,6 +292,7 @@ int run_record(const AttachOptions& options, ProcessHolder& holder, const std::s
   const UniqueFd stop_signals = block_stop_signals();
   const MonotonicToUnix clock = MonotonicToUnix::calibrate();
   Recordings recordings(options, clock, console, options.follow);
+  recordings.load_tracer();
   const ProcessHolder::Callbacks callbacks = holder_callbacks(recordings, console);
   RecordingLoopHooks hooks = loop_hooks(recordings, console);
   hooks.all_targets_exited = [&] { return holder.command_status() && recordings.all_exited(); };

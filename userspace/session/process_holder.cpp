@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "userspace/cli/error.h"
+#include "userspace/assemble/wall_clock.h"
 #include "userspace/loader/unique_fd.h"
 #include "userspace/session/tracees.h"
 
@@ -57,6 +58,7 @@ struct ProcessHolder::Shared {
   struct Request {
     Kind kind;
     pid_t pid;
+    uint64_t held_ns = monotonic_now_ns();
   };
 
   // The service thread: waits until the session has answered `request`, unless holding ends.
@@ -186,10 +188,13 @@ void ProcessHolder::answer(const Callbacks& callbacks) {
   if (!request) return;
   std::exception_ptr failure;
   try {
-    const auto& callback = request->kind == Shared::Kind::kTorchLoaded     ? callbacks.torch_loaded
-                           : request->kind == Shared::Kind::kImageReplaced ? callbacks.image_replaced
+    if (request->kind == Shared::Kind::kTorchLoaded) {
+      if (callbacks.torch_loaded) callbacks.torch_loaded(request->pid, request->held_ns);
+    } else {
+      const auto& callback = request->kind == Shared::Kind::kImageReplaced ? callbacks.image_replaced
                                                                            : callbacks.device_library_loaded;
-    if (callback) callback(request->pid);
+      if (callback) callback(request->pid);
+    }
   } catch (...) {
     failure = std::current_exception();
   }

@@ -52,7 +52,8 @@ class ProcessHolder {
 
   // What the session does for a held process, on the thread that calls answer().
   struct Callbacks {
-    std::function<void(pid_t pid)> torch_loaded;    // libtorch_cpu is mapped, no op has run: attach
+    // libtorch_cpu is mapped, no op has run: attach. Held since `held_ns` (monotonic).
+    std::function<void(pid_t pid, uint64_t held_ns)> torch_loaded;
     std::function<void(pid_t pid)> image_replaced;  // an attached process execs: its probes must go
     // CUDA loaded the CUPTI library into an attached process (at cuInit): its probe goes in
     std::function<void(pid_t pid)> device_library_loaded;

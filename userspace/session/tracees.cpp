@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string_view>
 
 #include "load_hold.h"
@@ -56,13 +57,13 @@ std::vector<pid_t> threads_of(pid_t pid) {
   return threads;
 }
 
-// Cheaper than TargetProcess: a hold happens at every dlopen, and most are not torch's.
+// Cheaper than TargetProcess: a hold happens at every dlopen, and most are not torch's. Read in
+// one piece: a process with torch maps thousands of lines.
 bool maps_library(pid_t pid, const char* file_name_prefix) {
   std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
-  std::string line;
-  while (std::getline(maps, line))
-    if (line.find(file_name_prefix) != std::string::npos) return true;
-  return false;
+  std::ostringstream text;
+  text << maps.rdbuf();
+  return text.view().find(file_name_prefix) != std::string_view::npos;
 }
 
 bool maps_torch(pid_t pid) { return maps_library(pid, kTorchLibraryPrefix); }
