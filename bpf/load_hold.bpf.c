@@ -2,7 +2,8 @@
 /*
  * Holding a process at the dynamic loader's notification (`_dl_debug_state`, which ld.so calls
  * once the objects of a dlopen are mapped and before any of their code has run), so that tprof
- * can put its probes into a freshly mapped libtorch before its first op.
+ * can put its probes into a freshly mapped libtorch before its first op; and at the CUDA
+ * injection library's `InitializeInjection`, so that its probe is in before CUDA's first call.
  *
  * The probe is linked only to processes tprof traces (ptrace), and it asks the calling thread
  * to stop by sending it a signal: a traced thread stops before the signal is delivered, tprof
@@ -49,7 +50,7 @@ static __always_inline bool ignored_by_default_action(struct task_struct *task, 
 }
 
 SEC("uprobe.multi")
-int loader_notified(void *ctx)
+int hold_here(void *ctx)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();

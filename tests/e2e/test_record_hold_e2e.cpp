@@ -286,16 +286,17 @@ TEST_F(RecordOutcome, FollowRecordsAForkedChildFromTheFork) {
   EXPECT_EQ(matmuls_by_trace(scratch_.path()), expected) << joined(finished.console);
 }
 
-// CUDA loads the injection library at cuInit, long after torch: the process is held again at
-// that load and the library's probe put in, so that GPU activity is recorded from the first CUDA
-// call. Without a GPU, the program loads the library itself, as CUDA would.
+// CUDA loads the injection library at cuInit, long after torch, and calls its
+// InitializeInjection: the process is held again there and the library's probe put in, so that
+// GPU activity is recorded from the first CUDA call. Without a GPU, the program loads the library
+// and calls it itself, as CUDA would (without CUDA, the library stays out of the way).
 TEST_F(RecordOutcome, TheCudaInjectionLibraryIsProbedWhenCudaLoadsIt) {
   const fs::path trace = scratch_.path() / "cuda.pt.trace.json";
   const std::string program =
       "import ctypes, os, torch\n"
       "a = torch.ones(2, 2)\n"
       "torch.mm(a, a)\n"
-      "ctypes.CDLL(os.environ['CUDA_INJECTION64_PATH'])\n"
+      "ctypes.CDLL(os.environ['CUDA_INJECTION64_PATH']).InitializeInjection()\n"
       "torch.mm(a, a)\n";
   const Finished finished = record({"-o", trace.string(), "--no-et", "--", "/usr/bin/python3", "-c", program});
   ASSERT_TRUE(finished.status.succeeded()) << finished.status.describe() << "\n" << joined(finished.console);

@@ -22,14 +22,13 @@ LoadHoldProbe::LoadHoldProbe() {
 
 LoadHoldProbe::~LoadHoldProbe() = default;
 
-void LoadHoldProbe::link(pid_t pid, const std::string& loader_path) {
-  links_.erase(pid);
+void LoadHoldProbe::link(pid_t pid, const std::string& binary_path, const char* function) {
   LIBBPF_OPTS(bpf_uprobe_multi_opts, opts);
   bpf_link* link =
-      bpf_program__attach_uprobe_multi(skeleton_->progs.loader_notified, pid, loader_path.c_str(), "_dl_debug_state", &opts);
+      bpf_program__attach_uprobe_multi(skeleton_->progs.hold_here, pid, binary_path.c_str(), function, &opts);
   if (!link)
-    throw Error(with_libbpf_messages(errno_message("cannot probe _dl_debug_state in " + loader_path, errno)));
-  links_.emplace(pid, BpfLink(link));
+    throw Error(with_libbpf_messages(errno_message(std::string("cannot probe ") + function + " in " + binary_path, errno)));
+  links_[pid].emplace_back(link);
 }
 
 bool LoadHoldProbe::claim(pid_t tid, int signal) {

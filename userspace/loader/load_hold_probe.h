@@ -1,7 +1,8 @@
-// The loader-notification probe (bpf/load_hold.bpf.c): linked to a traced process's dynamic
-// loader at `_dl_debug_state`, which ld.so calls once a dlopen's objects are mapped and before
-// their code runs, it asks the calling thread to stop with a signal its tracer (tprof) cancels.
-// userspace/session/process_holder.h does the tracing; this class owns the BPF side.
+// The hold probe (bpf/load_hold.bpf.c): linked to a function of a traced process, it asks the
+// calling thread to stop with a signal its tracer (tprof) cancels. On the dynamic loader's
+// `_dl_debug_state`, which ld.so calls once a dlopen's objects are mapped and before their code
+// runs; on the CUDA injection library's `InitializeInjection`, which cuInit calls once it has
+// loaded it. userspace/session/tracees.h does the tracing; this class owns the BPF side.
 #pragma once
 
 #include <sys/types.h>
@@ -10,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "userspace/loader/uprobe_multi.h"
 
@@ -25,11 +27,11 @@ class LoadHoldProbe {
   LoadHoldProbe(const LoadHoldProbe&) = delete;
   LoadHoldProbe& operator=(const LoadHoldProbe&) = delete;
 
-  // Links the probe to the threads of `pid` at `_dl_debug_state` of `loader_path` (its ld.so,
-  // opened from here), replacing a link an earlier image of the process had. Throws tprof::Error.
-  void link(pid_t pid, const std::string& loader_path);
+  // Links the probe to the threads of `pid` at `function` of `binary_path` (opened from here),
+  // which need not be mapped yet. Throws tprof::Error.
+  void link(pid_t pid, const std::string& binary_path, const char* function);
+  // Every link of `pid` goes (an exec, or nothing more to hold it for).
   void unlink(pid_t pid) { links_.erase(pid); }
-  bool linked(pid_t pid) const { return links_.contains(pid); }
 
   // Whether the probe asked thread `tid` to stop with `signal`; the request is forgotten, so a
   // later signal of that number from anywhere else is the target's own.
@@ -43,7 +45,7 @@ class LoadHoldProbe {
     void operator()(load_hold* skeleton) const;
   };
   std::unique_ptr<load_hold, SkeletonDeleter> skeleton_;
-  std::map<pid_t, BpfLink> links_;
+  std::map<pid_t, std::vector<BpfLink>> links_;
 };
 
 }  // namespace tprof

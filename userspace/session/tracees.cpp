@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string_view>
 
@@ -68,12 +69,15 @@ bool maps_library(pid_t pid, const char* file_name_prefix) {
 
 bool maps_torch(pid_t pid) { return maps_library(pid, kTorchLibraryPrefix); }
 
-// Started with the CUDA injection library set, which CUDA has not loaded yet.
-bool awaits_device_library(pid_t pid) {
+// The CUDA injection library a process was started with, which CUDA has not loaded yet, as
+// opened from here; none if there is none.
+std::optional<std::string> awaited_device_library(pid_t pid) {
   try {
-    return TargetProcess(pid).environment_variable("CUDA_INJECTION64_PATH") && !maps_library(pid, kDeviceLibraryPrefix);
+    const auto library = TargetProcess(pid).environment_variable("CUDA_INJECTION64_PATH");
+    if (!library || library->empty() || maps_library(pid, kDeviceLibraryPrefix)) return std::nullopt;
+    return "/proc/" + std::to_string(pid) + "/root" + (library->front() == '/' ? "" : "/") + *library;
   } catch (const Error&) {
-    return false;  // gone
+    return std::nullopt;  // gone
   }
 }
 
@@ -288,6 +292,7 @@ void Tracees::on_new_process(pid_t pid, int birth_event) {
 void Tracees::on_exec(pid_t pid) {
   if (pid == 0) return;
   awaiting_device_library_.erase(pid);
+  loader_probe_.unlink(pid);  // the old image's
   if (attached_.erase(pid) > 0) requests_.image_replaced(pid);
   probe_loader_of(pid);
 }
@@ -297,7 +302,8 @@ void Tracees::probe_loader_of(pid_t pid) {
   try {
     const TargetProcess process(pid);
     // Every glibc x86-64 loader is ld-linux-x86-64.so.2; a static program has none and is not held.
-    if (const auto loader = process.find_mapped_library("ld-linux")) loader_probe_.link(pid, loader->host_path);
+    if (const auto loader = process.find_mapped_library("ld-linux"))
+      loader_probe_.link(pid, loader->host_path, "_dl_debug_state");
   } catch (const Error&) {
     // It exited meanwhile, or its loader could not be probed: it runs unheld.
   }
@@ -309,8 +315,7 @@ void Tracees::hold(pid_t tid) {
     attach_held(pid, tid);
     return;
   }
-  if (holding_ && awaiting_device_library_.contains(pid) && maps_library(pid, kDeviceLibraryPrefix)) {
-    awaiting_device_library_.erase(pid);
+  if (holding_ && awaiting_device_library_.erase(pid) > 0) {
     loader_probe_.unlink(pid);
     requests_.device_library_loaded(pid);
   }
@@ -322,11 +327,15 @@ void Tracees::attach_held(pid_t pid, pid_t tid) {
   if (std::getenv("TPROF_TEST_DIE_WHILE_HOLDING")) ::raise(SIGKILL);
   attached_.insert(pid);
   requests_.torch_loaded(pid);
-  // Later dlopens need no hold, but for CUDA's load of the injection library.
-  if (awaits_device_library(pid)) {
-    awaiting_device_library_.insert(pid);
-  } else {
-    loader_probe_.unlink(pid);
+  // Later dlopens need no hold; CUDA's call into the injection library it loads at cuInit does.
+  loader_probe_.unlink(pid);
+  if (const auto library = awaited_device_library(pid)) {
+    try {
+      loader_probe_.link(pid, *library, "InitializeInjection");
+      awaiting_device_library_.insert(pid);
+    } catch (const Error&) {
+      // Not a library tprof can probe: GPU timing stays unavailable, as the trace says.
+    }
   }
   resume(tid, 0);
 }

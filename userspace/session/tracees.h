@@ -65,7 +65,7 @@ class Tracees {
   bool holding_ = true;
   std::set<pid_t> attached_;  // held and attached: not held again for torch
   // Attached processes started with CUDA_INJECTION64_PATH whose CUDA has not loaded the library
-  // yet: held again when it does, so that its activity is recorded from cuInit on.
+  // yet: held again when cuInit calls into it, so that its activity is recorded from then on.
   std::set<pid_t> awaiting_device_library_;
   std::set<pid_t> known_;     // processes traced (their threads' first stops are not new processes)
   // A new process and its parent's report of it come in either order: whichever comes first
