@@ -16,9 +16,9 @@
 #include "exporters/partial_recovery.h"
 #include "userspace/assemble/step_schedule.h"
 #include "userspace/assemble/wall_clock.h"
+#include "userspace/loader/uprobe_multi.h"
 #include "userspace/session/attach_session.h"
 #include "userspace/session/doctor.h"
-#include "userspace/loader/uprobe_multi.h"
 #include "userspace/session/launch.h"
 #include "userspace/session/privileges.h"
 #include "userspace/session/process_holder.h"
@@ -371,7 +371,7 @@ int main(int argc, char** argv) {
 
   std::vector<std::string> command;
   CLI::App* record = app.add_subcommand(
-      "record", "Start a command with GPU timing enabled and record it once it has loaded torch");
+      "record", "Start a command with GPU timing enabled and record it from its first op");
   record->footer(kRecordFooter);
   record->add_option("command", command, "The command and its arguments, after --")->required();
   record->add_flag("--follow", options.follow,
