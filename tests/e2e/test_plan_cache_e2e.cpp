@@ -24,16 +24,6 @@ using testing::fail_harness;
 constexpr auto kStartTimeout = 180s;
 constexpr auto kRunTimeout = 180s;
 
-// The host training loop, stepping until it is killed, once it has printed READY.
-std::unique_ptr<ChildProcess> start_endless_training(const fs::path& scratch) {
-  auto workload = std::make_unique<ChildProcess>(SpawnOptions{
-      .argv = workload_command(host_workload(scratch), {"--steps", "1000000", "--trigger", "none"}),
-      .pipe_stdout = true});
-  if (!workload->stdout_lines().read_line_containing("READY", kStartTimeout))
-    fail_harness("the workload never printed READY:\n" + workload->stdout_lines().transcript());
-  return workload;
-}
-
 // One `tprof attach` of two seconds with its plan cache in `cache`: its `attached` line.
 std::string attach_once(pid_t pid, const fs::path& cache, const fs::path& trace) {
   ChildProcess tprof({.argv = {"env", "TPROF_PLAN_CACHE_DIR=" + cache.string(), testing::tprof_binary(), "attach",

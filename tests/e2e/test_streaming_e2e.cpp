@@ -34,16 +34,6 @@ constexpr auto kRunTimeout = 120s;
 // Long enough for several of the once-a-second flushes.
 constexpr auto kRecordingBeforeKill = 3500ms;
 
-// The host training loop, stepping until it is killed, once it has printed READY.
-std::unique_ptr<ChildProcess> start_endless_training(const fs::path& scratch) {
-  auto workload = std::make_unique<ChildProcess>(SpawnOptions{
-      .argv = workload_command(host_workload(scratch), {"--steps", "1000000", "--trigger", "none"}),
-      .pipe_stdout = true});
-  if (!workload->stdout_lines().read_line_containing("READY", kStartTimeout))
-    fail_harness("the workload never printed READY:\n" + workload->stdout_lines().transcript());
-  return workload;
-}
-
 // The aten:: ops of a trace's cpu_op events.
 size_t aten_ops_in(const fs::path& trace) {
   size_t aten_ops = 0;

@@ -49,6 +49,15 @@ fs::path workload_script(const std::string& file_name) {
   return fs::path(testing::source_dir()) / "tests/workloads" / file_name;
 }
 
+std::unique_ptr<ChildProcess> start_endless_training(const fs::path& scratch) {
+  auto workload = std::make_unique<ChildProcess>(SpawnOptions{
+      .argv = workload_command(host_workload(scratch), {"--steps", "1000000", "--trigger", "none"}),
+      .pipe_stdout = true});
+  if (!workload->stdout_lines().read_line_containing("READY", kStartTimeout))
+    fail_harness("the workload never printed READY:\n" + workload->stdout_lines().transcript());
+  return workload;
+}
+
 std::vector<std::string> workload_command(const WorkloadEnvironment& environment,
                                           const std::vector<std::string>& arguments) {
   std::vector<std::string> command = environment.interpreter;

@@ -35,6 +35,10 @@ std::vector<std::string> workload_command(const WorkloadEnvironment& environment
 WorkloadEnvironment host_workload(const std::filesystem::path& scratch,
                                   const std::filesystem::path& script = workload_script("train_loop.py"));
 
+// The host training loop (train_loop.py), stepping until it is killed, once it has printed
+// READY; its files go to `scratch`.
+std::unique_ptr<ChildProcess> start_endless_training(const std::filesystem::path& scratch);
+
 // The Debian roots scripts/make-torch-root.sh builds: a torch and a Python the host lacks.
 enum class TorchRoot {
   kTrixie,  // torch 2.6 on Python 3.13
