@@ -2,10 +2,12 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <memory>
 #include <string_view>
+#include <unordered_set>
 
 namespace tprof::symbolizer {
 namespace {
@@ -35,6 +37,25 @@ std::string api_name(const std::array<ApiName, N>& table, uint32_t cbid, std::st
   return std::string(unknown) + " " + std::to_string(cbid);
 }
 
+// The ids in `table` whose names (without version suffix) are among `names`.
+template <size_t N, size_t M>
+std::unordered_set<uint32_t> ids_named(const std::array<ApiName, N>& table, const std::string_view (&names)[M]) {
+  std::unordered_set<uint32_t> ids;
+  for (const ApiName& entry : table)
+    if (std::find(std::begin(names), std::end(names), without_version_suffix(entry.name)) != std::end(names))
+      ids.insert(entry.cbid);
+  return ids;
+}
+
+// Kineto's lists, by name: CUPTI's ids differ between toolkits, the names do not.
+constexpr std::string_view kHiddenRuntimeCalls[] = {"cudaGetDevice",   "cudaSetDevice",
+                                                    "cudaGetLastError", "cudaEventCreate",
+                                                    "cudaEventCreateWithFlags", "cudaEventDestroy"};
+constexpr std::string_view kShownDriverCalls[] = {"cuLaunchKernel", "cuLaunchKernelEx", "cuMemCreate",
+                                                  "cuMemMap",       "cuMemUnmap",       "cuMemRelease",
+                                                  "cuMemExportToShareableHandle",
+                                                  "cuMemImportFromShareableHandle"};
+
 // Kineto's memcpyKindString and memoryKindString spellings, by CUPTI's enum values.
 constexpr std::string_view kCopyKinds[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
                                            "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
@@ -52,6 +73,16 @@ std::string_view name_at(const std::string_view (&names)[N], uint32_t index) {
 
 std::string cuda_runtime_api_name(uint32_t cbid) { return api_name(kRuntimeApiNames, cbid, "cuda runtime API"); }
 std::string cuda_driver_api_name(uint32_t cbid) { return api_name(kDriverApiNames, cbid, "cuda driver API"); }
+
+bool torch_profiler_shows_runtime_api(uint32_t cbid) {
+  static const std::unordered_set<uint32_t> hidden = ids_named(kRuntimeApiNames, kHiddenRuntimeCalls);
+  return !hidden.contains(cbid);
+}
+
+bool torch_profiler_shows_driver_api(uint32_t cbid) {
+  static const std::unordered_set<uint32_t> shown = ids_named(kDriverApiNames, kShownDriverCalls);
+  return shown.contains(cbid);
+}
 
 std::string memcpy_name(uint32_t copy_kind, uint32_t source_memory, uint32_t target_memory) {
   return "Memcpy " + std::string(name_at(kCopyKinds, copy_kind)) + " (" +

@@ -13,6 +13,13 @@ namespace tprof::symbolizer {
 std::string cuda_runtime_api_name(uint32_t cbid);
 std::string cuda_driver_api_name(uint32_t cbid);
 
+// Whether torch.profiler shows a call (Kineto's CuptiCbidRegistry): every runtime call but
+// cudaGetDevice, cudaSetDevice, cudaGetLastError and cudaEvent{Create,CreateWithFlags,Destroy},
+// which are frequent and say little; of the driver's, only the launches (cuLaunchKernel,
+// cuLaunchKernelEx: Triton's) and the virtual-memory calls (cuMemCreate, cuMemMap, ...).
+bool torch_profiler_shows_runtime_api(uint32_t cbid);
+bool torch_profiler_shows_driver_api(uint32_t cbid);
+
 // "Memcpy HtoD (Pageable -> Device)", from CUpti_ActivityMemcpyKind and CUpti_ActivityMemoryKind.
 std::string memcpy_name(uint32_t copy_kind, uint32_t source_memory, uint32_t target_memory);
 // "Memset (Device)".

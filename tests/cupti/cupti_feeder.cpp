@@ -85,8 +85,8 @@ int tprof_feeder_setup(const char* injection_library, const char* cudart_library
   return api_callback && buffer_completed && launch_kernel ? 0 : 2;
 }
 
-// One launch (correlation `correlation`) and one copy (`correlation + 1`). Returns what
-// cudaLaunchKernel returned.
+// One launch (correlation `correlation`), one copy (`correlation + 1`) and one cudaGetDevice
+// (`correlation + 2`), a call torch.profiler leaves out. Returns what cudaLaunchKernel returned.
 int tprof_feeder_launch(uint32_t correlation) {
   tprof::testing::ActivityBuffer buffer;
   const uint64_t launch_start = monotonic_ns();
@@ -100,6 +100,11 @@ int tprof_feeder_launch(uint32_t correlation) {
   enter_api(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, correlation + 1);
   const uint64_t copy_end = monotonic_ns() + 1'000;
   add_api_record(buffer, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, correlation + 1, copy_start, copy_end);
+
+  const uint64_t query_start = monotonic_ns();
+  enter_api(CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, correlation + 2);
+  add_api_record(buffer, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, correlation + 2, query_start,
+                 monotonic_ns() + 500);
 
   auto& kernel = buffer.add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   kernel.name = kKernelName;

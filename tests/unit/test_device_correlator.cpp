@@ -131,6 +131,28 @@ TEST(DeviceCorrelator, CountsWhatCuptiDropped) {
   EXPECT_TRUE(f.sink.device_activities.empty());
 }
 
+// Kineto's CuptiCbidRegistry: cudaGetDevice and its like are left out, and of the driver's calls
+// all but launches and virtual memory (CUPTI's ids, from the toolkit's cupti_*_cbid.h).
+TEST(DeviceCorrelator, LeavesOutTheApiCallsTorchProfilerLeavesOut) {
+  Fixture f;
+  constexpr uint32_t kCudaGetDevice = 17, kCuLaunchKernel = 307, kCuDevicePrimaryCtxGetState = 392;
+  device_activity get_device = launch(1, 100, 110);
+  get_device.cbid = kCudaGetDevice;
+  device_activity driver_launch = launch(2, 120, 130);
+  driver_launch.kind = DEVICE_ACTIVITY_DRIVER;
+  driver_launch.cbid = kCuLaunchKernel;
+  device_activity context_query = driver_launch;
+  context_query.correlation = 3;
+  context_query.cbid = kCuDevicePrimaryCtxGetState;
+  for (const device_activity& call : {get_device, launch(4, 140, 150), driver_launch, context_query})
+    f.correlator.add(call);
+  f.correlator.finish();
+  ASSERT_EQ(f.sink.device_activities.size(), 2u);
+  EXPECT_EQ(f.sink.device_activities[0].name, "cudaLaunchKernel");
+  EXPECT_EQ(f.sink.device_activities[1].name, "cuLaunchKernel");
+  EXPECT_EQ(f.correlator.counts().api_calls_hidden, 2u);
+}
+
 TEST(DeviceCorrelator, AnApiCallBelongsToTheInnermostClosedRangeAroundIt) {
   Fixture f;
   f.correlator.range_closed(kThread, range(100, 200, 3, 1));  // aten::addmm inside aten::linear

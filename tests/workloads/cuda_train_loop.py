@@ -2,10 +2,11 @@
 
 Warms up, prints READY <pid>, waits until --start-file exists, runs --steps steps, synchronizes
 and prints DONE. --reference-out FILE instead records the same steps under torch.profiler (CPU
-and CUDA activity) and writes the number of GPU kernels it saw, as JSON.
+and CUDA activity) and writes its trace there. Either way the steps
+run inside record_function("measured_steps"), so that a trace that holds more (tprof record's,
+from the first op) can be compared on them alone.
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -27,11 +28,18 @@ def step(model, optimizer, inputs, targets):
     optimizer.step()
 
 
+def measured_steps(model, optimizer, inputs, targets, steps):
+    with torch.profiler.record_function("measured_steps"):
+        for _ in range(steps):
+            step(model, optimizer, inputs, targets)
+        torch.cuda.synchronize()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, required=True)
     parser.add_argument("--start-file", help="run the steps once this file exists")
-    parser.add_argument("--reference-out", help="record the steps with torch.profiler; write its kernel count here")
+    parser.add_argument("--reference-out", help="record the steps with torch.profiler; write its trace here")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("no CUDA device")
@@ -47,23 +55,14 @@ def main():
     if args.reference_out:
         activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
         with torch.profiler.profile(activities=activities) as profiler:
-            for _ in range(args.steps):
-                step(model, optimizer, inputs, targets)
-            torch.cuda.synchronize()
-        kernels = sum(1 for event in profiler.events() if event.device_type == torch.autograd.DeviceType.CUDA
-                      and not event.name.startswith("Memcpy") and not event.name.startswith("Memset"))
-        with open(args.reference_out, "w") as out:
-            json.dump({"kernels": kernels, "steps": args.steps}, out)
-        # Kineto's own trace: its deviceProperties and kernel occupancy args, to compare with.
-        profiler.export_chrome_trace(os.path.splitext(args.reference_out)[0] + ".pt.trace.json")
+            measured_steps(model, optimizer, inputs, targets, args.steps)
+        profiler.export_chrome_trace(args.reference_out)
         return
 
     print(f"READY {os.getpid()}", flush=True)
     while args.start_file and not os.path.exists(args.start_file):
         time.sleep(0.01)
-    for _ in range(args.steps):
-        step(model, optimizer, inputs, targets)
-    torch.cuda.synchronize()
+    measured_steps(model, optimizer, inputs, targets, args.steps)
     print("DONE", flush=True)
     time.sleep(1.0)  # the library's watcher flushes CUPTI's buffers within 200 ms
 

@@ -71,7 +71,7 @@ def main():
     if feeder.tprof_feeder_setup(args.library.encode(), args.cudart.encode()) != 0:
         sys.exit("feeder setup failed")
 
-    correlations = iter(range(1000, 1000 + 2 * args.launches, 2))
+    correlations = iter(range(1000, 1000 + 3 * args.launches, 3))
     LaunchingTensor.launch = lambda: feeder.tprof_feeder_launch(ctypes.c_uint32(next(correlations)))
     launching = LaunchingTensor(torch.ones(8))
     time.sleep(0.5)  # the library's watcher looks twice: nothing is attached yet

@@ -15,6 +15,18 @@ bool is_api_call(const model::DeviceActivity& activity) {
   return activity.kind == model::DeviceActivityKind::kRuntime || activity.kind == model::DeviceActivityKind::kDriver;
 }
 
+// CUPTI reports every API call; a trace shows those torch.profiler shows.
+bool shown_as_torch_profiler_would(const device_activity& record) {
+  switch (record.kind) {
+    case DEVICE_ACTIVITY_RUNTIME:
+      return symbolizer::torch_profiler_shows_runtime_api(record.cbid);
+    case DEVICE_ACTIVITY_DRIVER:
+      return symbolizer::torch_profiler_shows_driver_api(record.cbid);
+    default:
+      return true;
+  }
+}
+
 }  // namespace
 
 DeviceCorrelator::DeviceCorrelator(MonotonicToUnix clock, Callbacks callbacks, model::TraceSink& sink)
@@ -124,6 +136,10 @@ void DeviceCorrelator::add(const device_activity& record) {
   }
   if (record.kind == DEVICE_ACTIVITY_DROPPED) {
     counts_.dropped_by_cupti += record.bytes;
+    return;
+  }
+  if (!shown_as_torch_profiler_would(record)) {
+    ++counts_.api_calls_hidden;
     return;
   }
   waiting_.push_back(to_model(record));

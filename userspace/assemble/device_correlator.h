@@ -43,6 +43,7 @@ class DeviceCorrelator {
     uint64_t syncs = 0;
     uint64_t api_calls = 0;
     uint64_t api_calls_in_ops = 0;    // with an enclosing op or annotation
+    uint64_t api_calls_hidden = 0;    // calls torch.profiler leaves out, left out likewise
     uint64_t api_calls_without_thread = 0;  // CUPTI's record named no thread tprof could map
     uint64_t linked = 0;              // GPU activities linked to their API call
     uint64_t devices = 0;             // GPUs whose properties the library sent

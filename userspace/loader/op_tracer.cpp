@@ -174,8 +174,16 @@ void TargetProbes::attach_autograd(const UprobeSites& evaluate_function, const U
   record_function_links_.push_back(attach_uprobe_multi(skeleton().progs.node_enter, pid_, node_apply));
 }
 
-void TargetProbes::attach_api_calls(const UprobeSites& entries) {
+void TargetProbes::attach_api_calls(const UprobeSites& entries, const UprobeSites& returns) {
+  api_return_links_.push_back(attach_uprobe_multi(skeleton().progs.range_return, pid_, returns));
   api_call_links_.push_back(attach_uprobe_multi(skeleton().progs.api_call_enter, pid_, entries));
+}
+
+// A call in flight keeps its range open until an enclosing one closes (span_closer.h): at worst
+// one range a thread is a little long.
+void TargetProbes::detach_api_calls() noexcept {
+  api_call_links_.clear();
+  api_return_links_.clear();
 }
 
 void TargetProbes::attach_device_activity(const std::string& library_path) {
@@ -204,8 +212,8 @@ void TargetProbes::detach() noexcept {
   op_links_ = {};
   spill_links_ = {};
   record_function_links_.clear();
+  detach_api_calls();
   exit_links_.clear();
-  api_call_links_.clear();
   device_activity_link_ = {};
 }
 

@@ -121,8 +121,11 @@ class TargetProbes {
   // Backward nodes: Engine::evaluate_function and every Node subclass's apply().
   void attach_autograd(const UprobeSites& evaluate_function, const UprobeSites& node_apply);
   // CUDA API entry points (cuda_api_probes.h), ranges like ops without arguments or Python
-  // stacks: cookies are their operator indices. Attach their `ret` sites with attach_exits first.
-  void attach_api_calls(const UprobeSites& entries);
+  // stacks: cookies are their operator indices. Their `ret` sites go in first, as for ops.
+  void attach_api_calls(const UprobeSites& entries, const UprobeSites& returns);
+  // Removes those probes (entries first): CUPTI reports the same calls once CUDA has loaded the
+  // injection library, and a trap per call is a cost without a use then.
+  void detach_api_calls() noexcept;
   // GPU activity: the USDT probe tprof:device_activity of the CUPTI injection library at
   // `library_path` (as tprof sees the file, through /proc/PID/root). Attaching raises the probe's
   // semaphore, which wakes the library; detaching lowers it again.
@@ -141,6 +144,7 @@ class TargetProbes {
   std::vector<BpfLink> exit_links_;
   std::vector<BpfLink> record_function_links_;  // annotations and autograd
   std::vector<BpfLink> api_call_links_;
+  std::vector<BpfLink> api_return_links_;
   BpfLink device_activity_link_;
   target_settings settings_{};
 };

@@ -256,7 +256,8 @@ constexpr size_t kMaxTargetStringBytes = 4096;
 void report_device_activity(Console& console, const DeviceCorrelator::Counts& counts, const LossCounts& losses) {
   console.line("GPU: " + group_thousands(counts.kernels) + " kernels, " + group_thousands(counts.copies) +
                " copies and memsets, " + group_thousands(counts.syncs) + " syncs, " + group_thousands(counts.api_calls) +
-               " CUDA API calls (" + group_thousands(counts.api_calls_in_ops) + " inside an op); " +
+               " CUDA API calls (" + group_thousands(counts.api_calls_in_ops) + " inside an op; " +
+               group_thousands(counts.api_calls_hidden) + " more left out, as torch.profiler leaves them out); " +
                group_thousands(counts.linked) + " GPU activities linked to their launch; properties of " +
                group_thousands(counts.devices) + (counts.devices == 1 ? " GPU" : " GPUs"));
   if (counts.dropped_by_cupti > 0)
@@ -443,10 +444,10 @@ void plan_range_probes(AttachPlan& plan, const TargetProcess& target, Console& c
 // serves every target; it is attached with the first that has Python stacks.
 void attach_probes(TargetProbes& probes, OpTracer& tracer, AttachPlan& plan, uint32_t sample_hz) {
   if (plan.exits) probes.attach_exits(plan.exits->returns, plan.exits->catches);
-  for (const UprobeSites& returns : plan.cuda_api.returns) probes.attach_exits(returns, {});
   probes.attach_spilled_arguments(plan.spills.sites);
   if (plan.ops) probes.attach_ops(plan.ops->plan.sites);
-  for (const UprobeSites& entries : plan.cuda_api.entries) probes.attach_api_calls(entries);
+  for (size_t library = 0; library < plan.cuda_api.entries.size(); ++library)
+    probes.attach_api_calls(plan.cuda_api.entries[library], plan.cuda_api.returns[library]);
   if (plan.range_probes) plan.range_probes->attach(probes);
   if (plan.python) tracer.attach_python_sampler(sample_hz);
 }
@@ -810,9 +811,10 @@ void TargetRecording::attach_device_activity() {
     s.plan.cupti_library.reset();
     return;
   }
+  s.probes->detach_api_calls();
   s.pipeline->expect_device_activity(s.clock);
   s.console.line("GPU timing from CUDA's initialization on: CUPTI activity through " +
-                 s.plan.cupti_library->path_in_target);
+                 s.plan.cupti_library->path_in_target + " (CUDA API calls from CUPTI from then on, not uprobes)");
 }
 
 void TargetRecording::detach() {
