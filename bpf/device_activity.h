@@ -17,7 +17,7 @@
 
 /* Raised whenever a record's layout or meaning changes; BPF copies only batches of its own
  * version, and counts the rest as lost. */
-#define DEVICE_ACTIVITY_ABI_VERSION 2
+#define DEVICE_ACTIVITY_ABI_VERSION 3
 
 /* Records per batch (per USDT probe firing). */
 #define DEVICE_ACTIVITY_BATCH_MAX 256
@@ -33,9 +33,11 @@ enum device_activity_kind {
 				      * every attach before any other record */
 	DEVICE_ACTIVITY_DROPPED = 8, /* CUPTI dropped records for want of buffer space; `bytes`
 				      * holds how many */
+	DEVICE_ACTIVITY_REFUSED = 9, /* the library stays dormant this attach; `bytes` holds
+				      * CUPTI's reason (a CUptiResult) */
 };
 
-/* Times are CLOCK_MONOTONIC ns (the library hands CUPTI that clock), as bpf_ktime_get_ns. */
+/* Times are CLOCK_MONOTONIC ns (the library maps CUPTI's clock to it), as bpf_ktime_get_ns. */
 struct device_activity {
 	__u8 kind;            /* enum device_activity_kind */
 	__u8 copy_kind;       /* memcpy: CUpti_ActivityMemcpyKind; sync: CUpti_ActivitySynchronizationType */
@@ -55,7 +57,7 @@ struct device_activity {
 	__u32 block[3];
 	__u32 registers_per_thread;
 	__u32 shared_memory;  /* static + dynamic, bytes per block */
-	__u32 thread;         /* runtime/driver: the calling thread's id (gettid); 0 when unknown */
+	__u32 thread;         /* runtime/driver: CUPTI's thread id, the low half of the caller's pthread_self() */
 	__u32 active_blocks_per_sm; /* kernel: how many of its blocks fit on one SM at once, by the
 				     * CUDA occupancy calculator; 0 when unknown */
 };

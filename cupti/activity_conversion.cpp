@@ -63,13 +63,13 @@ void from_memset(const MemsetRecord& memset, device_activity& out) {
   out.bytes = memset.bytes;
 }
 
-void from_api(const CUpti_ActivityAPI& call, const CorrelationThreads& threads, device_activity& out) {
+void from_api(const CUpti_ActivityAPI& call, device_activity& out) {
   out.kind = call.kind == CUPTI_ACTIVITY_KIND_DRIVER ? DEVICE_ACTIVITY_DRIVER : DEVICE_ACTIVITY_RUNTIME;
   out.correlation = call.correlationId;
   out.cbid = call.cbid;
   out.start_ns = call.start;
   out.end_ns = call.end;
-  out.thread = threads.thread_of(call.correlationId);
+  out.thread = call.threadId;
 }
 
 void from_synchronization(const CUpti_ActivitySynchronization2& sync, device_activity& out) {
@@ -84,31 +84,57 @@ void from_synchronization(const CUpti_ActivitySynchronization2& sync, device_act
 
 }  // namespace
 
-void CorrelationThreads::remember(uint32_t correlation, uint32_t thread) {
-  slots_[correlation % kSlots].correlation_and_thread.store(uint64_t{correlation} << 32 | thread,
-                                                            std::memory_order_relaxed);
+double ClockMap::rate_between(const Reading& earlier, const Reading& later) {
+  return static_cast<double>(later.monotonic_ns - earlier.monotonic_ns) /
+         static_cast<double>(later.cupti_time - earlier.cupti_time);
 }
 
-uint32_t CorrelationThreads::thread_of(uint32_t correlation) const {
-  const uint64_t entry = slots_[correlation % kSlots].correlation_and_thread.load(std::memory_order_relaxed);
-  return entry >> 32 == correlation ? static_cast<uint32_t>(entry) : 0;
+void ClockMap::add_reading(uint64_t cupti_time, uint64_t monotonic_ns) {
+  const Reading reading{.valid = true, .cupti_time = cupti_time, .monotonic_ns = monotonic_ns};
+  // Rates need readings some way apart: two taken within 10 ms say little.
+  constexpr uint64_t kMinSpan = 10'000'000;
+  if (!first_.valid || cupti_time <= latest_.cupti_time || monotonic_ns <= latest_.monotonic_ns) {
+    first_ = latest_ = reading;
+    rate_ = 1.0;
+    return;
+  }
+  if (cupti_time - latest_.cupti_time >= kMinSpan && latest_.cupti_time - first_.cupti_time >= kMinSpan) {
+    const double recent = rate_between(latest_, reading);
+    if (recent > rate_ * 1.01 || recent < rate_ * 0.99) {
+      first_ = latest_ = reading;  // the clock source changed
+      rate_ = 1.0;
+      return;
+    }
+  }
+  latest_ = reading;
+  if (latest_.cupti_time - first_.cupti_time >= kMinSpan) rate_ = rate_between(first_, latest_);
 }
 
-bool convert_activity(const CUpti_Activity& record, const CorrelationThreads& threads, const Devices& devices,
+uint64_t ClockMap::to_monotonic(uint64_t cupti_time) const {
+  if (!latest_.valid || cupti_time == 0) return cupti_time;
+  const double since = (static_cast<double>(cupti_time) - static_cast<double>(latest_.cupti_time)) * rate_;
+  const double monotonic = static_cast<double>(latest_.monotonic_ns) + since;
+  return monotonic <= 0 ? 0 : static_cast<uint64_t>(monotonic);
+}
+
+bool convert_activity(const CUpti_Activity& record, const ClockMap& clock, const Devices& devices,
                       device_activity& out) {
   std::memset(&out, 0, sizeof(out));
   switch (record.kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: from_kernel(as<KernelRecord>(record), devices, out); return true;
-    case CUPTI_ACTIVITY_KIND_MEMCPY: from_memcpy(as<MemcpyRecord>(record), out); return true;
-    case CUPTI_ACTIVITY_KIND_MEMSET: from_memset(as<MemsetRecord>(record), out); return true;
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: from_kernel(as<KernelRecord>(record), devices, out); break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY: from_memcpy(as<MemcpyRecord>(record), out); break;
+    case CUPTI_ACTIVITY_KIND_MEMSET: from_memset(as<MemsetRecord>(record), out); break;
     case CUPTI_ACTIVITY_KIND_RUNTIME:
-    case CUPTI_ACTIVITY_KIND_DRIVER: from_api(as<CUpti_ActivityAPI>(record), threads, out); return true;
+    case CUPTI_ACTIVITY_KIND_DRIVER: from_api(as<CUpti_ActivityAPI>(record), out); break;
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
       from_synchronization(as<CUpti_ActivitySynchronization2>(record), out);
-      return true;
+      break;
     default: return false;
   }
+  out.start_ns = clock.to_monotonic(out.start_ns);
+  out.end_ns = clock.to_monotonic(out.end_ns);
+  return true;
 }
 
 }  // namespace tprof::cupti

@@ -13,28 +13,33 @@
 
 namespace tprof::cupti {
 
-// Which OS thread made each recent runtime or driver call, by correlation id. CUPTI's own
-// `threadId` is not the OS thread id (it is derived from pthread_self), so the library notes the
-// caller's gettid() in an API-entry callback and the conversion looks it up here. A fixed table
-// indexed by correlation id: no allocation, no lock; a slot reused by a later call only loses
-// the older call's thread (then 0: unknown).
-class CorrelationThreads {
+// CUPTI stamps records with the clock the library registers, Kineto's (a TSC: ticks, not ns),
+// since CUPTI keeps one per process and the target's own torch.profiler relies on it. Maps that
+// clock to CLOCK_MONOTONIC (BPF's) from readings of both taken side by side: the latest reading
+// gives the offset, the first and latest the rate. A reading whose rate since the last strays
+// more than 1% from the map's (the clock changed) starts the map afresh.
+class ClockMap {
  public:
-  static constexpr uint32_t kSlots = 1 << 16;
-  void remember(uint32_t correlation, uint32_t thread);
-  uint32_t thread_of(uint32_t correlation) const;  // 0 when not (or no longer) known
+  void add_reading(uint64_t cupti_time, uint64_t monotonic_ns);
+  uint64_t to_monotonic(uint64_t cupti_time) const;
+  bool empty() const { return !latest_.valid; }
 
  private:
-  struct Slot {
-    std::atomic<uint64_t> correlation_and_thread{0};  // correlation << 32 | thread
+  struct Reading {
+    bool valid = false;
+    uint64_t cupti_time = 0;
+    uint64_t monotonic_ns = 0;
   };
-  Slot slots_[kSlots];
+  static double rate_between(const Reading& earlier, const Reading& later);
+  Reading first_;
+  Reading latest_;
+  double rate_ = 1.0;  // monotonic ns per CUPTI tick
 };
 
 // Fills `out` for a kernel, memcpy, memset, runtime or driver call, or synchronization record;
-// false for every other kind (tprof does not export them). Times are taken as they are: the
-// library has CUPTI stamp them with CLOCK_MONOTONIC. A kernel's occupancy comes from `devices`.
-bool convert_activity(const CUpti_Activity& record, const CorrelationThreads& threads, const Devices& devices,
+// false for every other kind (tprof does not export them). Times go through `clock`. An API
+// call's thread is CUPTI's id for it. A kernel's occupancy comes from `devices`.
+bool convert_activity(const CUpti_Activity& record, const ClockMap& clock, const Devices& devices,
                       device_activity& out);
 
 }  // namespace tprof::cupti

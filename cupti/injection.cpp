@@ -6,14 +6,22 @@
 // activity and subscribes to nothing. tprof attaching a BPF program to the
 // `tprof:device_activity` probe raises that semaphore (the kernel's uprobe reference counter);
 // the thread then sends the GPUs' properties (read once through the process's CUDA driver),
-// enables kernel, memcpy, memset, runtime and driver API and synchronization activity, stamped
-// with CLOCK_MONOTONIC (BPF's clock), and asks CUPTI for completed buffers at every wake-up. Each completed buffer goes to tprof through the probe, in batches of fixed
+// enables kernel, memcpy, memset, runtime and driver API and synchronization activity, and asks
+// CUPTI for completed buffers at every wake-up; their times are mapped from the clock CUPTI
+// stamps them with to CLOCK_MONOTONIC (BPF's clock) with readings of both taken at each delivery. Each completed buffer goes to tprof through the probe, in batches of fixed
 // records (bpf/device_activity.h), which tprof's BPF program copies into its ring buffer: no
 // file or socket, so it works across containers. When the semaphore falls back to 0 (tprof
 // detached or died), the thread flushes and disables everything again.
 //
 // Never harms the target: every failure (no libcupti, no driver, no GPU, CUPTI refusing) leaves
 // it dormant and is only counted; nothing throws out of here, and no signal reaches the thread.
+// It leaves CUPTI's one-per-process settings to the target's own torch.profiler (Kineto): it
+// subscribes to no callbacks (CUPTI takes one subscriber, and Kineto without it records no GPU
+// activity at all), and the timestamp callback it registers reads the clock Kineto's own reads
+// (the TSC on x86-64), since Kineto registers its clock only once and converts by it. It does
+// not start while another subscriber is there, and while one is, it leaves CUPTI's activity as
+// it is when tprof goes; a torch.profiler session started while tprof records takes the
+// activity buffers over, and tprof's GPU rows end there.
 #define _SDT_HAS_SEMAPHORES 1
 #include <sys/sdt.h>
 
@@ -21,15 +29,18 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "activity_conversion.h"
 #include "device_properties.h"
@@ -66,7 +77,6 @@ struct CuptiFunctions {
   decltype(&cuptiActivityGetNumDroppedRecords) dropped_records = nullptr;
   decltype(&cuptiSubscribe) subscribe = nullptr;
   decltype(&cuptiUnsubscribe) unsubscribe = nullptr;
-  decltype(&cuptiEnableDomain) enable_domain = nullptr;
 };
 
 struct Counters {
@@ -86,12 +96,11 @@ Devices devices;
 std::atomic<bool> cupti_loaded{false};
 std::atomic<bool> initialized{false};
 Counters counters;
-CorrelationThreads correlation_threads;
+ClockMap clock;  // the watcher thread's
 // Only the watcher thread changes these.
 bool active = false;
 bool refused = false;  // CUPTI refused this attach: wait for the next one rather than retry
 bool driver_resolved = false;
-CUpti_SubscriberHandle subscriber = nullptr;
 
 bool ok(CUptiResult result) {
   if (result == CUPTI_SUCCESS) return true;
@@ -127,19 +136,13 @@ bool load_cupti() {
          resolve(library, "cuptiActivityFlushAll", cupti.flush_all) &&
          resolve(library, "cuptiActivityGetNextRecord", cupti.next_record) &&
          resolve(library, "cuptiActivityGetNumDroppedRecords", cupti.dropped_records) &&
-         resolve(library, "cuptiSubscribe", cupti.subscribe) && resolve(library, "cuptiUnsubscribe", cupti.unsubscribe) &&
-         resolve(library, "cuptiEnableDomain", cupti.enable_domain);
+         resolve(library, "cuptiSubscribe", cupti.subscribe) && resolve(library, "cuptiUnsubscribe", cupti.unsubscribe);
 }
 
 uint64_t monotonic_ns() {
   timespec now{};
   clock_gettime(CLOCK_MONOTONIC, &now);
   return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec);
-}
-
-uint32_t current_thread_id() {
-  thread_local const auto id = static_cast<uint32_t>(syscall(SYS_gettid));
-  return id;
 }
 
 bool tprof_attached() {
@@ -152,12 +155,38 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
   *max_records = 0;  // as many as fit
 }
 
-// Runs on the calling thread at every runtime and driver API entry while tprof is attached:
-// notes which OS thread made the call that has this correlation id.
-void CUPTIAPI on_api_call(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void* data) {
-  const auto* call = static_cast<const CUpti_CallbackData*>(data);
-  if (call->callbackSite == CUPTI_API_ENTER) correlation_threads.remember(call->correlationId, current_thread_id());
+void CUPTIAPI ignore_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
+// Whether another CUPTI client holds CUPTI's one subscriber: Kineto takes it when the target's
+// torch.profiler first runs, and keeps it. Tried and given back at once; any other answer (no
+// GPU, CUPTI not initialized) is not another client.
+bool another_cupti_client() {
+  CUpti_SubscriberHandle probe = nullptr;
+  const CUptiResult result = cupti.subscribe(&probe, ignore_callback, nullptr);
+  if (result == CUPTI_SUCCESS) cupti.unsubscribe(probe);
+  return result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
 }
+
+// The clock Kineto hands CUPTI (getApproximateTime in its ApproximateClock.h): the TSC on
+// x86-64, the virtual counter on arm64, else CLOCK_REALTIME. CUPTI takes a timestamp callback
+// only before activity is enabled, so whichever of tprof and Kineto comes first sets the clock
+// for both; Kineto converts its records by this one whatever CUPTI answered it.
+uint64_t CUPTIAPI kineto_clock() {
+#if defined(__x86_64__)
+  return __rdtsc();
+#elif defined(__aarch64__)
+  uint64_t ticks = 0;
+  __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(ticks));
+  return ticks;
+#else
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec);
+#endif
+}
+
+// A reading of CUPTI's clock and CLOCK_MONOTONIC, side by side.
+void read_clocks() { clock.add_reading(kineto_clock(), monotonic_ns()); }
 
 // `batch` holds `count` records of the device_activity size (device_activity or device_properties).
 void fire_batch(const void* batch, uint32_t count) {
@@ -166,12 +195,17 @@ void fire_batch(const void* batch, uint32_t count) {
   STAP_PROBE3(tprof, device_activity, batch, count, DEVICE_ACTIVITY_ABI_VERSION);
 }
 
+// CUPTI hands buffers over on its own thread or on the one that flushes.
+std::mutex delivery;
+
 void deliver(uint8_t* buffer, size_t valid_size) {
+  const std::lock_guard lock(delivery);
+  read_clocks();
   std::array<device_activity, DEVICE_ACTIVITY_BATCH_MAX> batch;
   uint32_t count = 0;
   CUpti_Activity* record = nullptr;
   while (cupti.next_record(buffer, valid_size, &record) == CUPTI_SUCCESS) {
-    if (!convert_activity(*record, correlation_threads, devices, batch[count])) {
+    if (!convert_activity(*record, clock, devices, batch[count])) {
       counters.skipped_records.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
@@ -206,6 +240,13 @@ void resolve_driver() {
   if (!driver.resolve(library != nullptr ? library : RTLD_DEFAULT)) driver = {};
 }
 
+void send_refusal(CUptiResult reason) {
+  device_activity refusal{};
+  refusal.kind = DEVICE_ACTIVITY_REFUSED;
+  refusal.bytes = static_cast<uint64_t>(reason);
+  fire_batch(&refusal, 1);
+}
+
 // Read once, sent at every attach: a new tprof session knows nothing of the last one.
 void send_device_properties() {
   if (!driver_resolved) resolve_driver();
@@ -216,14 +257,13 @@ void send_device_properties() {
                static_cast<uint32_t>(std::min<size_t>(records.size() - first, DEVICE_ACTIVITY_BATCH_MAX)));
 }
 
+// With another client there (the target's torch.profiler, maybe mid-session), CUPTI's activity
+// is theirs to end: flushing or disabling it would take from their trace.
 void deactivate() {
+  active = false;
+  if (another_cupti_client()) return;
   ok(cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   for (CUpti_ActivityKind kind : kActivityKinds) cupti.disable(kind);
-  if (subscriber != nullptr) {
-    cupti.unsubscribe(subscriber);
-    subscriber = nullptr;
-  }
-  active = false;
 }
 
 // Enables everything tprof exports. Any refusal (no driver, no GPU, another CUPTI client)
@@ -235,18 +275,21 @@ void refuse() {
 
 void activate() {
   counters.activations.fetch_add(1, std::memory_order_relaxed);
-  active = true;
-  send_device_properties();
-  if (!ok(cupti.register_timestamp(monotonic_ns)) || !ok(cupti.register_callbacks(buffer_requested, buffer_completed))) {
-    refuse();
+  if (another_cupti_client()) {
+    counters.last_error.store(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, std::memory_order_relaxed);
+    send_refusal(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+    refused = true;
     return;
   }
-  // Optional: without it (a second CUPTI subscriber is refused), runtime calls have no thread.
-  if (ok(cupti.subscribe(&subscriber, on_api_call, nullptr))) {
-    ok(cupti.enable_domain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API));
-    ok(cupti.enable_domain(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API));
-  } else {
-    subscriber = nullptr;
+  active = true;
+  send_device_properties();
+  {
+    const std::lock_guard lock(delivery);
+    read_clocks();
+  }
+  if (!ok(cupti.register_timestamp(kineto_clock)) || !ok(cupti.register_callbacks(buffer_requested, buffer_completed))) {
+    refuse();
+    return;
   }
   for (CUpti_ActivityKind kind : kActivityKinds) {
     if (!ok(cupti.enable(kind))) {
@@ -313,11 +356,6 @@ __attribute__((visibility("default"))) void tprof_cupti_read_counters(tprof_cupt
   out->dropped_by_cupti = counters.dropped_by_cupti.load();
   out->cupti_loaded = cupti_loaded.load() ? 1 : 0;
   out->last_error = counters.last_error.load();
-}
-
-__attribute__((visibility("default"))) void tprof_cupti_api_callback(void* user_data, uint32_t domain, uint32_t cbid,
-                                                                     const void* data) {
-  tprof::cupti::on_api_call(user_data, static_cast<CUpti_CallbackDomain>(domain), cbid, data);
 }
 
 __attribute__((visibility("default"))) void tprof_cupti_buffer_completed(void* context, uint32_t stream, uint8_t* buffer,

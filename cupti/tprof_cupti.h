@@ -33,10 +33,6 @@ void tprof_cupti_read_counters(struct tprof_cupti_counters* counters);
  * batch and frees the buffer with free(). */
 void tprof_cupti_buffer_completed(void* context, uint32_t stream, uint8_t* buffer, size_t size, size_t valid_size);
 
-/* CUPTI's runtime and driver API callback (a CUpti_CallbackData* as `data`), exported likewise:
- * at an API entry it notes which OS thread makes the call with that correlation id. */
-void tprof_cupti_api_callback(void* user_data, uint32_t domain, uint32_t cbid, const void* data);
-
 #ifdef __cplusplus
 }
 #endif

@@ -1,15 +1,18 @@
 // libtprof_cupti_feeder.so, for the GPU boundary test: does on the calling thread what CUDA and
-// CUPTI would do for a kernel launch and a copy, with no GPU. It calls the injection library's
-// API-entry callback as CUPTI would, makes a real cudaLaunchKernel call into the toolkit's
-// libcudart (which fails without a driver), then hands the library a completed activity buffer
-// built from CUPTI's own record structs: the two runtime calls, the kernel and the copy.
+// CUPTI would do for a kernel launch and a copy, with no GPU. It makes a real cudaLaunchKernel
+// call into the toolkit's libcudart (which fails without a driver), then hands the library a
+// completed activity buffer built from CUPTI's own record structs: the runtime calls, stamped
+// in CUPTI's clock and named by CUPTI's thread id (the low half of pthread_self()) as CUPTI
+// does, the kernel and the copy.
 // It also stands in for the CUDA driver's device queries (tests/cupti/fake_driver.h, one H100):
 // loaded into the process's global scope, it is the driver the library finds and asks for the
 // GPUs' properties when tprof attaches.
 #include <cuda_runtime_api.h>
 #include <cupti.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <time.h>
+#include <x86intrin.h>
 
 #include <cstdint>
 
@@ -18,29 +21,17 @@
 
 namespace {
 
-using ApiCallback = void (*)(void*, uint32_t, uint32_t, const void*);
 using BufferCompleted = void (*)(void*, uint32_t, uint8_t*, size_t, size_t);
 using LaunchKernel = cudaError_t (*)(const void*, dim3, dim3, void**, size_t, cudaStream_t);
 
-ApiCallback api_callback = nullptr;
 BufferCompleted buffer_completed = nullptr;
 LaunchKernel launch_kernel = nullptr;
 
 constexpr char kKernelName[] = "_Z11tprof_scalePfi";  // tprof_scale(float*, int)
 constexpr uint32_t kStream = 7;
 
-uint64_t monotonic_ns() {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec);
-}
-
-void enter_api(CUpti_CallbackId cbid, uint32_t correlation) {
-  CUpti_CallbackData call{};
-  call.callbackSite = CUPTI_API_ENTER;
-  call.correlationId = correlation;
-  api_callback(nullptr, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &call);
-}
+// The clock CUPTI stamps records with: the one the library registers, the TSC.
+uint64_t cupti_now() { return __rdtsc(); }
 
 void add_api_record(tprof::testing::ActivityBuffer& buffer, CUpti_CallbackId cbid, uint32_t correlation,
                     uint64_t start, uint64_t end) {
@@ -49,7 +40,7 @@ void add_api_record(tprof::testing::ActivityBuffer& buffer, CUpti_CallbackId cbi
   record.correlationId = correlation;
   record.start = start;
   record.end = end;
-  record.threadId = 0x5eed;  // CUPTI's own thread id, which is not the OS one
+  record.threadId = static_cast<uint32_t>(pthread_self());  // as CUPTI names the calling thread
 }
 
 }  // namespace
@@ -79,32 +70,28 @@ int tprof_feeder_setup(const char* injection_library, const char* cudart_library
   void* injection = dlopen(injection_library, RTLD_NOW | RTLD_NOLOAD);
   void* cudart = dlopen(cudart_library, RTLD_NOW | RTLD_LOCAL);
   if (injection == nullptr || cudart == nullptr) return 1;
-  api_callback = reinterpret_cast<ApiCallback>(dlsym(injection, "tprof_cupti_api_callback"));
   buffer_completed = reinterpret_cast<BufferCompleted>(dlsym(injection, "tprof_cupti_buffer_completed"));
   launch_kernel = reinterpret_cast<LaunchKernel>(dlsym(cudart, "cudaLaunchKernel"));
-  return api_callback && buffer_completed && launch_kernel ? 0 : 2;
+  return buffer_completed && launch_kernel ? 0 : 2;
 }
 
 // One launch (correlation `correlation`), one copy (`correlation + 1`) and one cudaGetDevice
 // (`correlation + 2`), a call torch.profiler leaves out. Returns what cudaLaunchKernel returned.
 int tprof_feeder_launch(uint32_t correlation) {
   tprof::testing::ActivityBuffer buffer;
-  const uint64_t launch_start = monotonic_ns();
-  enter_api(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, correlation);
+  const uint64_t launch_start = cupti_now();
   const cudaError_t result = launch_kernel(reinterpret_cast<const void*>(&tprof_feeder_launch), dim3(4, 1, 1),
                                            dim3(256, 1, 1), nullptr, 0, nullptr);
-  const uint64_t launch_end = monotonic_ns();
+  const uint64_t launch_end = cupti_now();
   add_api_record(buffer, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, correlation, launch_start, launch_end);
 
-  const uint64_t copy_start = monotonic_ns();
-  enter_api(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, correlation + 1);
-  const uint64_t copy_end = monotonic_ns() + 1'000;
+  const uint64_t copy_start = cupti_now();
+  const uint64_t copy_end = cupti_now() + 1'000;
   add_api_record(buffer, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, correlation + 1, copy_start, copy_end);
 
-  const uint64_t query_start = monotonic_ns();
-  enter_api(CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, correlation + 2);
+  const uint64_t query_start = cupti_now();
   add_api_record(buffer, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020, correlation + 2, query_start,
-                 monotonic_ns() + 500);
+                 cupti_now() + 500);
 
   auto& kernel = buffer.add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   kernel.name = kKernelName;

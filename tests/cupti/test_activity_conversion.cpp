@@ -25,13 +25,13 @@ DriverFunctions fake_driver() {
           .attribute = fake::attribute};
 }
 
-std::vector<device_activity> convert_all(ActivityBuffer& buffer, const CorrelationThreads& threads, int* skipped,
+std::vector<device_activity> convert_all(ActivityBuffer& buffer, const ClockMap& clock, int* skipped,
                                          const Devices& devices = Devices()) {
   std::vector<device_activity> converted;
   CUpti_Activity* record = nullptr;
   while (cuptiActivityGetNextRecord(buffer.data(), buffer.size(), &record) == CUPTI_SUCCESS) {
     device_activity out;
-    if (convert_activity(*record, threads, devices, out)) {
+    if (convert_activity(*record, clock, devices, out)) {
       converted.push_back(out);
     } else {
       ++*skipped;
@@ -60,9 +60,9 @@ TEST(ActivityConversion, KernelCarriesItsLaunchGeometryAndName) {
   kernel.registersPerThread = 64;
   kernel.staticSharedMemory = 1024;
   kernel.dynamicSharedMemory = 3072;
-  CorrelationThreads threads;
+  ClockMap clock;  // no readings: times as they are
   int skipped = 0;
-  const auto records = convert_all(buffer, threads, &skipped);
+  const auto records = convert_all(buffer, clock, &skipped);
   ASSERT_EQ(records.size(), 1u);
   const device_activity& out = records[0];
   EXPECT_EQ(out.kind, DEVICE_ACTIVITY_KERNEL);
@@ -98,7 +98,7 @@ TEST(ActivityConversion, CopiesSetsCallsAndSyncs) {
   auto& call = buffer.add<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_RUNTIME);
   call.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
   call.correlationId = 101;
-  call.threadId = 0xdeadbeef;  // CUPTI's own id, not the OS thread: never used
+  call.threadId = 0xdeadbeef;  // CUPTI's id, the low half of the caller's pthread_self()
   call.start = 10;
   call.end = 20;
   auto& driver = buffer.add<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_DRIVER);
@@ -109,10 +109,9 @@ TEST(ActivityConversion, CopiesSetsCallsAndSyncs) {
   sync.correlationId = 105;
   buffer.add<CUpti_ActivityName>(CUPTI_ACTIVITY_KIND_NAME);  // a kind tprof does not export
 
-  CorrelationThreads threads;
-  threads.remember(101, 4242);
+  ClockMap clock;
   int skipped = 0;
-  const auto records = convert_all(buffer, threads, &skipped);
+  const auto records = convert_all(buffer, clock, &skipped);
   ASSERT_EQ(records.size(), 5u);
   EXPECT_EQ(skipped, 1);
   EXPECT_EQ(records[0].kind, DEVICE_ACTIVITY_MEMCPY);
@@ -126,10 +125,9 @@ TEST(ActivityConversion, CopiesSetsCallsAndSyncs) {
   EXPECT_EQ(records[1].correlation, 103u);
   EXPECT_EQ(records[2].kind, DEVICE_ACTIVITY_RUNTIME);
   EXPECT_EQ(records[2].cbid, static_cast<uint32_t>(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
-  EXPECT_EQ(records[2].thread, 4242u);
+  EXPECT_EQ(records[2].thread, 0xdeadbeefu);  // tprof names the OS thread (userspace/loader/thread_bases.h)
   EXPECT_EQ(records[2].start_ns, 10u);
   EXPECT_EQ(records[3].kind, DEVICE_ACTIVITY_DRIVER);
-  EXPECT_EQ(records[3].thread, 0u);  // no API callback saw it
   EXPECT_EQ(records[4].kind, DEVICE_ACTIVITY_SYNC);
   EXPECT_EQ(records[4].copy_kind, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE);
   EXPECT_EQ(records[4].stream, CUPTI_SYNCHRONIZATION_INVALID_VALUE);
@@ -203,21 +201,51 @@ TEST(ActivityConversion, AKernelOnAKnownDeviceCarriesItsOccupancyLimit) {
   kernel.blockY = 2;
   kernel.blockZ = 1;
   kernel.registersPerThread = 64;
-  CorrelationThreads threads;
+  ClockMap clock;
   int skipped = 0;
-  const auto records = convert_all(buffer, threads, &skipped, devices);
+  const auto records = convert_all(buffer, clock, &skipped, devices);
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0].active_blocks_per_sm, 4u);
 }
 
-TEST(CorrelationThreads, ALaterCallInTheSameSlotHidesTheOlderOne) {
-  CorrelationThreads threads;
-  threads.remember(5, 100);
-  EXPECT_EQ(threads.thread_of(5), 100u);
-  EXPECT_EQ(threads.thread_of(6), 0u);
-  threads.remember(5 + CorrelationThreads::kSlots, 200);
-  EXPECT_EQ(threads.thread_of(5), 0u);
-  EXPECT_EQ(threads.thread_of(5 + CorrelationThreads::kSlots), 200u);
+TEST(ActivityConversion, TimesGoFromCuptisClockToMonotonic) {
+  ActivityBuffer buffer;
+  auto& kernel = buffer.add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  kernel.start = 5'000'000'000;
+  kernel.end = 5'000'002'000;
+  ClockMap clock;
+  clock.add_reading(5'000'010'000, 70'000'000'000);  // CUPTI read 5.00001 s when monotonic read 70 s
+  int skipped = 0;
+  const auto records = convert_all(buffer, clock, &skipped);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].start_ns, 69'999'990'000u);
+  EXPECT_EQ(records[0].end_ns, 69'999'992'000u);
+}
+
+// A TSC-like CUPTI clock (Kineto registers one): the rate comes from readings 10 ms or more apart.
+TEST(ClockMap, TakesTheRateBetweenItsFirstAndLatestReadings) {
+  ClockMap clock;
+  clock.add_reading(1'000'000'000, 50'000'000'000);
+  clock.add_reading(1'000'000'000 + 60'000'000, 50'000'000'000 + 20'000'000);  // 3 ticks a ns
+  EXPECT_EQ(clock.to_monotonic(1'000'000'000 + 30'000'000), 50'000'000'000u + 10'000'000);
+  EXPECT_EQ(clock.to_monotonic(1'000'000'000 + 90'000'000), 50'000'000'000u + 30'000'000);
+}
+
+TEST(ClockMap, ReadingsCloseTogetherKeepARateOfOne) {
+  ClockMap clock;
+  clock.add_reading(1'000, 2'000'000);
+  clock.add_reading(4'000, 2'003'100);
+  EXPECT_EQ(clock.to_monotonic(5'000), 2'004'100u);  // offset from the latest reading
+}
+
+TEST(ClockMap, AClockThatChangesItsSourceStartsTheMapAfresh) {
+  ClockMap clock;
+  clock.add_reading(1'000'000'000, 50'000'000'000);
+  clock.add_reading(1'020'000'000, 50'020'000'000);  // nanoseconds
+  clock.add_reading(1'020'000'000 + 90'000'000, 50'050'000'000);  // 3 ticks a ns now: a new source
+  EXPECT_EQ(clock.to_monotonic(1'020'000'000 + 90'000'000 + 1'000), 50'050'001'000u);  // rate 1 again
+  clock.add_reading(100, 50'060'000'000);  // went backwards: afresh too
+  EXPECT_EQ(clock.to_monotonic(150), 50'060'000'050u);
 }
 
 }  // namespace

@@ -3,16 +3,24 @@
 // records of a buffer to tprof when asked. Each test runs in its own process (ctest), so the
 // library's state starts fresh.
 #include <dlfcn.h>
+#include <elf.h>
 #include <gtest/gtest.h>
+#include <link.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <thread>
+#include <x86intrin.h>
 
 #include "tests/cupti/cupti_records.h"
+#include "tests/cupti/fake_cupti.h"
 #include "tprof_cupti.h"
 
 namespace tprof::testing {
@@ -44,6 +52,113 @@ double process_cpu_seconds() {
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
          static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+
+// The link-time address of the tprof:device_activity semaphore, from the library's
+// .note.stapsdt (as libbpf finds it); 0 if absent.
+uint64_t semaphore_address(const char* path) {
+  std::ifstream file(path, std::ios::binary);
+  const std::string image((std::istreambuf_iterator<char>(file)), {});
+  const auto* header = reinterpret_cast<const Elf64_Ehdr*>(image.data());
+  const auto* sections = reinterpret_cast<const Elf64_Shdr*>(image.data() + header->e_shoff);
+  const char* names = image.data() + sections[header->e_shstrndx].sh_offset;
+  for (int i = 0; i < header->e_shnum; ++i) {
+    if (std::strcmp(names + sections[i].sh_name, ".note.stapsdt") != 0) continue;
+    size_t at = sections[i].sh_offset;
+    const size_t end = at + sections[i].sh_size;
+    while (at + sizeof(Elf64_Nhdr) <= end) {
+      const auto* note = reinterpret_cast<const Elf64_Nhdr*>(image.data() + at);
+      const char* description = image.data() + at + sizeof(Elf64_Nhdr) + ((note->n_namesz + 3) & ~3u);
+      // pc, base, semaphore, then "provider\0name\0arguments".
+      const char* provider = description + 3 * sizeof(uint64_t);
+      if (std::strcmp(provider, "tprof") == 0 && std::strcmp(provider + 6, "device_activity") == 0) {
+        uint64_t semaphore = 0;
+        std::memcpy(&semaphore, description + 2 * sizeof(uint64_t), sizeof(semaphore));
+        return semaphore;
+      }
+      at += sizeof(Elf64_Nhdr) + ((note->n_namesz + 3) & ~3u) + ((note->n_descsz + 3) & ~3u);
+    }
+  }
+  return 0;
+}
+
+// The injection library over the stand-in libcupti, with tprof's attach played by raising the
+// probe's semaphore as the kernel does when a uprobe with a reference counter goes in.
+struct LibraryOverFakeCupti {
+  Library library;
+  FakeCuptiState* cupti = nullptr;
+  volatile unsigned short* semaphore = nullptr;
+
+  LibraryOverFakeCupti() {
+    setenv("TPROF_CUPTI_LIBRARY", TPROF_FAKE_CUPTI_PATH, 1);
+    if (library.handle == nullptr || library.initialize() != 1) return;
+    void* fake = dlopen(TPROF_FAKE_CUPTI_PATH, RTLD_NOW | RTLD_NOLOAD);
+    if (fake != nullptr)
+      cupti = reinterpret_cast<FakeCuptiState* (*)()>(dlsym(fake, "fake_cupti_state"))();
+    link_map* map = nullptr;
+    const uint64_t address = semaphore_address(TPROF_CUPTI_LIBRARY_PATH);
+    if (address != 0 && dlinfo(library.handle, RTLD_DI_LINKMAP, &map) == 0)
+      semaphore = reinterpret_cast<volatile unsigned short*>(map->l_addr + address);
+  }
+  bool ready() const { return cupti != nullptr && semaphore != nullptr; }
+  // Waits up to 2 s (ten of the watcher's wake-ups) for `done`.
+  template <typename Predicate>
+  bool wait_for(Predicate done) const {
+    for (int i = 0; i < 200 && !done(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return done();
+  }
+  void attach() { *semaphore = 1; }
+  void detach() { *semaphore = 0; }
+};
+
+// Kineto takes CUPTI's one subscriber when the target's torch.profiler first runs; were tprof's
+// library holding it then, Kineto would record no GPU activity for the life of the process. And
+// Kineto converts every record by the clock it hands CUPTI, which CUPTI takes only before
+// activity is enabled: the library hands CUPTI that same clock (the TSC).
+TEST(CuptiLibrary, AttachedItHoldsNoSubscriberAndStampsWithKinetosClock) {
+  LibraryOverFakeCupti fixture;
+  ASSERT_TRUE(fixture.ready());
+  fixture.attach();
+  ASSERT_TRUE(fixture.wait_for([&] { return fixture.cupti->enabled_kinds == 6; }));
+  EXPECT_EQ(fixture.cupti->subscribers, 0);
+  EXPECT_EQ(fixture.library.counters().activations, 1u);
+  ASSERT_NE(fixture.cupti->timestamp, nullptr);
+  const uint64_t before = __rdtsc();
+  const uint64_t stamped = fixture.cupti->timestamp();
+  EXPECT_GE(stamped, before);
+  EXPECT_LE(stamped, __rdtsc());
+  fixture.detach();
+  ASSERT_TRUE(fixture.wait_for([&] { return fixture.cupti->enabled_kinds == 0; }));
+  EXPECT_EQ(fixture.cupti->forced_flushes, 1) << "what was recorded goes to tprof before it goes";
+}
+
+// The target profiled itself before tprof came: the library stays dormant and says why.
+TEST(CuptiLibrary, WithAnotherCuptiClientItEnablesNothing) {
+  LibraryOverFakeCupti fixture;
+  ASSERT_TRUE(fixture.ready());
+  fixture.cupti->other_client = true;
+  fixture.attach();
+  ASSERT_TRUE(fixture.wait_for([&] { return fixture.library.counters().activations == 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // and it does not try again
+  EXPECT_EQ(fixture.library.counters().activations, 1u);
+  EXPECT_EQ(fixture.cupti->enabled_kinds, 0);
+  EXPECT_EQ(fixture.cupti->callback_registrations, 0);
+  EXPECT_EQ(fixture.cupti->timestamp, nullptr);
+  EXPECT_EQ(fixture.library.counters().last_error, CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+}
+
+// The target's torch.profiler started while tprof recorded: when tprof goes, its session may
+// still run, and the activity is left as it is rather than flushed or disabled under it.
+TEST(CuptiLibrary, WhenTprofGoesAfterAnotherClientCameItLeavesCuptiAsItIs) {
+  LibraryOverFakeCupti fixture;
+  ASSERT_TRUE(fixture.ready());
+  fixture.attach();
+  ASSERT_TRUE(fixture.wait_for([&] { return fixture.cupti->enabled_kinds == 6; }));
+  fixture.cupti->other_client = true;
+  fixture.detach();
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  EXPECT_EQ(fixture.cupti->enabled_kinds, 6);
+  EXPECT_EQ(fixture.cupti->forced_flushes, 0);
 }
 
 TEST(CuptiLibrary, InitializeInjectionReturnsAtOnceWithoutAGpuAndStaysDormant) {

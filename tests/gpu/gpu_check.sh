@@ -6,7 +6,8 @@
 # 3. the loop is started with CUDA_INJECTION64_PATH (tprof env) and `tprof attach` records it.
 # The steps run inside record_function("measured_steps"). In each trace, the kernels, copies and
 # memsets launched there must be torch.profiler's, within 2%, each with the same name, op (by
-# External id) and launching CUDA call (by correlation); its deviceProperties must equal Kineto's,
+# External id) and launching CUDA call (by correlation), and start after that call; its ops must
+# be torch.profiler's by name, within 2%; its deviceProperties must equal Kineto's,
 # and its kernels' occupancy estimates Kineto's for the same kernel and launch shape (98% of
 # them). Both paths are checked even if one fails. Exits 77 (skipped) without a GPU, torch.cuda
 # or BPF, saying why.
@@ -54,7 +55,7 @@ def measured_gpu_work(trace):
     if len(measured) != 1:
         sys.exit(f"{len(measured)} measured_steps annotations, not 1")
     begin, end = measured[0]["ts"], measured[0]["ts"] + measured[0]["dur"]
-    work, kernels = collections.Counter(), []
+    work, kernels, late = collections.Counter(), [], 0
     for event in events:
         if event.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset"):
             continue
@@ -65,10 +66,11 @@ def measured_gpu_work(trace):
         work[(event["cat"], event["name"], op["name"] if op else None, launch["name"])] += 1
         if event["cat"] == "kernel":
             kernels.append(event)
-    return work, kernels
+        late += event["ts"] >= launch["ts"]  # a GPU activity starts after its launch: one clock
+    return work, kernels, late
 
-ours, kernels = measured_gpu_work(trace)
-theirs, kineto_kernels = measured_gpu_work(kineto)
+ours, kernels, after_launch = measured_gpu_work(trace)
+theirs, kineto_kernels, _ = measured_gpu_work(kineto)
 all_kernels = sum(1 for e in trace["traceEvents"] if e.get("cat") == "kernel")
 linked = sum(count for (_, _, op, _), count in ours.items() if op is not None)
 arrows = [e for e in trace["traceEvents"] if e.get("cat") == "ac2g"]
@@ -79,6 +81,9 @@ print(f"{sys.argv[1]}: {all_kernels} kernels, {len(kernels)} of them launched in
       f"{len({e['id'] for e in arrows if e['ph'] == 's'} & {e['id'] for e in arrows if e['ph'] == 'f'})} ac2g arrows")
 if not kernels:
     sys.exit("no kernels")
+print(f"clock: {after_launch} of {sum(ours.values())} GPU activities start after their launching call starts")
+if after_launch < 0.98 * sum(ours.values()):
+    sys.exit("GPU activities start before their launches: the GPU and CPU clocks disagree")
 if same < 0.98 * sum(theirs.values()) or sum(ours.values()) > 1.02 * sum(theirs.values()):
     for key in list(((ours - theirs) + (theirs - ours)).keys())[:10]:
         print(f"  tprof {ours[key]}, torch.profiler {theirs[key]}: {key}")

@@ -59,7 +59,8 @@ struct Fixture {
                                .target_string = [](uint64_t address) {
                                  if (address == 0x1000) return std::string("_Z4gemmv");
                                  return address == 0x2000 ? std::string("NVIDIA H100 80GB HBM3") : std::string();
-                               }},
+                               },
+                               .os_thread = [](uint32_t cupti_thread) { return cupti_thread; }},
                               sink};
 };
 

@@ -74,13 +74,13 @@ model::DeviceActivity DeviceCorrelator::to_model(const device_activity& record) 
       activity.kind = model::DeviceActivityKind::kDriver;
       activity.name = symbolizer::cuda_driver_api_name(record.cbid);
       activity.cbid = record.cbid;
-      activity.tid = record.thread;
+      activity.tid = callbacks_.os_thread(record.thread);
       break;
     default:
       activity.kind = model::DeviceActivityKind::kRuntime;
       activity.name = symbolizer::cuda_runtime_api_name(record.cbid);
       activity.cbid = record.cbid;
-      activity.tid = record.thread;
+      activity.tid = callbacks_.os_thread(record.thread);
       break;
   }
   return activity;
@@ -136,6 +136,10 @@ void DeviceCorrelator::add(const device_activity& record) {
   }
   if (record.kind == DEVICE_ACTIVITY_DROPPED) {
     counts_.dropped_by_cupti += record.bytes;
+    return;
+  }
+  if (record.kind == DEVICE_ACTIVITY_REFUSED) {
+    counts_.refusal = static_cast<int32_t>(record.bytes);
     return;
   }
   if (!shown_as_torch_profiler_would(record)) {

@@ -44,10 +44,11 @@ class DeviceCorrelator {
     uint64_t api_calls = 0;
     uint64_t api_calls_in_ops = 0;    // with an enclosing op or annotation
     uint64_t api_calls_hidden = 0;    // calls torch.profiler leaves out, left out likewise
-    uint64_t api_calls_without_thread = 0;  // CUPTI's record named no thread tprof could map
+    uint64_t api_calls_without_thread = 0;  // CUPTI's record named no thread tprof could find
     uint64_t linked = 0;              // GPU activities linked to their API call
     uint64_t devices = 0;             // GPUs whose properties the library sent
     uint64_t dropped_by_cupti = 0;    // records CUPTI dropped for want of buffer space
+    int32_t refusal = 0;              // why the library stayed dormant (a CUptiResult); 0: it did not
   };
 
   struct Callbacks {
@@ -56,6 +57,9 @@ class DeviceCorrelator {
     // A string read from the target at an address the library sent (a kernel's or GPU's name);
     // "" if unreadable.
     std::function<std::string(uint64_t address)> target_string;
+    // The OS thread (tid) of CUPTI's thread id for an API call (the low half of the caller's
+    // pthread_self()); 0: unknown.
+    std::function<uint32_t(uint32_t cupti_thread)> os_thread;
   };
 
   DeviceCorrelator(MonotonicToUnix clock, Callbacks callbacks, model::TraceSink& sink);

@@ -21,6 +21,7 @@
 #include "userspace/cli/console.h"
 #include "userspace/cli/error.h"
 #include "userspace/loader/cuda_api_probes.h"
+#include "userspace/loader/thread_bases.h"
 #include "userspace/loader/exit_probes.h"
 #include "userspace/loader/spill_probes.h"
 #include "userspace/cli/op_summary.h"
@@ -260,12 +261,19 @@ void report_device_activity(Console& console, const DeviceCorrelator::Counts& co
                group_thousands(counts.api_calls_hidden) + " more left out, as torch.profiler leaves them out); " +
                group_thousands(counts.linked) + " GPU activities linked to their launch; properties of " +
                group_thousands(counts.devices) + (counts.devices == 1 ? " GPU" : " GPUs"));
+  // CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: CUPTI takes one subscriber, and Kineto keeps it.
+  constexpr int32_t kAnotherCuptiClient = 39;
+  if (counts.refusal == kAnotherCuptiClient)
+    console.line("warning: no GPU timing: the target's own torch.profiler (Kineto) holds CUPTI, and tprof leaves "
+                 "it to it");
+  else if (counts.refusal != 0)
+    console.line("warning: no GPU timing: CUPTI refused (CUptiResult " + std::to_string(counts.refusal) + ")");
   if (counts.dropped_by_cupti > 0)
     console.line("warning: CUPTI dropped " + group_thousands(counts.dropped_by_cupti) +
                  " GPU activity records for want of buffer space; the GPU rows miss them");
   if (counts.api_calls_without_thread > 0)
     console.line("warning: " + group_thousands(counts.api_calls_without_thread) +
-                 " CUDA API calls named no thread (another CUPTI client held the callback API) and were left out");
+                 " CUDA API calls came from threads that had exited before tprof could name them, and were left out");
   if (losses.device_activity_unreadable > 0)
     console.line("warning: " + group_thousands(losses.device_activity_unreadable) +
                  " GPU activity records could not be read from the target");
@@ -608,7 +616,10 @@ class RecordingPipeline {
             .target_string =
                 [memory = symbolizer::ProcessMemory(target_.pid())](uint64_t address) {
                   return memory.read_string(address, kMaxTargetStringBytes).value_or("");
-                }},
+                },
+            .os_thread = [threads = std::make_shared<CuptiThreadNames>(target_.pid())](uint32_t cupti_thread) {
+              return threads->os_thread(cupti_thread);
+            }},
         sinks_.sink());
     closer_.on_range_closed([this](uint32_t tid, const model::OpSpan& span) { device_correlator_->range_closed(tid, span); });
   }
