@@ -92,10 +92,12 @@ static __always_inline bool copy_tensor_window(const struct tensor_layout *layou
  * Copies the TensorImpl `impl` into the next free tensor slot. Returns the slot, or -1 when
  * every slot is taken or the impl cannot be read.
  */
-static __noinline int copy_tensor(const struct tensor_layout *layout, struct op_arguments *args, __u64 impl)
+__noinline int copy_tensor(const struct tensor_layout *layout, struct op_arguments *args, __u64 impl)
 {
+	if (!layout || !args)
+		return -1;
 	__u32 slot = args->tensor_count;
-	if (slot >= OP_TENSORS_MAX || !layout)
+	if (slot >= OP_TENSORS_MAX)
 		return -1;
 	struct tensor_copy *copy = &args->tensors[slot & (OP_TENSORS_MAX - 1)];
 	if (!copy_tensor_window(layout, copy, impl))
@@ -183,10 +185,12 @@ static __always_inline __u64 list_tensor_impl(const struct list_source *list, __
 	return tensor_impl(element);
 }
 
-static __always_inline void record_tensor_list(const struct tensor_layout *layout, struct op_arguments *args,
-					       struct argument_value *value, const struct list_source *list,
-					       struct pending_lists *pending)
+__noinline int record_tensor_list(const struct tensor_layout *layout, struct op_arguments *args,
+				  struct argument_value *value, const struct list_source *list,
+				  struct pending_lists *pending)
 {
+	if (!args || !value || !list)
+		return 0;
 	value->status = ARGUMENT_TENSOR_LIST;
 	value->length = list->length > 0xffffffffULL ? 0xffffffffU : (__u32)list->length;
 	value->first_tensor = args->tensor_count;
@@ -199,6 +203,7 @@ static __always_inline void record_tensor_list(const struct tensor_layout *layou
 		value->tensor_count++;
 	}
 	defer_rest(pending, list, value->tensor_count);
+	return 0;
 }
 
 /* A std::vector's {begin, end} at `vector`; false when unreadable or not a whole number of
@@ -259,13 +264,15 @@ static __always_inline bool tensor_list_ref_source(const struct tensor_layout *l
 
 /* A Tensor?[] (c10::List<optional<at::Tensor>> at `list`), up to OPTIONAL_TENSOR_LIST_MAX
  * elements, all in the op's record: its Nones as bits of `value`, its tensors copied. */
-static __always_inline void record_optional_tensor_list(const struct tensor_layout *layout, struct op_arguments *args,
-							struct argument_value *value, __u64 list)
+__noinline int record_optional_tensor_list(const struct tensor_layout *layout, struct op_arguments *args,
+					   struct argument_value *value, __u64 list)
 {
 	__u64 begin = 0, length = 0;
+	if (!layout || !args || !value)
+		return 0;
 	if (!list_impl_values(layout, list, &begin, &length)) {
 		value->status = ARGUMENT_UNREADABLE;
-		return;
+		return 0;
 	}
 	value->status = ARGUMENT_TENSOR_LIST;
 	value->length = length > 0xffffffffULL ? 0xffffffffU : (__u32)length;
@@ -284,6 +291,7 @@ static __always_inline void record_optional_tensor_list(const struct tensor_layo
 			break;
 		value->tensor_count++;
 	}
+	return 0;
 }
 
 static __always_inline void record_int_list(struct op_arguments *args, struct argument_value *value,
@@ -377,29 +385,26 @@ static __always_inline bool std_optional_engaged(const struct entry_registers *r
 	return true;
 }
 
-static long read_argument(__u32 index, void *context)
+/*
+ * Reads the argument `plan` describes into args' last argument (args->argument_count - 1).
+ * A global function: the verifier checks it once, not at every state the loop around it is in.
+ */
+__noinline int read_planned_argument(const struct tensor_layout *layout, const struct entry_registers *registers,
+				     const struct argument_plan *plan, struct op_arguments *args,
+				     struct pending_lists *pending)
 {
-	struct argument_walk *walk = context;
-	if (index >= OP_ARGUMENTS_MAX || walk->first + index >= walk->plan->argument_count)
-		return 1;
-	/* The verifier needs the bound on the register that indexes; keep the compiler from
-	 * indexing with an unmasked copy. */
-	__u32 slot = index & (OP_ARGUMENTS_MAX - 1);
+	if (!layout || !registers || !plan || !args || !args->argument_count)
+		return 0;
+	__u32 slot = (args->argument_count - 1) & (OP_ARGUMENTS_MAX - 1);
 	asm volatile("" : "+r"(slot));
 	slot &= OP_ARGUMENTS_MAX - 1;
-	__u32 planned = (walk->first + slot) & (OP_PLAN_ARGUMENTS_MAX - 1);
-	asm volatile("" : "+r"(planned));
-	planned &= OP_PLAN_ARGUMENTS_MAX - 1;
-	const struct argument_plan *plan = &walk->plan->arguments[planned];
-	struct argument_value *value = &walk->args->arguments[slot];
-	__builtin_memset(value, 0, sizeof(*value));
-	walk->args->argument_count = (__u8)(index + 1);
-
+	struct argument_value *value = &args->arguments[slot];
 	__u64 word = 0;
-	if (plan->read == READ_NOTHING || !location_word(&walk->registers, plan->word, &word))
+	if (plan->read == READ_NOTHING || !location_word(registers, plan->word, &word))
 		return 0; /* ARGUMENT_UNKNOWN */
 	__u64 length = 0;
-	struct list_source list = {.base = word, .argument = (__u8)planned, .kind = LIST_OF_TENSORS, .stride = 8};
+	/* The list's schema argument is filled in by the caller, which knows it. */
+	struct list_source list = {.base = word, .kind = LIST_OF_TENSORS, .stride = 8};
 	switch (plan->read) {
 	case READ_WORD:
 		value->status = ARGUMENT_WORD;
@@ -410,11 +415,11 @@ static long read_argument(__u32 index, void *context)
 					? ARGUMENT_UNREADABLE : ARGUMENT_WORD;
 		break;
 	case READ_TENSOR:
-		record_tensor(walk->layout, walk->args, value, tensor_impl(word));
+		record_tensor(layout, args, value, tensor_impl(word));
 		break;
 	case READ_OPTIONAL_TENSOR: {
 		__u8 engaged = 0;
-		if (bpf_probe_read_user(&engaged, 1, (const void *)(word + walk->layout->optional_tensor_flag))) {
+		if (bpf_probe_read_user(&engaged, 1, (const void *)(word + layout->optional_tensor_flag))) {
 			value->status = ARGUMENT_UNREADABLE;
 			break;
 		}
@@ -422,81 +427,81 @@ static long read_argument(__u32 index, void *context)
 			value->status = ARGUMENT_ABSENT;
 			break;
 		}
-		record_tensor(walk->layout, walk->args, value, tensor_impl(word + walk->layout->optional_tensor_payload));
+		record_tensor(layout, args, value, tensor_impl(word + layout->optional_tensor_payload));
 		break;
 	}
 	case READ_TENSOR_LIST:
-		if (!location_word(&walk->registers, plan->length, &list.length))
+		if (!location_word(registers, plan->length, &list.length))
 			break;
-		record_tensor_list(walk->layout, walk->args, value, &list, walk->pending);
+		record_tensor_list(layout, args, value, &list, pending);
 		break;
 	case READ_TENSOR_LIST_REF:
-		if (!tensor_list_ref_source(walk->layout, word, &list)) {
+		if (!tensor_list_ref_source(layout, word, &list)) {
 			value->status = ARGUMENT_UNREADABLE;
 			break;
 		}
-		record_tensor_list(walk->layout, walk->args, value, &list, walk->pending);
+		record_tensor_list(layout, args, value, &list, pending);
 		break;
 	case READ_SCALAR_LIST:
-		if (!location_word(&walk->registers, plan->length, &list.length))
+		if (!location_word(registers, plan->length, &list.length))
 			break;
 		list.kind = LIST_OF_SCALARS;
 		list.stride = SCALAR_WORDS * 8;
 		value->status = ARGUMENT_SCALAR_LIST;
 		value->length = list.length > 0xffffffffULL ? 0xffffffffU : (__u32)list.length;
-		defer_rest(walk->pending, &list, 0);
+		defer_rest(pending, &list, 0);
 		break;
 	case READ_OPTIONAL_TENSOR_LIST:
-		record_optional_tensor_list(walk->layout, walk->args, value, word);
+		record_optional_tensor_list(layout, args, value, word);
 		break;
 	case READ_INT_LIST:
 		list.kind = LIST_OF_INTS;
-		if (!location_word(&walk->registers, plan->length, &list.length))
+		if (!location_word(registers, plan->length, &list.length))
 			break;
-		record_int_list(walk->args, value, &list, walk->pending);
+		record_int_list(args, value, &list, pending);
 		break;
 	case READ_OPTIONAL_INT_LIST:
 		list.kind = LIST_OF_INTS;
-		if (!location_word(&walk->registers, plan->length, &list.length))
+		if (!location_word(registers, plan->length, &list.length))
 			break;
 		if (!word && list.length) {
 			value->status = ARGUMENT_ABSENT;
 			break;
 		}
-		record_int_list(walk->args, value, &list, walk->pending);
+		record_int_list(args, value, &list, pending);
 		break;
 	case READ_STD_OPTIONAL_INT_LIST:
-		if (!std_optional_engaged(&walk->registers, plan, &length, value))
+		if (!std_optional_engaged(registers, plan, &length, value))
 			break;
 		list.kind = LIST_OF_INTS;
 		list.length = length;
-		record_int_list(walk->args, value, &list, walk->pending);
+		record_int_list(args, value, &list, pending);
 		break;
 	case READ_OPTIONAL_WORD_PAIR: {
 		/* `word` is the first eightbyte, `length` the second: the flag is in the one at the
 		 * offset optional<at::Tensor> keeps it at. */
-		if (!location_word(&walk->registers, plan->length, &length))
+		if (!location_word(registers, plan->length, &length))
 			break;
-		bool flag_first = walk->layout->optional_tensor_flag < 8;
+		bool flag_first = layout->optional_tensor_flag < 8;
 		__u64 flag = flag_first ? word : length;
 		value->status = (flag & 0xff) ? ARGUMENT_WORD : ARGUMENT_ABSENT;
 		value->value = flag_first ? length : word;
 		break;
 	}
 	case READ_STRING:
-		if (!location_word(&walk->registers, plan->length, &length))
+		if (!location_word(registers, plan->length, &length))
 			break;
-		record_string(walk->args, value, word, length);
+		record_string(args, value, word, length);
 		break;
 	case READ_STD_OPTIONAL_STRING:
-		if (std_optional_engaged(&walk->registers, plan, &length, value))
-			record_string(walk->args, value, word, length);
+		if (std_optional_engaged(registers, plan, &length, value))
+			record_string(args, value, word, length);
 		break;
 	case READ_OPTIONAL_POINTED_WORD: {
 		__u8 engaged = 0;
-		if (bpf_probe_read_user(&engaged, 1, (const void *)(word + walk->layout->optional_tensor_flag)) ||
+		if (bpf_probe_read_user(&engaged, 1, (const void *)(word + layout->optional_tensor_flag)) ||
 		    (engaged && bpf_probe_read_user(&value->value, sizeof(value->value),
-						    (const void *)(word + walk->layout->optional_tensor_payload)))) {
+						    (const void *)(word + layout->optional_tensor_payload)))) {
 			value->status = ARGUMENT_UNREADABLE;
 			break;
 		}
@@ -507,7 +512,7 @@ static long read_argument(__u32 index, void *context)
 		record_scalar(value, word);
 		break;
 	case READ_OPTIONAL_SCALAR: {
-		bool std_optional = walk->layout->optional_tensor_flag != 0;
+		bool std_optional = layout->optional_tensor_flag != 0;
 		__u8 engaged = 0;
 		if (bpf_probe_read_user(&engaged, 1, (const void *)(word + (std_optional ? SCALAR_BYTES : 0)))) {
 			value->status = ARGUMENT_UNREADABLE;
@@ -523,6 +528,31 @@ static long read_argument(__u32 index, void *context)
 	}
 	return 0;
 }
+
+
+static long read_argument(__u32 index, void *context)
+{
+	struct argument_walk *walk = context;
+	if (index >= OP_ARGUMENTS_MAX || walk->first + index >= walk->plan->argument_count)
+		return 1;
+	/* The verifier needs the bound on the register that indexes; keep the compiler from
+	 * indexing with an unmasked copy. */
+	__u32 slot = index & (OP_ARGUMENTS_MAX - 1);
+	asm volatile("" : "+r"(slot));
+	slot &= OP_ARGUMENTS_MAX - 1;
+	__u32 planned = (walk->first + slot) & (OP_PLAN_ARGUMENTS_MAX - 1);
+	asm volatile("" : "+r"(planned));
+	planned &= OP_PLAN_ARGUMENTS_MAX - 1;
+	const struct argument_plan *plan = &walk->plan->arguments[planned];
+	__builtin_memset(&walk->args->arguments[slot], 0, sizeof(walk->args->arguments[slot]));
+	walk->args->argument_count = (__u8)(index + 1);
+	__u32 deferred = walk->pending->count;
+	read_planned_argument(walk->layout, &walk->registers, plan, walk->args, walk->pending);
+	if (walk->pending->count > deferred && deferred < PENDING_LISTS_MAX)
+		walk->pending->lists[deferred].argument = (__u8)planned;
+	return 0;
+}
+
 
 static __always_inline void reset_arguments(struct op_arguments *args)
 {

@@ -21,14 +21,16 @@ struct chunk_walk {
 };
 
 /* Copies tensors [first, first + LIST_CHUNK_TENSORS) of the list; how many it could. */
-static __always_inline __u32 copy_tensor_chunk(const struct chunk_walk *walk, struct list_elements *elements,
-					       __u64 end)
+/* A global function: the verifier checks its loop once. */
+__noinline int copy_tensor_chunk(const struct tensor_layout *layout, const struct list_source *list,
+				 struct list_elements *elements, __u64 end)
 {
-	__u32 count = 0;
+	if (!layout || !list || !elements)
+		return 0;
+	int count = 0;
 	for (__u32 i = 0; i < LIST_CHUNK_TENSORS; i++) {
-		__u64 element = (__u64)walk->list.first + i;
-		if (element >= end ||
-		    !copy_tensor_window(walk->layout, &elements->tensors[i], list_tensor_impl(&walk->list, element)))
+		__u64 element = (__u64)list->first + i;
+		if (element >= end || !copy_tensor_window(layout, &elements->tensors[i], list_tensor_impl(list, element)))
 			break;
 		count++;
 	}
@@ -70,7 +72,7 @@ static long emit_list_chunk(__u32 index, void *context)
 	__u32 count, payload = (__u32)__builtin_offsetof(struct list_elements, ints);
 	/* Each branch bounds its own size: the verifier must see the record's length bounded. */
 	if (tensors) {
-		count = copy_tensor_chunk(walk, elements, end) & (2 * LIST_CHUNK_TENSORS - 1);
+		count = (__u32)copy_tensor_chunk(walk->layout, &walk->list, elements, end) & (2 * LIST_CHUNK_TENSORS - 1);
 		payload += count * sizeof(struct tensor_copy);
 	} else if (walk->list.kind == LIST_OF_SCALARS) {
 		count = copy_word_chunk(walk, elements, end, SCALAR_WORDS) & (2 * LIST_CHUNK_INTS / SCALAR_WORDS - 1);

@@ -63,6 +63,7 @@ class Recordings {
   // Loads the BPF object now rather than at the first target (the privileges are checked):
   // `tprof record` does it while its command starts, so that a hold waits less.
   void load_tracer() { session_.tracer(); }
+  void start_loading_tracer() { session_.start_loading(); }
 
   bool all_exited() const {
     for (const auto& recording : recordings_)
@@ -333,6 +334,7 @@ int run_attach(const AttachOptions& options) {
   const UniqueFd stop_signals = block_stop_signals();
   const MonotonicToUnix clock = MonotonicToUnix::calibrate();
   Recordings recordings(options, clock, console, several);
+  recordings.start_loading_tracer();  // while the first target is planned
   RecordingLoopHooks hooks = loop_hooks(recordings, console);
   const ProcessHolder::Callbacks callbacks = holder_callbacks(recordings, console);
   // Followed before the attach, so that a process started once tprof says "attached" is held;

@@ -16,9 +16,14 @@ constexpr size_t kRecordsPerBatch = 50'000;
 
 }  // namespace
 
+void SessionTracer::start_loading() {
+  if (tracer_ || loading_.valid()) return;
+  loading_ = std::async(std::launch::async, [bytes = ring_buffer_bytes_] { return std::make_unique<OpTracer>(bytes); });
+}
+
 OpTracer& SessionTracer::tracer() {
   if (!tracer_) {
-    tracer_.emplace(ring_buffer_bytes_);
+    tracer_ = loading_.valid() ? loading_.get() : std::make_unique<OpTracer>(ring_buffer_bytes_);
     consumer_ = std::make_unique<RecordConsumer>(tracer_->ring_buffer_fd(), router_);
   }
   return *tracer_;

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 
@@ -18,8 +19,13 @@ class SessionTracer {
  public:
   explicit SessionTracer(size_t ring_buffer_bytes) : ring_buffer_bytes_(ring_buffer_bytes) {}
 
-  // The op tracer, loaded by the first call, once the first target has passed its checks (so
-  // that missing privileges are named as such, not as a load failure). Throws tprof::Error.
+  // Starts loading the op tracer on a thread of its own, so that the kernel verifies it while
+  // the first target is planned (the load is most of a warm attach). A load that fails is
+  // reported by tracer(), after the target's own checks.
+  void start_loading();
+  // The op tracer, loaded by the first call (or by start_loading's thread), once the first
+  // target has passed its checks (so that missing privileges are named as such, not as a load
+  // failure). Throws tprof::Error.
   OpTracer& tracer();
   RecordRouter& router() { return router_; }
 
@@ -35,7 +41,8 @@ class SessionTracer {
 
  private:
   const size_t ring_buffer_bytes_;
-  std::optional<OpTracer> tracer_;
+  std::future<std::unique_ptr<OpTracer>> loading_;
+  std::unique_ptr<OpTracer> tracer_;
   RecordRouter router_;
   std::unique_ptr<RecordConsumer> consumer_;
 };
