@@ -68,13 +68,15 @@ class Attached:
     def __init__(self, command):
         self.process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
         self.attach_ms = None
+        said = []
         for line in self.process.stderr:
+            said.append(line)
             if "attached" in line:
                 self.attach_ms = float(ATTACH_MS.search(line).group(1))
                 self.sites = int(re.search(r"(\d+) op sites", line).group(1))
                 break
         if self.attach_ms is None:
-            raise SystemExit(f"{command[0]} did not attach: exit {self.process.wait()}")
+            raise SystemExit(f"{command[0]} did not attach: exit {self.process.wait()}: {''.join(said).strip()}")
 
     def close(self):
         self.process.send_signal(signal.SIGINT)
@@ -122,12 +124,13 @@ def floor_on_torch26(root, rounds, steps):
         timer = StepTimer(["chroot", root, "python3", inside + "/bench/step_timer.py"])
         samples = {mode: [] for mode in ("none", "floor", "ops")}
         try:
-            for _ in range(rounds):
+            for round_index in range(rounds):
                 samples["none"].append(timer.measure("run", steps))
                 floor = Attached([FLOOR, str(timer.pid)])
                 samples["floor"].append(timer.measure("run", steps))
                 floor.close()
-                tprof = Attached([TPROF, "attach", str(timer.pid), "--output", os.path.join(scratch, "t.json"),
+                # A file of its own each round: tprof refuses to replace one without --force.
+                tprof = Attached([TPROF, "attach", str(timer.pid), "--output", os.path.join(scratch, f"t{round_index}.json"),
                                   "--no-python", "--no-shapes", "--no-et"])
                 samples["ops"].append(timer.measure("run", steps))
                 tprof.close()

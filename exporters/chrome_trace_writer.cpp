@@ -548,6 +548,22 @@ std::string chrome_trace_name(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+namespace {
+
+// `"probe_cost": {...}`: the measured trap costs and the estimate (model::ProbeCost), in ns.
+void append_probe_cost(std::string& out, const model::ProbeCost& cost) {
+  char text[320];
+  std::snprintf(text, sizeof(text),
+                ", \"probe_cost\": {\"trap_ns\": {\"emulated_entry\": %.0f, \"stepped_entry\": %.0f, \"return\": %.0f}, "
+                "\"ranges\": %llu, \"estimate_ns\": %.0f, \"target_cpu_ns\": %llu}",
+                cost.emulated_entry_ns, cost.stepped_entry_ns, cost.return_ns,
+                static_cast<unsigned long long>(cost.ranges), cost.estimate_ns,
+                static_cast<unsigned long long>(cost.target_cpu_ns));
+  out += text;
+}
+
+}  // namespace
+
 // Kineto closes traceEvents with this global instant (output_json.cpp finalizeTrace); being
 // last, it carries no trailing comma. The end-of-run facts follow, under "tprof_summary".
 std::string chrome_trace_tail(int64_t window_end_relative_ns, const model::RunSummary& summary,
@@ -580,6 +596,7 @@ std::string chrome_trace_tail(int64_t window_end_relative_ns, const model::RunSu
       tail += "\": ";
       append_json_integer(tail, value);
     }
+    if (summary.probe_cost) append_probe_cost(tail, *summary.probe_cost);
   }
   tail += "},\n  \"traceName\": ";
   append_json_string(tail, trace_name);

@@ -274,6 +274,18 @@ struct SessionInfo {
   std::string gpu;                // where GPU timing comes from, or why it is unavailable; "": not asked
 };
 
+// What tprof's probes cost the target, estimated: one trap at each range's entry and one at its
+// `ret`, as measured in tprof's own process on this machine, times the ranges recorded,
+// against the target's CPU time over the window (which includes the traps).
+struct ProbeCost {
+  double emulated_entry_ns = 0;  // a trap on a `push`, the usual first instruction of an op
+  double stepped_entry_ns = 0;   // a trap the kernel single-steps (other first instructions)
+  double return_ns = 0;          // a trap on a `ret`
+  uint64_t ranges = 0;           // ranges recorded (ops, annotations, autograd nodes, CUDA calls)
+  double estimate_ns = 0;        // ranges x (emulated entry + return)
+  uint64_t target_cpu_ns = 0;    // 0: unknown
+};
+
 // What is known only when recording ends: the window's end and everything that was lost.
 struct RunSummary {
   uint64_t window_end_unix_ns = 0;
@@ -293,6 +305,7 @@ struct RunSummary {
                                       // because a thread's backlog reached its bound
   uint64_t device_records_dropped = 0;  // GPU activity records CUPTI dropped for want of buffer space
   bool recovered = false;         // rebuilt by `tprof recover` from a partial file
+  std::optional<ProbeCost> probe_cost;  // none when the traps could not be measured
 };
 
 struct Trace {

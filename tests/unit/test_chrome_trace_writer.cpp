@@ -240,6 +240,25 @@ TEST_F(ChromeTraceWriterTest, TprofMetadataCarriesProvenanceFirstAndCountersLast
   EXPECT_EQ(summary["dropped_records"], 7);
   EXPECT_EQ(summary["unmatched_returns"], 3);
   EXPECT_FALSE(summary.contains("recovered"));
+  EXPECT_FALSE(summary.contains("probe_cost")) << "none measured";
+}
+
+TEST_F(ChromeTraceWriterTest, TheSummaryCarriesTheProbeCostEstimate) {
+  model::Trace trace = make_sample_trace();
+  trace.summary.probe_cost = model::ProbeCost{.emulated_entry_ns = 1'900.4,
+                                              .stepped_entry_ns = 6'800,
+                                              .return_ns = 6'400,
+                                              .ranges = 3'366,
+                                              .estimate_ns = 27'938'746,
+                                              .target_cpu_ns = 1'210'000'000};
+  const ordered_json document = ordered_json::parse(write_trace(trace));
+  const ordered_json& cost = document["tprof_summary"]["probe_cost"];
+  EXPECT_EQ(cost["trap_ns"]["emulated_entry"], 1900);
+  EXPECT_EQ(cost["trap_ns"]["stepped_entry"], 6800);
+  EXPECT_EQ(cost["trap_ns"]["return"], 6400);
+  EXPECT_EQ(cost["ranges"], 3366);
+  EXPECT_EQ(cost["estimate_ns"], 27938746);
+  EXPECT_EQ(cost["target_cpu_ns"], 1210000000);
 }
 
 TEST_F(ChromeTraceWriterTest, EachEventSitsOnItsOwnLine) {

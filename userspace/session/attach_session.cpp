@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <future>
 #include <memory>
 #include <optional>
 #include <set>
 
 #include "userspace/cli/console.h"
 #include "userspace/cli/error.h"
+#include "userspace/loader/trap_calibration.h"
 #include "userspace/session/plan_cache.h"
 #include "userspace/session/process_holder.h"
 #include "userspace/session/recording_loop.h"
@@ -45,6 +47,7 @@ class Recordings {
     TargetRecording& recording = prepare(pid, found_later);
     recording.start(base_time_unix_ns_);
     if (base_time_unix_ns_ == 0) base_time_unix_ns_ = unix_now_ns();
+    start_calibration();
   }
 
   // For a window shared by every target: plans, loads and attaches one, silent until begin_all.
@@ -54,6 +57,7 @@ class Recordings {
     base_time_unix_ns_ = window_start_unix_ns;
     const uint64_t window_start_ns = monotonic_now_ns();
     for (const auto& recording : recordings_) recording->begin(base_time_unix_ns_, window_start_ns);
+    start_calibration();
   }
 
   void drain(uint64_t time_limit_ns) { drain_ring_buffer(time_limit_ns); }
@@ -104,7 +108,7 @@ class Recordings {
     if (found == recordings_.end()) return;
     (*found)->detach();
     drain_ring_buffer(0);
-    (*found)->finish(StopReason::kTargetExeced);
+    (*found)->finish(StopReason::kTargetExeced, trap_costs());
     recordings_.erase(found);
   }
 
@@ -128,7 +132,7 @@ class Recordings {
       const StopReason own = reason != StopReason::kFault && recording->target().has_exited()
                                  ? StopReason::kTargetExited
                                  : reason;
-      recording->finish(own);
+      recording->finish(own, trap_costs());
     }
     if (session_.unrouted() > 0)
       console_.line("warning: " + group_thousands(session_.unrouted()) +
@@ -145,6 +149,23 @@ class Recordings {
       for (const auto& recording : recordings_) recording->advance(watermark_ns);
     });
     for (const auto& recording : recordings_) recording->flush_if_due(drain_ns);
+  }
+
+  // This machine's trap costs, measured once a session in tprof's own process on a thread of
+  // its own, once recording has begun: not on the attach's path.
+  void start_calibration() {
+    if (trap_costs_.valid()) return;
+    trap_costs_ = std::async(std::launch::async, []() -> std::optional<TrapCosts> {
+                    try {
+                      return calibrate_trap_costs();
+                    } catch (const std::exception&) {
+                      return std::nullopt;  // the estimate is left out of the summary
+                    }
+                  }).share();
+  }
+
+  std::optional<TrapCosts> trap_costs() const {
+    return trap_costs_.valid() ? trap_costs_.get() : std::nullopt;
   }
 
   TargetRecording& prepare(pid_t pid, bool found_later = false) {
@@ -172,6 +193,7 @@ class Recordings {
   std::vector<std::unique_ptr<Console>> consoles_;
   std::vector<std::unique_ptr<TargetRecording>> recordings_;
   uint64_t base_time_unix_ns_ = 0;
+  std::shared_future<std::optional<TrapCosts>> trap_costs_;
 };
 
 // The pids named and those --match finds, each once, in order.

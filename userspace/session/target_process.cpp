@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -103,6 +104,26 @@ std::optional<std::string> TargetProcess::environment_variable(const std::string
   for (std::string entry; std::getline(environ, entry, '\0');)
     if (entry.starts_with(prefix)) return entry.substr(prefix.size());
   return std::nullopt;
+}
+
+std::optional<uint64_t> TargetProcess::cpu_time_ns() const {
+  std::ifstream stat("/proc/" + std::to_string(pid_) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return std::nullopt;
+  // Fields 14 and 15, utime and stime in clock ticks, counted after the command's closing
+  // parenthesis (the command may hold spaces and parentheses).
+  const size_t command_end = line.rfind(')');
+  if (command_end == std::string::npos) return std::nullopt;
+  std::istringstream fields(line.substr(command_end + 1));
+  std::string field;
+  uint64_t user = 0, system = 0;
+  for (int index = 3; index <= 15 && fields >> field; ++index) {
+    if (index == 14) user = std::strtoull(field.c_str(), nullptr, 10);
+    if (index == 15) system = std::strtoull(field.c_str(), nullptr, 10);
+  }
+  const long ticks_per_second = ::sysconf(_SC_CLK_TCK);
+  if (ticks_per_second <= 0) return std::nullopt;
+  return (user + system) * (1'000'000'000ULL / static_cast<uint64_t>(ticks_per_second));
 }
 
 std::string TargetProcess::thread_name(uint32_t tid) const {

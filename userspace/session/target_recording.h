@@ -13,6 +13,7 @@
 
 #include "userspace/assemble/wall_clock.h"
 #include "userspace/cli/console.h"
+#include "userspace/loader/trap_calibration.h"
 #include "userspace/session/attach_session.h"
 #include "userspace/session/recording_loop.h"
 #include "userspace/session/session_tracer.h"
@@ -46,15 +47,16 @@ class TargetRecording {
   void advance(uint64_t watermark_ns);
   // At most once a second, what was handed on so far reaches the partial files.
   void flush_if_due(uint64_t now_ns);
-  // Stops recording and removes the probes: the window ends.
   // CUDA has loaded the CUPTI library into the target (at cuInit, after the attach): its
   // activity is recorded from now on.
   void attach_device_activity();
 
+  // Stops recording and removes the probes: the window ends.
   void detach();
   // Once the session has drained the ring buffer after detach(): closes what is still open,
-  // writes the files and reports on the console.
-  void finish(StopReason reason);
+  // writes the files and reports on the console, with what the probes cost the target when
+  // `traps` (this machine's trap costs) is given.
+  void finish(StopReason reason, const std::optional<TrapCosts>& traps = std::nullopt);
 
   const TargetProcess& target() const;
   // --schedule with repeat=R: its last cycle is written.

@@ -1,0 +1,66 @@
+// What tprof's probes cost the target (issue 24's "measure the machine"): the trap costs
+// measured in tprof's own process, and the estimate an attach's summary gives from them.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "tests/support/process_harness.h"
+#include "tests/support/recorded_workload.h"
+#include "tests/support/test_environment.h"
+#include "tests/support/trace_validator.h"
+#include "userspace/loader/trap_calibration.h"
+
+namespace tprof::test {
+namespace {
+
+using testing::has_tracing_capabilities;
+
+constexpr double kFastestTrapNs = 20;       // no machine traps faster
+constexpr double kSlowestTrapNs = 1'000'000;  // nor slower
+
+// Each probe is hit: a cost of 0 would be a probe that never fired.
+TEST(ProbeCost, TrapsAreMeasuredInTprofsOwnProcess) {
+  if (!has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: placing uprobes needs root; the trap calibration is NOT tested ***";
+  const TrapCosts costs = calibrate_trap_costs();
+  std::cout << "entry (push) " << costs.emulated_entry_ns << " ns, entry (mov) " << costs.stepped_entry_ns
+            << " ns, ret " << costs.return_ns << " ns\n";
+  for (const double ns : {costs.emulated_entry_ns, costs.stepped_entry_ns, costs.return_ns}) {
+    EXPECT_GT(ns, kFastestTrapNs);
+    EXPECT_LT(ns, kSlowestTrapNs);
+  }
+}
+
+TEST(ProbeCost, TheSummaryEstimatesWhatTheProbesCostTheTarget) {
+  if (!has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; the probe cost estimate is NOT tested ***";
+  ScratchDirectory scratch;
+  const std::filesystem::path trace_path = scratch.path() / "cost.pt.trace.json";
+  const std::string console = record_workload_with_tprof(host_workload(scratch.path()), {"--steps", "20"}, trace_path,
+                                                         {"--no-et"});
+  std::cout << console;
+  EXPECT_NE(console.find("tprof: probes: "), std::string::npos) << console;
+  const TraceJson trace = load_trace(trace_path);
+  const TraceJson& cost = trace.at("tprof_summary").at("probe_cost");
+  const TraceJson& traps = cost.at("trap_ns");
+  for (const char* trap : {"emulated_entry", "stepped_entry", "return"}) {
+    EXPECT_GT(traps.at(trap).get<double>(), kFastestTrapNs) << trap;
+    EXPECT_LT(traps.at(trap).get<double>(), kSlowestTrapNs) << trap;
+  }
+  uint64_t ops = 0;
+  for (const auto& event : trace.at("traceEvents")) ops += event.value("cat", "") == "cpu_op";
+  const auto ranges = cost.at("ranges").get<uint64_t>();
+  EXPECT_GE(ranges, ops) << "every op is a range";
+  const double per_range = traps.at("emulated_entry").get<double>() + traps.at("return").get<double>();
+  EXPECT_NEAR(cost.at("estimate_ns").get<double>(), static_cast<double>(ranges) * per_range,
+              static_cast<double>(ranges) + 1.0);  // the traps are written rounded to the ns
+  EXPECT_GT(cost.at("target_cpu_ns").get<uint64_t>(), 0u) << "the loop ran on a CPU during the window";
+}
+
+}  // namespace
+}  // namespace tprof::test
