@@ -529,7 +529,7 @@ __noinline int read_planned_argument(const struct tensor_layout *layout, const s
 	return 0;
 }
 
-
+/* bpf_loop's callback: argument `first + index` of the op's plan into args->arguments[index]. */
 static long read_argument(__u32 index, void *context)
 {
 	struct argument_walk *walk = context;
@@ -552,7 +552,6 @@ static long read_argument(__u32 index, void *context)
 		walk->pending->lists[deferred].argument = (__u8)planned;
 	return 0;
 }
-
 
 static __always_inline void reset_arguments(struct op_arguments *args)
 {

@@ -91,23 +91,20 @@ double ClockMap::rate_between(const Reading& earlier, const Reading& later) {
 
 void ClockMap::add_reading(uint64_t cupti_time, uint64_t monotonic_ns) {
   const Reading reading{.valid = true, .cupti_time = cupti_time, .monotonic_ns = monotonic_ns};
-  // Rates need readings some way apart: two taken within 10 ms say little.
-  constexpr uint64_t kMinSpan = 10'000'000;
+  // Rates need readings some way apart: over a shorter span, a reading's own error (a tenth of a
+  // microsecond) would weigh too much. And not too far apart: NTP slews CLOCK_MONOTONIC by a few
+  // parts per million, which hours would average away from the rate of the last seconds.
+  constexpr uint64_t kMinSpanNs = 10'000'000, kMaxSpanNs = 10'000'000'000;
   if (!first_.valid || cupti_time <= latest_.cupti_time || monotonic_ns <= latest_.monotonic_ns) {
-    first_ = latest_ = reading;
+    first_ = latest_ = reading;  // the first, or a clock that went back: another source
     rate_ = 1.0;
     return;
   }
-  if (cupti_time - latest_.cupti_time >= kMinSpan && latest_.cupti_time - first_.cupti_time >= kMinSpan) {
-    const double recent = rate_between(latest_, reading);
-    if (recent > rate_ * 1.01 || recent < rate_ * 0.99) {
-      first_ = latest_ = reading;  // the clock source changed
-      rate_ = 1.0;
-      return;
-    }
-  }
+  if (monotonic_ns - first_.monotonic_ns > kMaxSpanNs && latest_.monotonic_ns - first_.monotonic_ns >= kMinSpanNs &&
+      monotonic_ns - latest_.monotonic_ns >= kMinSpanNs)
+    first_ = latest_;
   latest_ = reading;
-  if (latest_.cupti_time - first_.cupti_time >= kMinSpan) rate_ = rate_between(first_, latest_);
+  if (latest_.monotonic_ns - first_.monotonic_ns >= kMinSpanNs) rate_ = rate_between(first_, latest_);
 }
 
 uint64_t ClockMap::to_monotonic(uint64_t cupti_time) const {

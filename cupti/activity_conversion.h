@@ -16,13 +16,13 @@ namespace tprof::cupti {
 // CUPTI stamps records with the clock the library registers, Kineto's (a TSC: ticks, not ns),
 // since CUPTI keeps one per process and the target's own torch.profiler relies on it. Maps that
 // clock to CLOCK_MONOTONIC (BPF's) from readings of both taken side by side: the latest reading
-// gives the offset, the first and latest the rate. A reading whose rate since the last strays
-// more than 1% from the map's (the clock changed) starts the map afresh.
+// gives the offset, and the rate comes from it and an earlier one between 10 ms and about 10 s
+// before it (1 until there is one). A clock that goes back (another source) starts the map
+// afresh.
 class ClockMap {
  public:
   void add_reading(uint64_t cupti_time, uint64_t monotonic_ns);
-  uint64_t to_monotonic(uint64_t cupti_time) const;
-  bool empty() const { return !latest_.valid; }
+  uint64_t to_monotonic(uint64_t cupti_time) const;  // as it is, before any reading
 
  private:
   struct Reading {

@@ -8,7 +8,8 @@
 // the thread then sends the GPUs' properties (read once through the process's CUDA driver),
 // enables kernel, memcpy, memset, runtime and driver API and synchronization activity, and asks
 // CUPTI for completed buffers at every wake-up; their times are mapped from the clock CUPTI
-// stamps them with to CLOCK_MONOTONIC (BPF's clock) with readings of both taken at each delivery. Each completed buffer goes to tprof through the probe, in batches of fixed
+// stamps them with to CLOCK_MONOTONIC (BPF's clock) with readings of both taken at each
+// delivery. Each completed buffer goes to tprof through the probe, in batches of fixed
 // records (bpf/device_activity.h), which tprof's BPF program copies into its ring buffer: no
 // file or socket, so it works across containers. When the semaphore falls back to 0 (tprof
 // detached or died), the thread flushes and disables everything again.
@@ -38,6 +39,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -96,7 +98,10 @@ Devices devices;
 std::atomic<bool> cupti_loaded{false};
 std::atomic<bool> initialized{false};
 Counters counters;
-ClockMap clock;  // the watcher thread's
+// CUPTI hands buffers over on its own thread or on the one that flushes: `delivery` guards the
+// clock map the conversions share.
+std::mutex delivery;
+ClockMap clock;
 // Only the watcher thread changes these.
 bool active = false;
 bool refused = false;  // CUPTI refused this attach: wait for the next one rather than retry
@@ -168,9 +173,10 @@ bool another_cupti_client() {
 }
 
 // The clock Kineto hands CUPTI (getApproximateTime in its ApproximateClock.h): the TSC on
-// x86-64, the virtual counter on arm64, else CLOCK_REALTIME. CUPTI takes a timestamp callback
-// only before activity is enabled, so whichever of tprof and Kineto comes first sets the clock
-// for both; Kineto converts its records by this one whatever CUPTI answered it.
+// x86-64, the virtual counter on arm64, else CLOCK_REALTIME. Kineto converts its records by it
+// whatever CUPTI answered its registration, and CUPTI likely refuses a timestamp callback once
+// activity is enabled (the likeliest reading of a GPU run, not confirmed: docs/gpu.md), so the
+// clock is the same whichever of tprof and Kineto comes first.
 uint64_t CUPTIAPI kineto_clock() {
 #if defined(__x86_64__)
   return __rdtsc();
@@ -185,8 +191,29 @@ uint64_t CUPTIAPI kineto_clock() {
 #endif
 }
 
-// A reading of CUPTI's clock and CLOCK_MONOTONIC, side by side.
-void read_clocks() { clock.add_reading(kineto_clock(), monotonic_ns()); }
+// A reading of CUPTI's clock and CLOCK_MONOTONIC, side by side: the TSC read between two
+// CLOCK_MONOTONIC reads, taken where they are closest of a few tries, so that a preemption in
+// between (tens of microseconds on a busy machine) does not shift every GPU time by as much.
+void read_clocks() {
+  constexpr int kTries = 8;
+  uint64_t best_gap = UINT64_MAX, best_cupti = 0, best_monotonic = 0;
+  for (int attempt = 0; attempt < kTries; ++attempt) {
+    const uint64_t before = monotonic_ns();
+    const uint64_t cupti_time = kineto_clock();
+    const uint64_t after = monotonic_ns();
+    if (after - before < best_gap) {
+      best_gap = after - before;
+      best_cupti = cupti_time;
+      best_monotonic = before + (after - before) / 2;
+    }
+  }
+  clock.add_reading(best_cupti, best_monotonic);
+}
+
+void read_clocks_now() {
+  const std::lock_guard lock(delivery);
+  read_clocks();
+}
 
 // `batch` holds `count` records of the device_activity size (device_activity or device_properties).
 void fire_batch(const void* batch, uint32_t count) {
@@ -194,9 +221,6 @@ void fire_batch(const void* batch, uint32_t count) {
   counters.records.fetch_add(count, std::memory_order_relaxed);
   STAP_PROBE3(tprof, device_activity, batch, count, DEVICE_ACTIVITY_ABI_VERSION);
 }
-
-// CUPTI hands buffers over on its own thread or on the one that flushes.
-std::mutex delivery;
 
 void deliver(uint8_t* buffer, size_t valid_size) {
   const std::lock_guard lock(delivery);
@@ -283,10 +307,7 @@ void activate() {
   }
   active = true;
   send_device_properties();
-  {
-    const std::lock_guard lock(delivery);
-    read_clocks();
-  }
+  read_clocks_now();
   if (!ok(cupti.register_timestamp(kineto_clock)) || !ok(cupti.register_callbacks(buffer_requested, buffer_completed))) {
     refuse();
     return;
@@ -341,6 +362,9 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
   if (initialized.exchange(true)) return 1;
   if (!load_cupti()) return 1;  // no libcupti: stay out of the way
   cupti_loaded.store(true, std::memory_order_release);
+  // The clocks' first reading, long before tprof comes: the TSC's rate against CLOCK_MONOTONIC is
+  // then known from the first record on (ClockMap takes it between its first and latest reading).
+  read_clocks_now();
   start_watcher();
   return 1;
 }

@@ -238,14 +238,35 @@ TEST(ClockMap, ReadingsCloseTogetherKeepARateOfOne) {
   EXPECT_EQ(clock.to_monotonic(5'000), 2'004'100u);  // offset from the latest reading
 }
 
-TEST(ClockMap, AClockThatChangesItsSourceStartsTheMapAfresh) {
+// A reading a few microseconds off (its thread preempted between the two clocks) moves the rate
+// by as little over a long span, and the offset by as much: never more.
+TEST(ClockMap, AReadingOffByAFewMicrosecondsMovesTimesByNoMore) {
   ClockMap clock;
   clock.add_reading(1'000'000'000, 50'000'000'000);
-  clock.add_reading(1'020'000'000, 50'020'000'000);  // nanoseconds
-  clock.add_reading(1'020'000'000 + 90'000'000, 50'050'000'000);  // 3 ticks a ns now: a new source
-  EXPECT_EQ(clock.to_monotonic(1'020'000'000 + 90'000'000 + 1'000), 50'050'001'000u);  // rate 1 again
-  clock.add_reading(100, 50'060'000'000);  // went backwards: afresh too
-  EXPECT_EQ(clock.to_monotonic(150), 50'060'000'050u);
+  clock.add_reading(1'300'000'000, 50'100'000'000);                // 3 ticks a ns
+  clock.add_reading(1'306'000'000, 50'102'000'000 + 50'000);       // 50 us late
+  const double expected = 50'102'000'000.0 - 1'000.0;                // 3,000 ticks before it
+  EXPECT_NEAR(static_cast<double>(clock.to_monotonic(1'306'000'000 - 3'000)), expected, 51'000.0);
+}
+
+// The rate of the last seconds, not of the hours since the library loaded: NTP slews
+// CLOCK_MONOTONIC, and a rate averaged over hours misplaces what came in the last second.
+TEST(ClockMap, TakesTheRateOfTheLastSecondsNotOfHours) {
+  ClockMap clock;
+  clock.add_reading(0 + 1, 1'000'000'000);                              // at load: 3 ticks a ns
+  clock.add_reading(3 * 3'600'000'000'000ULL + 1, 3'601'000'000'000);  // an hour later, on attach
+  // Two seconds later CLOCK_MONOTONIC runs 100 ppm faster than the hour's average.
+  clock.add_reading(3 * 3'602'000'000'000ULL + 1, 3'603'000'200'000);
+  const uint64_t one_second_before = 3 * 3'601'000'000'000ULL + 1;     // in ticks
+  EXPECT_NEAR(static_cast<double>(clock.to_monotonic(one_second_before)), 3'602'000'100'000.0, 1'000.0);
+}
+
+TEST(ClockMap, AClockThatGoesBackStartsTheMapAfresh) {
+  ClockMap clock;
+  clock.add_reading(1'000'000'000, 50'000'000'000);
+  clock.add_reading(1'300'000'000, 50'100'000'000);
+  clock.add_reading(100, 50'200'000'000);  // went back: another source
+  EXPECT_EQ(clock.to_monotonic(150), 50'200'000'050u);
 }
 
 }  // namespace

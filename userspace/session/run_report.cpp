@@ -1,0 +1,94 @@
+#include "userspace/session/run_report.h"
+
+#include <cstdio>
+#include <string>
+
+#include "python_stack.h"
+#include "userspace/cli/console.h"
+
+namespace tprof {
+namespace {
+
+std::string microseconds(double ns) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f us", ns / 1e3);
+  return text;
+}
+
+}  // namespace
+
+// "probes: 5,720 ranges x 14.0 us (a trap at entry 0.9 us, 15.4 us where the kernel single-steps
+// it, at ret 13.0 us, measured in tprof's process) = about 79 ms of the target's 120 ms of CPU
+// (66.7%)".
+void report_probe_cost(Console& console, const model::ProbeCost& cost) {
+  std::string line = "probes: " + group_thousands(cost.ranges) + " ranges x " +
+                     microseconds(cost.emulated_entry_ns + cost.return_ns) + " (a trap at entry " +
+                     microseconds(cost.emulated_entry_ns) + ", " + microseconds(cost.stepped_entry_ns) +
+                     " where the kernel single-steps it, at ret " + microseconds(cost.return_ns) +
+                     ", measured in tprof's process) = about " +
+                     group_thousands(static_cast<uint64_t>(cost.estimate_ns / 1e6)) + " ms";
+  if (cost.target_cpu_ns > 0) {
+    char share[48];
+    std::snprintf(share, sizeof(share), " (%.1f%%)", 100.0 * cost.estimate_ns / static_cast<double>(cost.target_cpu_ns));
+    line += " of the target's " + group_thousands(cost.target_cpu_ns / 1'000'000) + " ms of CPU" + share;
+  }
+  console.line(line);
+}
+
+void report_device_activity(Console& console, const DeviceCorrelator::Counts& counts, const LossCounts& losses) {
+  console.line("GPU: " + group_thousands(counts.kernels) + " kernels, " + group_thousands(counts.copies) +
+               " copies and memsets, " + group_thousands(counts.syncs) + " syncs, " + group_thousands(counts.api_calls) +
+               " CUDA API calls (" + group_thousands(counts.api_calls_in_ops) + " inside an op; " +
+               group_thousands(counts.api_calls_hidden) + " more left out, as torch.profiler leaves them out); " +
+               group_thousands(counts.linked) + " GPU activities linked to their launch; properties of " +
+               group_thousands(counts.devices) + (counts.devices == 1 ? " GPU" : " GPUs"));
+  // CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: CUPTI takes one subscriber, and Kineto keeps it.
+  constexpr int32_t kAnotherCuptiClient = 39;
+  if (counts.refusal == kAnotherCuptiClient)
+    console.line("warning: no GPU timing: the target's own torch.profiler (Kineto) holds CUPTI, and tprof leaves "
+                 "it to it");
+  else if (counts.refusal != 0)
+    console.line("warning: no GPU timing: CUPTI refused (CUptiResult " + std::to_string(counts.refusal) + ")");
+  if (counts.dropped_by_cupti > 0)
+    console.line("warning: CUPTI dropped " + group_thousands(counts.dropped_by_cupti) +
+                 " GPU activity records for want of buffer space; the GPU rows miss them");
+  if (counts.api_calls_without_thread > 0)
+    console.line("warning: " + group_thousands(counts.api_calls_without_thread) +
+                 " CUDA API calls came from threads that had exited before tprof could name them, and were left out");
+  if (losses.device_activity_unreadable > 0)
+    console.line("warning: " + group_thousands(losses.device_activity_unreadable) +
+                 " GPU activity records could not be read from the target");
+}
+
+void report_python_losses(Console& console, const model::RunSummary& summary, const LossCounts& losses,
+                          const PythonStackStore& stacks) {
+  if (summary.ops_without_python_stack > 0)
+    console.line("warning: " + group_thousands(summary.ops_without_python_stack) +
+                 " ops have no Python stack; the causes follow (ops of threads that never ran Python, such as "
+                 "torch's own worker threads, have none)");
+  if (losses.thread_state_not_found > 0)
+    console.line("warning: " + group_thousands(losses.thread_state_not_found) +
+                 " stack walks found no Python thread state of their thread in the interpreter's thread list "
+                 "(a thread without Python, or one starting or ending)");
+  if (losses.thread_search_cut > 0)
+    console.line("warning: " + group_thousands(losses.thread_search_cut) + " stack walks gave up after " +
+                 std::to_string(PYTHON_MAX_THREAD_STATES) +
+                 " thread states: the target has more Python threads than tprof searches, and those past it "
+                 "have no Python stacks");
+  if (losses.stack_unreadable > 0)
+    console.line("warning: " + group_thousands(losses.stack_unreadable) + " stack walks had no memory for their buffer");
+  if (losses.stack_not_stored > 0)
+    console.line("warning: " + group_thousands(losses.stack_not_stored) +
+                 " walked stacks found no room in the BPF stack map");
+  if (summary.python_stacks_not_copied > 0)
+    console.line("warning: " + group_thousands(summary.python_stacks_not_copied) +
+                 " ops and samples named a stack tprof could not copy: " + group_thousands(stacks.evicted()) +
+                 " times it had left the BPF stack map (its ring-buffer record had been dropped), " +
+                 group_thousands(stacks.over_bound()) + " times tprof held its bound of " +
+                 group_thousands(PythonStackStore::kMaxStacks) + " distinct stacks");
+  if (summary.python_stacks_unresolved > 0)
+    console.line("warning: " + group_thousands(summary.python_stacks_unresolved) +
+                 " distinct stacks show no frames: none of their code objects could be read");
+}
+
+}  // namespace tprof

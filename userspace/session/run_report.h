@@ -1,0 +1,20 @@
+// What the console says of a finished recording besides its totals: what the probes cost the
+// target, the GPU side, and why Python stacks went missing.
+#pragma once
+
+#include "model/trace_model.h"
+#include "userspace/assemble/device_correlator.h"
+#include "userspace/assemble/python_stack_store.h"
+#include "userspace/cli/console.h"
+#include "userspace/loader/op_tracer.h"
+
+namespace tprof {
+
+void report_probe_cost(Console& console, const model::ProbeCost& cost);
+void report_device_activity(Console& console, const DeviceCorrelator::Counts& counts, const LossCounts& losses);
+// Why stacks went missing, a line per cause: a walk that failed or a stack that was lost must
+// never pass unsaid (ops without a stack look just like ops of a thread without Python).
+void report_python_losses(Console& console, const model::RunSummary& summary, const LossCounts& losses,
+                          const PythonStackStore& stacks);
+
+}  // namespace tprof
