@@ -214,6 +214,13 @@ TEST_F(ExecutionTraceEndToEndTest, EachLoopAnnotationHoldsItsIterationsOps) {
       }
     }
   }
+  // Every iteration runs the same ops. torch's legacy profiler nests by whole-microsecond times,
+  // and now and then leaves an op at an iteration's edge out of it (227 of 228 in one CI run):
+  // each loop must hold the most it nests in any loop, which no loop of its may be more than one
+  // short of.
+  size_t torch_per_loop = 0;
+  for (int step = 0; step < kSteps; ++step)
+    torch_per_loop = std::max(torch_per_loop, torch_annotations.value("## LOOP " + std::to_string(step) + " ##", size_t{0}));
   for (int step = 0; step < kSteps; ++step) {
     const std::string loop = "## LOOP " + std::to_string(step) + " ##";
     EXPECT_EQ(chrome_annotations[loop], 1) << loop << " user_annotation events";
@@ -230,7 +237,8 @@ TEST_F(ExecutionTraceEndToEndTest, EachLoopAnnotationHoldsItsIterationsOps) {
     const size_t torch_count = torch_annotations.value(loop, size_t{0});
     std::cout << loop << ": " << aten_descendants << " aten ops beneath it; torch's profiler: " << torch_count << "\n";
     EXPECT_GT(torch_count, 0U) << loop;
-    EXPECT_EQ(aten_descendants, torch_count) << loop;
+    EXPECT_GE(torch_count + 1, torch_per_loop) << loop << ": torch's own count strays";
+    EXPECT_EQ(aten_descendants, torch_per_loop) << loop;
   }
   EXPECT_GT(tensor_values, 0U) << "no tensor values in the ET";
   std::sort(chrome_rf_ids.begin(), chrome_rf_ids.end());
