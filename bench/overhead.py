@@ -92,6 +92,14 @@ def ops_per_step(trace_path, steps):
     return sum(1 for event in events if event.get("cat") == "cpu_op") / steps
 
 
+def trap_calibration_us(trace_path):
+    """What tprof measured a range's traps to cost (a `push` entry and a `ret`), in us: its
+    tprof_summary.probe_cost, to set beside the floor of the same run."""
+    with open(trace_path) as trace:
+        traps = json.load(trace)["tprof_summary"]["probe_cost"]["trap_ns"]
+    return (traps["emulated_entry"] + traps["return"]) / 1e3
+
+
 def attach_time_ms(python_command, library_hint):
     """On a process that imported torch and idles: the time tprof reports for creating the
     probe links, and the wall time from starting tprof to its 'attached' line (reading the
@@ -152,6 +160,7 @@ def main():
     timer = StepTimer(["/usr/bin/python3", os.path.join(REPO, "bench", "step_timer.py")])
     samples = {mode: [] for mode in ("none", "floor", "ops", "shapes", "tprof", "torch", "torchfull")}
     per_step_ops = None
+    calibrations = []
     try:
         for round_index in range(args.rounds):
             samples["none"].append(timer.measure("run", args.steps))
@@ -167,6 +176,7 @@ def main():
                     tprof.close()
                     if per_step_ops is None:
                         per_step_ops = ops_per_step(trace, args.steps)
+                    calibrations.append(trap_calibration_us(trace))
             samples["torch"].append(timer.measure("torch", args.steps))
             samples["torchfull"].append(timer.measure("torchfull", args.steps))
             print(f"round {round_index + 1}/{args.rounds}: " +
@@ -216,6 +226,9 @@ def main():
         f"**{ops_cost / (median['torch'] - none):.2f}**",
         f"- tprof (shapes + stacks) overhead / torch profiler overhead (record_shapes + with_stack) = "
         f"**{tprof_cost / (median['torchfull'] - none):.2f}**",
+        f"- tprof's own trap calibration (a `push` entry and a `ret`), median of its {len(calibrations)} attaches: "
+        f"**{statistics.median(calibrations):.3f} us** a range (from {min(calibrations):.3f} to "
+        f"{max(calibrations):.3f}), against the floor's **{floor_cost / per_step_ops:.3f} us** an op",
         f"- attach, torch 1.13.1 ({attach_113[2]} op sites): links created in **{attach_113[0]:.1f} ms**; "
         f"tprof start to 'attached' **{attach_113[1]:.0f} ms**",
     ]

@@ -1,6 +1,7 @@
 #include "userspace/session/attach_session.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -152,10 +153,14 @@ class Recordings {
   }
 
   // This machine's trap costs, measured once a session in tprof's own process on a thread of
-  // its own, once recording has begun: not on the attach's path.
+  // its own, once recording has begun: not on the attach's path. SCHED_IDLE: it runs only on a
+  // CPU nobody else wants, never taking one from the target (a preempted round is a slower one,
+  // and the calibration keeps the fastest).
   void start_calibration() {
     if (trap_costs_.valid()) return;
     trap_costs_ = std::async(std::launch::async, []() -> std::optional<TrapCosts> {
+                    const sched_param idle{};
+                    ::sched_setscheduler(0, SCHED_IDLE, &idle);  // this thread; best effort
                     try {
                       return calibrate_trap_costs();
                     } catch (const std::exception&) {

@@ -496,17 +496,21 @@ class RecordingPipeline {
   void flush_if_due(uint64_t now_ns) { sinks_.flush_if_due(now_ns); }
 
   // Closes what is still open at `stop_ns`, ends and renames the files.
-  // `cost` holds the measured trap costs and the target's CPU time; the ranges are counted here.
+  // With `traps` (this machine's trap costs), the summary estimates what the probes cost the
+  // target over `target_cpu_ns` of its CPU time (0: unknown).
   model::RunSummary finish(uint64_t stop_ns, const LossCounts& losses, const MonotonicToUnix& clock,
-                           std::optional<model::ProbeCost> cost) {
+                           const std::optional<TrapCosts>& traps, uint64_t target_cpu_ns) {
     closer_.finish(stop_ns);
     if (device_correlator_) device_correlator_->finish();
     model::RunSummary summary = summary_at(clock.to_unix(stop_ns), losses);
-    if (cost) {
-      cost->ranges = closer_.counts().ops;
-      cost->estimate_ns = TrapCosts{cost->emulated_entry_ns, cost->stepped_entry_ns, cost->return_ns}.estimate_ns(
-          cost->ranges);
-      summary.probe_cost = cost;
+    if (traps) {
+      const uint64_t ranges = closer_.counts().ops;
+      summary.probe_cost = model::ProbeCost{.emulated_entry_ns = traps->emulated_entry_ns,
+                                            .stepped_entry_ns = traps->stepped_entry_ns,
+                                            .return_ns = traps->return_ns,
+                                            .ranges = ranges,
+                                            .estimate_ns = traps->estimate_ns(ranges),
+                                            .target_cpu_ns = target_cpu_ns};
     }
     sinks_.sink().finish(summary);
     sinks_.commit();
@@ -807,15 +811,10 @@ void TargetRecording::detach() {
 void TargetRecording::finish(StopReason reason, const std::optional<TrapCosts>& traps) {
   State& s = *state_;
   const LossCounts losses = s.probes->losses();
-  std::optional<model::ProbeCost> cost;
-  if (traps) {
-    cost = model::ProbeCost{.emulated_entry_ns = traps->emulated_entry_ns,
-                            .stepped_entry_ns = traps->stepped_entry_ns,
-                            .return_ns = traps->return_ns};
-    if (s.cpu_at_begin_ns && s.cpu_latest_ns && *s.cpu_latest_ns >= *s.cpu_at_begin_ns)
-      cost->target_cpu_ns = *s.cpu_latest_ns - *s.cpu_at_begin_ns;
-  }
-  const model::RunSummary summary = s.pipeline->finish(s.stop_ns, losses, s.clock, cost);
+  const uint64_t target_cpu_ns = s.cpu_at_begin_ns && s.cpu_latest_ns && *s.cpu_latest_ns >= *s.cpu_at_begin_ns
+                                     ? *s.cpu_latest_ns - *s.cpu_at_begin_ns
+                                     : 0;
+  const model::RunSummary summary = s.pipeline->finish(s.stop_ns, losses, s.clock, traps, target_cpu_ns);
   s.pipeline->report(s.console, reason, summary, losses);
 }
 
