@@ -17,7 +17,7 @@
 
 /* Raised whenever a record's layout or meaning changes; BPF copies only batches of its own
  * version, and counts the rest as lost. */
-#define DEVICE_ACTIVITY_ABI_VERSION 3
+#define DEVICE_ACTIVITY_ABI_VERSION 4
 
 /* Records per batch (per USDT probe firing). */
 #define DEVICE_ACTIVITY_BATCH_MAX 256
@@ -35,6 +35,11 @@ enum device_activity_kind {
 				      * holds how many */
 	DEVICE_ACTIVITY_REFUSED = 9, /* the library stays dormant this attach; `bytes` holds
 				      * CUPTI's reason (a CUptiResult) */
+	DEVICE_ACTIVITY_HANDED_OVER = 10, /* the target's own profiler registered its CUPTI buffers
+					   * at `start_ns`: every record before it was sent, none
+					   * after it will be this attach */
+	DEVICE_ACTIVITY_UNTIMED = 11, /* records CUPTI handed over unfinished, with no time, at a
+				       * forced flush, and left out; `bytes` holds how many */
 };
 
 /* Times are CLOCK_MONOTONIC ns (the library maps CUPTI's clock to it), as bpf_ktime_get_ns. */

@@ -16,13 +16,17 @@
 //
 // Never harms the target: every failure (no libcupti, no driver, no GPU, CUPTI refusing) leaves
 // it dormant and is only counted; nothing throws out of here, and no signal reaches the thread.
-// It leaves CUPTI's one-per-process settings to the target's own torch.profiler (Kineto): it
-// subscribes to no callbacks (CUPTI takes one subscriber, and Kineto without it records no GPU
-// activity at all), and the timestamp callback it registers reads the clock Kineto's own reads
-// (the TSC on x86-64), since Kineto registers its clock only once and converts by it. It does
-// not start while another subscriber is there, and while one is, it leaves CUPTI's activity as
-// it is when tprof goes; a torch.profiler session started while tprof records takes the
-// activity buffers over, and tprof's GPU rows end there.
+// It leaves CUPTI's one-per-process settings to the target's own torch.profiler (Kineto):
+// - It subscribes to no callbacks: CUPTI takes one subscriber, and Kineto needs it.
+// - The timestamp callback it registers reads the clock Kineto's own reads (the TSC on x86-64),
+//   since Kineto registers its clock only once and converts by it.
+// - It does not start while another subscriber is there.
+// - CUPTI completes every buffer to the buffer callbacks registered last, and Kineto drops the
+//   ones it did not ask for, with its own records in them. So while tprof records, the target's
+//   imports of cuptiActivityRegisterTimestampCallback and cuptiActivityRegisterCallbacks lead
+//   here first (import_redirect.h): the library completes its buffers to itself, disables its
+//   activity, tells tprof, and only then lets the registration through. tprof's GPU rows end
+//   where the target's torch.profiler starts.
 #define _SDT_HAS_SEMAPHORES 1
 #include <sys/sdt.h>
 
@@ -46,6 +50,7 @@
 
 #include "activity_conversion.h"
 #include "device_properties.h"
+#include "import_redirect.h"
 #include "tprof_cupti.h"
 
 // The USDT semaphore of tprof:device_activity: the kernel adds one for every uprobe attached to
@@ -89,6 +94,8 @@ struct Counters {
   std::atomic<uint64_t> batches{0};
   std::atomic<uint64_t> skipped_records{0};
   std::atomic<uint64_t> dropped_by_cupti{0};
+  std::atomic<uint64_t> handovers{0};
+  std::atomic<uint64_t> untimed_records{0};
   std::atomic<int32_t> last_error{0};
 };
 
@@ -102,10 +109,14 @@ Counters counters;
 // clock map the conversions share.
 std::mutex delivery;
 ClockMap clock;
-// Only the watcher thread changes these.
+// Guards the attach state below, which the watcher and the target's own calls into CUPTI (through
+// the redirected imports) both change. CUPTI's callbacks never take it, so that a flush under it
+// cannot wait on itself.
+std::mutex attach_state;
 bool active = false;
-bool refused = false;  // CUPTI refused this attach: wait for the next one rather than retry
+bool refused = false;  // CUPTI refused this attach, or was handed over: wait for the next attach
 bool driver_resolved = false;
+bool imports_redirected = false;
 
 bool ok(CUptiResult result) {
   if (result == CUPTI_SUCCESS) return true;
@@ -218,7 +229,6 @@ void read_clocks_now() {
 // `batch` holds `count` records of the device_activity size (device_activity or device_properties).
 void fire_batch(const void* batch, uint32_t count) {
   counters.batches.fetch_add(1, std::memory_order_relaxed);
-  counters.records.fetch_add(count, std::memory_order_relaxed);
   STAP_PROBE3(tprof, device_activity, batch, count, DEVICE_ACTIVITY_ABI_VERSION);
 }
 
@@ -227,18 +237,33 @@ void deliver(uint8_t* buffer, size_t valid_size) {
   read_clocks();
   std::array<device_activity, DEVICE_ACTIVITY_BATCH_MAX> batch;
   uint32_t count = 0;
+  uint64_t untimed = 0;
   CUpti_Activity* record = nullptr;
   while (cupti.next_record(buffer, valid_size, &record) == CUPTI_SUCCESS) {
     if (!convert_activity(*record, clock, devices, batch[count])) {
       counters.skipped_records.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
+    // A forced flush hands over records CUPTI has not completed, with no time: a row at 0 would
+    // be wrong, so they are only counted.
+    if (batch[count].start_ns == 0 || batch[count].end_ns == 0) {
+      ++untimed;
+      continue;
+    }
+    counters.records.fetch_add(1, std::memory_order_relaxed);
     if (++count == batch.size()) {
       fire_batch(batch.data(), count);
       count = 0;
     }
   }
   if (count > 0) fire_batch(batch.data(), count);
+  if (untimed > 0) {
+    counters.untimed_records.fetch_add(untimed, std::memory_order_relaxed);
+    device_activity loss{};
+    loss.kind = DEVICE_ACTIVITY_UNTIMED;
+    loss.bytes = untimed;
+    fire_batch(&loss, 1);
+  }
 }
 
 void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buffer, size_t, size_t valid_size) {
@@ -297,8 +322,64 @@ void refuse() {
   refused = true;
 }
 
+// The target's own profiler (Kineto) starts a session: it registers its timestamp callback, then
+// its buffer callbacks, then enables its activity. What CUPTI holds in tprof's buffers goes to
+// tprof first, and from then on CUPTI is the target's. It must happen at the first of the two
+// registrations: on an H100, every GPU record still pending when the target registered its clock
+// came out without times (95 of 95 in a run that handed over at the buffer registration).
+void hand_over() {
+  ok(cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  for (CUpti_ActivityKind kind : kActivityKinds) cupti.disable(kind);
+  active = false;
+  refused = true;  // until tprof attaches again; Kineto's subscriber then keeps it dormant
+  counters.handovers.fetch_add(1, std::memory_order_relaxed);
+  device_activity handover{};
+  handover.kind = DEVICE_ACTIVITY_HANDED_OVER;
+  handover.start_ns = monotonic_ns();
+  fire_batch(&handover, 1);
+}
+
+void hand_over_if_active() {
+  const std::lock_guard lock(attach_state);
+  if (active) hand_over();
+}
+
+CUptiResult CUPTIAPI target_registers_timestamp(CUpti_TimestampCallbackFunc callback) {
+  hand_over_if_active();
+  return cupti.register_timestamp(callback);
+}
+
+CUptiResult CUPTIAPI target_registers_buffer_callbacks(CUpti_BuffersCallbackRequestFunc requested,
+                                                       CUpti_BuffersCallbackCompleteFunc completed) {
+  hand_over_if_active();
+  return cupti.register_callbacks(requested, completed);
+}
+
+// Held under the attach state, so that the target's subscription never meets the library's
+// momentary one in another_cupti_client() and fails.
+CUptiResult CUPTIAPI target_subscribes(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback, void* data) {
+  const std::lock_guard lock(attach_state);
+  return cupti.subscribe(subscriber, callback, data);
+}
+
+// Before the first activation, and again when libraries were loaded since: never while tprof is
+// absent, so that a process tprof never attaches to runs exactly as without the library.
+void redirect_target_imports() {
+  if (imports_redirected && !loaded_objects_changed()) return;
+  if (!imports_redirected) loaded_objects_changed();  // the baseline for the next look
+  imports_redirected = true;
+  const void* skip[] = {reinterpret_cast<const void*>(&target_subscribes),
+                        reinterpret_cast<const void*>(cupti.register_callbacks)};
+  redirect_imports("cuptiActivityRegisterTimestampCallback", reinterpret_cast<void*>(&target_registers_timestamp),
+                   skip, std::size(skip));
+  redirect_imports("cuptiActivityRegisterCallbacks", reinterpret_cast<void*>(&target_registers_buffer_callbacks),
+                   skip, std::size(skip));
+  redirect_imports("cuptiSubscribe", reinterpret_cast<void*>(&target_subscribes), skip, std::size(skip));
+}
+
 void activate() {
   counters.activations.fetch_add(1, std::memory_order_relaxed);
+  redirect_target_imports();
   if (another_cupti_client()) {
     counters.last_error.store(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, std::memory_order_relaxed);
     send_refusal(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
@@ -320,19 +401,25 @@ void activate() {
   }
 }
 
+void watch_once() {
+  const std::lock_guard lock(attach_state);
+  const bool attached = tprof_attached();
+  if (!attached) refused = false;
+  if (attached && !active && !refused) {
+    activate();
+  } else if (!attached && active) {
+    deactivate();
+  } else if (active) {
+    redirect_target_imports();  // a library loaded since may import CUPTI too
+    ok(cupti.flush_all(0));     // hand over completed buffers, so that tprof sees them within a poll
+  }
+}
+
 void* watch_for_tprof(void*) {
   while (true) {
     nanosleep(&kPollPeriod, nullptr);
     counters.watcher_wakeups.fetch_add(1, std::memory_order_relaxed);
-    const bool attached = tprof_attached();
-    if (!attached) refused = false;
-    if (attached && !active && !refused) {
-      activate();
-    } else if (!attached && active) {
-      deactivate();
-    } else if (active) {
-      ok(cupti.flush_all(0));  // hand over completed buffers, so that tprof sees them within a poll
-    }
+    watch_once();
   }
   return nullptr;
 }
@@ -378,6 +465,8 @@ __attribute__((visibility("default"))) void tprof_cupti_read_counters(tprof_cupt
   out->batches = counters.batches.load();
   out->skipped_records = counters.skipped_records.load();
   out->dropped_by_cupti = counters.dropped_by_cupti.load();
+  out->handovers = counters.handovers.load();
+  out->untimed_records = counters.untimed_records.load();
   out->cupti_loaded = cupti_loaded.load() ? 1 : 0;
   out->last_error = counters.last_error.load();
 }

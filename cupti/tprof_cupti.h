@@ -18,6 +18,8 @@ struct tprof_cupti_counters {
 	uint64_t batches;           /* USDT probe firings */
 	uint64_t skipped_records;   /* records of kinds tprof does not export */
 	uint64_t dropped_by_cupti;  /* records CUPTI dropped for want of buffer space */
+	uint64_t handovers;         /* times the target's own profiler took CUPTI over while tprof recorded */
+	uint64_t untimed_records;   /* records a forced flush handed over unfinished, without times */
 	int32_t cupti_loaded;       /* 1 once libcupti was found and its functions resolved */
 	int32_t last_error;         /* the last CUptiResult that failed; 0: none */
 };

@@ -161,6 +161,77 @@ TEST(CuptiLibrary, WhenTprofGoesAfterAnotherClientCameItLeavesCuptiAsItIs) {
   EXPECT_EQ(fixture.cupti->forced_flushes, 0);
 }
 
+// The stand-in torch.profiler (tests/cupti/fake_kineto.cpp), loaded into the test process.
+struct FakeKineto {
+  void* handle = dlopen(TPROF_FAKE_KINETO_PATH, RTLD_NOW | RTLD_LOCAL);
+  template <typename Function>
+  Function* get(const char* name) const {
+    return reinterpret_cast<Function*>(dlsym(handle, name));
+  }
+  FakeKinetoState& state() const { return *get<FakeKinetoState*()>("fake_kineto_state")(); }
+  int start() const { return get<int()>("fake_kineto_start")(); }
+  void stop() const { get<void()>("fake_kineto_stop")(); }
+  void* registration_import() const { return get<void*()>("fake_kineto_registration_import")(); }
+};
+
+void record_activity() {
+  void* fake = dlopen(TPROF_FAKE_CUPTI_PATH, RTLD_NOW | RTLD_NOLOAD);
+  reinterpret_cast<void (*)()>(dlsym(fake, "fake_cupti_record_activity"))();
+}
+
+void* real_registration() {
+  return dlsym(dlopen(TPROF_FAKE_CUPTI_PATH, RTLD_NOW | RTLD_NOLOAD), "cuptiActivityRegisterCallbacks");
+}
+
+// CUPTI completes every buffer to the callbacks registered last. The target's torch.profiler
+// starting while tprof records registers Kineto's, and Kineto drops the library's buffer in
+// flight, which by then holds Kineto's own first records: on an H100 its trace had 0 of 90
+// kernels. And the clock Kineto registers just before takes the GPU times of what is pending.
+// The library sees the first registration (through the target's import), takes its buffer back
+// with its records timed, disables its activity, and tells tprof.
+TEST(CuptiLibrary, TheTargetsProfilerStartingWhileTprofRecordsGetsOnlyTheBuffersItAskedFor) {
+  LibraryOverFakeCupti fixture;
+  ASSERT_TRUE(fixture.ready());
+  FakeKineto kineto;
+  ASSERT_NE(kineto.handle, nullptr) << dlerror();
+  EXPECT_EQ(kineto.registration_import(), real_registration()) << "no redirect before tprof attaches";
+  fixture.attach();
+  ASSERT_TRUE(fixture.wait_for([&] { return fixture.cupti->enabled_kinds == 6; }));
+  EXPECT_NE(kineto.registration_import(), real_registration());
+  record_activity();  // a buffer of the library's in flight
+
+  ASSERT_EQ(kineto.start(), 0) << "1: its subscription, 2: its registration, 3: its enable failed";
+  EXPECT_EQ(kineto.state().unknown_buffers, 0);
+  EXPECT_EQ(fixture.library.counters().buffers, 1u) << "the library's buffer came back to it";
+  EXPECT_EQ(fixture.library.counters().records, 1u);
+  EXPECT_EQ(fixture.library.counters().untimed_records, 0u) << "handed back before the target's clock came";
+  EXPECT_EQ(fixture.library.counters().handovers, 1u);
+  EXPECT_EQ(fixture.cupti->enabled_kinds, 1) << "only the target's kind is left enabled";
+
+  record_activity();
+  kineto.stop();
+  EXPECT_EQ(kineto.state().own_buffers, 1);
+  EXPECT_EQ(kineto.state().unknown_buffers, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // and the library stays out
+  EXPECT_EQ(fixture.library.counters().activations, 1u);
+  EXPECT_EQ(fixture.cupti->callback_registrations, 2);
+}
+
+// A library loaded after tprof attached (a plugin importing CUPTI) is redirected within a poll.
+TEST(CuptiLibrary, ALibraryLoadedWhileTprofRecordsHasItsImportRedirectedToo) {
+  LibraryOverFakeCupti fixture;
+  ASSERT_TRUE(fixture.ready());
+  fixture.attach();
+  ASSERT_TRUE(fixture.wait_for([&] { return fixture.cupti->enabled_kinds == 6; }));
+  FakeKineto kineto;
+  ASSERT_NE(kineto.handle, nullptr) << dlerror();
+  EXPECT_TRUE(fixture.wait_for([&] { return kineto.registration_import() != real_registration(); }));
+  record_activity();
+  ASSERT_EQ(kineto.start(), 0);
+  EXPECT_EQ(kineto.state().unknown_buffers, 0);
+  EXPECT_EQ(fixture.library.counters().handovers, 1u);
+}
+
 TEST(CuptiLibrary, InitializeInjectionReturnsAtOnceWithoutAGpuAndStaysDormant) {
   Library library;
   ASSERT_NE(library.handle, nullptr) << dlerror();
@@ -208,10 +279,13 @@ TEST(CuptiLibrary, ACompletedBufferIsHandedOnInBatches) {
   ASSERT_EQ(library.initialize(), 1);
   ActivityBuffer buffer;
   constexpr int kKernels = 300;  // more than one batch of DEVICE_ACTIVITY_BATCH_MAX
+  const uint64_t now = __rdtsc();  // CUPTI's clock here, as Kineto's
   for (int i = 0; i < kKernels; ++i) {
     auto& kernel = buffer.add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     kernel.name = "k";
     kernel.correlationId = static_cast<uint32_t>(i + 1);
+    kernel.start = now + static_cast<uint64_t>(i);
+    kernel.end = kernel.start + 1;
   }
   buffer.add<CUpti_ActivityName>(CUPTI_ACTIVITY_KIND_NAME);
   library.buffer_completed(nullptr, 0, buffer.release_copy(), buffer.size(), buffer.size());
@@ -220,6 +294,26 @@ TEST(CuptiLibrary, ACompletedBufferIsHandedOnInBatches) {
   EXPECT_EQ(counters.records, static_cast<uint64_t>(kKernels));
   EXPECT_EQ(counters.batches, 2u);
   EXPECT_EQ(counters.skipped_records, 1u);
+  EXPECT_EQ(counters.untimed_records, 0u);
+}
+
+// A forced flush hands over records CUPTI has not finished, with start and end 0: they are
+// counted and told to tprof (one more batch), never sent as rows at time 0.
+TEST(CuptiLibrary, UnfinishedRecordsWithoutTimesAreCountedNotSent) {
+  Library library;
+  ASSERT_NE(library.handle, nullptr) << dlerror();
+  ASSERT_EQ(library.initialize(), 1);
+  ActivityBuffer buffer;
+  auto& finished = buffer.add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  finished.name = "finished";
+  finished.start = __rdtsc();
+  finished.end = finished.start + 1000;
+  buffer.add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL).name = "unfinished";
+  library.buffer_completed(nullptr, 0, buffer.release_copy(), buffer.size(), buffer.size());
+  const tprof_cupti_counters counters = library.counters();
+  EXPECT_EQ(counters.records, 1u);
+  EXPECT_EQ(counters.untimed_records, 1u);
+  EXPECT_EQ(counters.batches, 2u) << "the finished kernel, then the count of the unfinished one";
 }
 
 }  // namespace

@@ -132,6 +132,24 @@ TEST(DeviceCorrelator, CountsWhatCuptiDropped) {
   EXPECT_TRUE(f.sink.device_activities.empty());
 }
 
+// The library's word that the target's torch.profiler took CUPTI over, and its count of records
+// a forced flush handed over without times: counted for the console, never written as rows.
+TEST(DeviceCorrelator, AHandOverAndUntimedRecordsAreCountedNotWritten) {
+  Fixture f;
+  device_activity untimed{};
+  untimed.kind = DEVICE_ACTIVITY_UNTIMED;
+  untimed.bytes = 5;
+  f.correlator.add(untimed);
+  device_activity handover{};
+  handover.kind = DEVICE_ACTIVITY_HANDED_OVER;
+  handover.start_ns = 1'000'000;
+  f.correlator.add(handover);
+  f.correlator.finish();
+  EXPECT_EQ(f.correlator.counts().untimed, 5u);
+  EXPECT_EQ(f.correlator.counts().handed_over_ns, 1'000'000u);
+  EXPECT_TRUE(f.sink.device_activities.empty());
+}
+
 // Kineto's CuptiCbidRegistry: cudaGetDevice and its like are left out, and of the driver's calls
 // all but launches and virtual memory (CUPTI's ids, from the toolkit's cupti_*_cbid.h).
 TEST(DeviceCorrelator, LeavesOutTheApiCallsTorchProfilerLeavesOut) {

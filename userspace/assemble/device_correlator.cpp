@@ -142,6 +142,14 @@ void DeviceCorrelator::add(const device_activity& record) {
     counts_.refusal = static_cast<int32_t>(record.bytes);
     return;
   }
+  if (record.kind == DEVICE_ACTIVITY_UNTIMED) {
+    counts_.untimed += record.bytes;
+    return;
+  }
+  if (record.kind == DEVICE_ACTIVITY_HANDED_OVER) {
+    counts_.handed_over_ns = record.start_ns;
+    return;
+  }
   if (!shown_as_torch_profiler_would(record)) {
     ++counts_.api_calls_hidden;
     return;

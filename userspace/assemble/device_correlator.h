@@ -48,7 +48,9 @@ class DeviceCorrelator {
     uint64_t linked = 0;              // GPU activities linked to their API call
     uint64_t devices = 0;             // GPUs whose properties the library sent
     uint64_t dropped_by_cupti = 0;    // records CUPTI dropped for want of buffer space
+    uint64_t untimed = 0;             // records CUPTI handed over unfinished, with no time, and left out
     int32_t refusal = 0;              // why the library stayed dormant (a CUptiResult); 0: it did not
+    uint64_t handed_over_ns = 0;      // when the target's own profiler took CUPTI over; 0: it did not
   };
 
   struct Callbacks {

@@ -49,6 +49,13 @@ void report_device_activity(Console& console, const DeviceCorrelator::Counts& co
                  "it to it");
   else if (counts.refusal != 0)
     console.line("warning: no GPU timing: CUPTI refused (CUptiResult " + std::to_string(counts.refusal) + ")");
+  if (counts.handed_over_ns != 0)
+    console.line("warning: GPU rows end where the target's own torch.profiler started: tprof handed CUPTI over to it, "
+                 "with everything recorded until then");
+  if (counts.untimed > 0)
+    console.line("warning: " + group_thousands(counts.untimed) +
+                 " GPU activity records were still unfinished (no GPU time) when CUPTI was last flushed, and were left "
+                 "out");
   if (counts.dropped_by_cupti > 0)
     console.line("warning: CUPTI dropped " + group_thousands(counts.dropped_by_cupti) +
                  " GPU activity records for want of buffer space; the GPU rows miss them");
