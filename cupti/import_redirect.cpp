@@ -23,10 +23,8 @@ constexpr uint32_t kGlobalData = UINT32_MAX;
 #endif
 
 struct Request {
-  const char* symbol;
-  void* replacement;
-  const void* const* skip;
-  size_t skip_count;
+  std::span<const ImportRedirect> redirects;
+  std::span<const void* const> skip;
   int redirected = 0;
 };
 
@@ -114,18 +112,21 @@ void redirect_in(const dl_phdr_info& info, const ElfW(Rela)* relocations, size_t
     const ElfW(Rela)& relocation = relocations[i];
     const auto type = static_cast<uint32_t>(ELF64_R_TYPE(relocation.r_info));
     if (type != kJumpSlot && type != kGlobalData) continue;
-    const ElfW(Sym)& symbol = tables.symbols[ELF64_R_SYM(relocation.r_info)];
-    if (std::strcmp(tables.strings + symbol.st_name, request.symbol) != 0) continue;
-    auto** slot = reinterpret_cast<void**>(info.dlpi_addr + relocation.r_offset);
-    if (__atomic_load_n(slot, __ATOMIC_ACQUIRE) == request.replacement) continue;
-    if (write_slot(info, slot, request.replacement)) ++request.redirected;
+    const char* name = tables.strings + tables.symbols[ELF64_R_SYM(relocation.r_info)].st_name;
+    for (const ImportRedirect& redirect : request.redirects) {
+      if (std::strcmp(name, redirect.symbol) != 0) continue;
+      auto** slot = reinterpret_cast<void**>(info.dlpi_addr + relocation.r_offset);
+      if (__atomic_load_n(slot, __ATOMIC_ACQUIRE) != redirect.replacement &&
+          write_slot(info, slot, redirect.replacement))
+        ++request.redirected;
+    }
   }
 }
 
 int visit_object(dl_phdr_info* info, size_t, void* data) {
   auto& request = *static_cast<Request*>(data);
-  for (size_t i = 0; i < request.skip_count; ++i) {
-    if (holds(*info, request.skip[i])) return 0;
+  for (const void* address : request.skip) {
+    if (holds(*info, address)) return 0;
   }
   DynamicTables tables;
   if (!read_tables(*info, tables)) return 0;
@@ -136,8 +137,8 @@ int visit_object(dl_phdr_info* info, size_t, void* data) {
 
 }  // namespace
 
-int redirect_imports(const char* symbol, void* replacement, const void* const* skip, size_t skip_count) {
-  Request request{symbol, replacement, skip, skip_count};
+int redirect_imports(std::span<const ImportRedirect> redirects, std::span<const void* const> skip) {
+  Request request{redirects, skip};
   dl_iterate_phdr(visit_object, &request);
   return request.redirected;
 }

@@ -370,16 +370,17 @@ void redirect_target_imports() {
   imports_redirected = true;
   const void* skip[] = {reinterpret_cast<const void*>(&target_subscribes),
                         reinterpret_cast<const void*>(cupti.register_callbacks)};
-  redirect_imports("cuptiActivityRegisterTimestampCallback", reinterpret_cast<void*>(&target_registers_timestamp),
-                   skip, std::size(skip));
-  redirect_imports("cuptiActivityRegisterCallbacks", reinterpret_cast<void*>(&target_registers_buffer_callbacks),
-                   skip, std::size(skip));
-  redirect_imports("cuptiSubscribe", reinterpret_cast<void*>(&target_subscribes), skip, std::size(skip));
+  const ImportRedirect redirects[] = {
+      {"cuptiActivityRegisterTimestampCallback", reinterpret_cast<void*>(&target_registers_timestamp)},
+      {"cuptiActivityRegisterCallbacks", reinterpret_cast<void*>(&target_registers_buffer_callbacks)},
+      {"cuptiSubscribe", reinterpret_cast<void*>(&target_subscribes)},
+  };
+  redirect_imports(redirects, skip);
 }
 
 void activate() {
-  counters.activations.fetch_add(1, std::memory_order_relaxed);
   redirect_target_imports();
+  counters.activations.fetch_add(1, std::memory_order_relaxed);
   if (another_cupti_client()) {
     counters.last_error.store(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, std::memory_order_relaxed);
     send_refusal(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);

@@ -598,6 +598,129 @@ TEST(SpanCloser, TheFirstStepStartsInsideFramesFirstSeenAfterIt) {
   EXPECT_EQ(steps["ProfilerStep#0"].end_ns, 1200u);
 }
 
+// As the session detects steps: the edges' parts of iterations under their own annotations, and
+// the thread running since the window's start (the initial step with it).
+void detect_optimizer_steps_and_partial_ones(Closer& c) {
+  detect_optimizer_steps(c, /*compare_stacks=*/true);
+  c.operators.push_back({"Partial step: before", "", model::RangeKind::kUserAnnotation});
+  c.operators.push_back({"Partial step: after", "", model::RangeKind::kUserAnnotation});
+  const auto before = static_cast<uint32_t>(c.operators.size() - 2);
+  c.closer.detect_steps(
+      {.is_boundary = [](const model::Operator& op) { return op.name.starts_with("Optimizer.step#"); },
+       .step_operator =
+           [&c](uint64_t step_number) {
+             c.operators.push_back({"ProfilerStep#" + std::to_string(step_number), "", model::RangeKind::kUserAnnotation});
+             return static_cast<uint32_t>(c.operators.size() - 1);
+           },
+       .boundary_caller_frames = [](const ResolvedStack& boundary) { return boundary.size() - 1; },
+       .partial_step_operator = [before](SpanCloser::PartialStep part) {
+         return part == SpanCloser::PartialStep::kBeforeFirstBoundary ? before : before + 1;
+       }});
+  c.closer.thread_running_since(1, 5);
+}
+
+// Every range the sink got, by name (the last of a name wins).
+std::map<std::string, model::OpSpan> ranges_by_name(const RecordingSink& sink) {
+  std::map<std::string, model::OpSpan> ranges;
+  for (const auto& op : sink.ops) ranges[op.name] = op.span;
+  return ranges;
+}
+
+// tprof attached inside a running training loop and stopped inside another iteration: the
+// first iteration began before the window (every frame of it was already running), the last
+// did not reach its optimizer step. Neither is a ProfilerStep (on a 5-step CNN, step 0 began
+// up to 101 ms before its first op and TensorBoard's average step was 4 times torch's).
+TEST(SpanCloser, AttachedInsideARunningLoopTheIterationsAtTheEdgesArePartialSteps) {
+  const std::vector<symbolizer::BackwardJump> no_loops;
+  const std::vector<symbolizer::BackwardJump> main_loop = {{.from = 10, .to = 6}};  // for ...: train_step()
+  auto at = [&](ResolvedFrame frame, uint32_t instruction) {
+    frame.instruction = instruction;
+    frame.loops = frame.function == "main" ? &main_loop : &no_loops;
+    return frame;
+  };
+  const ResolvedFrame main = python_frame(0x10, "main");
+  const ResolvedFrame step = python_frame(0x20, "train_step");
+  const StoredStack optimizer_call{{python_frame(0x30, "wrapper"), at(step, 30), at(main, 8)}, {}};
+  const StoredStack call{{at(step, 2), at(main, 8)}, {}};
+  const std::vector<const StoredStack*> stacks = {nullptr, &optimizer_call, &call};
+  Closer c(step_operators(), [&](uint64_t id) { return id < stacks.size() ? stacks[id] : nullptr; });
+  detect_optimizer_steps_and_partial_ones(c);
+  c.add_all(1, {with_stack(enter(100, 0), 2), leave(110, 0), with_stack(enter(120, 11), 1), leave(140, 11),
+                OpEvent{.monotonic_ns = 190, .is_sample = true, .python_stack_id = 2},  // the next call
+                with_stack(enter(200, 0), 2), leave(210, 0), with_stack(enter(220, 11), 1), leave(230, 11),
+                OpEvent{.monotonic_ns = 240, .is_sample = true, .python_stack_id = 2},  // and the next
+                with_stack(enter(250, 0), 2), leave(260, 0)});                          // stopped in it
+  c.closer.finish(300);
+  std::map<std::string, model::OpSpan> ranges = ranges_by_name(c.sink);
+  ASSERT_TRUE(ranges.contains("Partial step: before"));
+  EXPECT_EQ(ranges["Partial step: before"].start_ns, 1005u) << "the window's start";
+  EXPECT_EQ(ranges["Partial step: before"].end_ns, 1190u);
+  ASSERT_TRUE(ranges.contains("ProfilerStep#1"));
+  EXPECT_EQ(ranges["ProfilerStep#1"].start_ns, 1190u);
+  EXPECT_EQ(ranges["ProfilerStep#1"].end_ns, 1240u);
+  ASSERT_TRUE(ranges.contains("Partial step: after"));
+  EXPECT_EQ(ranges["Partial step: after"].start_ns, 1240u);
+  EXPECT_EQ(steps_of(c.sink).size(), 1u) << "the one whole iteration";
+  EXPECT_EQ(c.closer.counts().steps, 1u);
+  EXPECT_EQ(c.closer.counts().partial_steps, 2u);
+}
+
+// The loop's function began inside the recording (tprof record, or an attach before the loop):
+// its first iteration is a whole ProfilerStep#0, and one that ended with its optimizer step
+// before the stop is whole too.
+TEST(SpanCloser, WhenTheLoopBeginsInsideTheRecordingItsFirstIterationIsAWholeStep) {
+  const std::vector<symbolizer::BackwardJump> no_loops;
+  const std::vector<symbolizer::BackwardJump> main_loop = {{.from = 10, .to = 6}};
+  auto at = [&](ResolvedFrame frame, uint32_t instruction) {
+    frame.instruction = instruction;
+    frame.loops = frame.function == "main" || frame.function == "run_loop" ? &main_loop : &no_loops;
+    return frame;
+  };
+  const ResolvedFrame main = python_frame(0x10, "main");
+  const ResolvedFrame loop = python_frame(0x18, "run_loop");
+  const ResolvedFrame step = python_frame(0x20, "train_step");
+  const StoredStack main_only{{at(main, 4)}, {}};
+  const StoredStack first_op{{at(step, 2), at(loop, 6), at(main, 8)}, {}};
+  const StoredStack optimizer_call{{python_frame(0x30, "wrapper"), at(step, 30), at(loop, 6), at(main, 8)}, {}};
+  const std::vector<const StoredStack*> stacks = {nullptr, &main_only, &first_op, &optimizer_call};
+  Closer c(step_operators(), [&](uint64_t id) { return id < stacks.size() ? stacks[id] : nullptr; });
+  detect_optimizer_steps_and_partial_ones(c);
+  c.add_all(1, {OpEvent{.monotonic_ns = 50, .is_sample = true, .python_stack_id = 1}, with_stack(enter(100, 0), 2),
+                leave(110, 0), with_stack(enter(120, 11), 3), leave(140, 11), with_stack(enter(200, 0), 2),
+                leave(210, 0), with_stack(enter(220, 11), 3), leave(230, 11)});
+  c.closer.finish(300);
+  std::map<std::string, model::OpSpan> steps = steps_of(c.sink);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps["ProfilerStep#0"].start_ns, 1100u) << "where run_loop was first seen";
+  EXPECT_EQ(steps["ProfilerStep#1"].end_ns, 1230u) << "its optimizer step's end: its last activity";
+  EXPECT_EQ(c.closer.counts().partial_steps, 0u);
+}
+
+// A loop in the frame that was running at the first stack seen (a script's <module> held at its
+// import of torch by tprof record) began inside the recording when that stack was before it.
+TEST(SpanCloser, ALoopInTheFirstFrameSeenBeganInsideTheRecordingWhenThatFrameWasBeforeIt) {
+  const std::vector<symbolizer::BackwardJump> module_loop = {{.from = 40, .to = 20}};
+  const std::vector<symbolizer::BackwardJump> no_loops;
+  auto at = [&](ResolvedFrame frame, uint32_t instruction) {
+    frame.instruction = instruction;
+    frame.loops = frame.function == "<module>" ? &module_loop : &no_loops;
+    return frame;
+  };
+  const ResolvedFrame module = python_frame(0x10, "<module>");
+  const StoredStack importing{{python_frame(0x50, "_find_and_load"), at(module, 4)}, {}};
+  const StoredStack first_op{{at(module, 24)}, {}};
+  const StoredStack optimizer_call{{python_frame(0x30, "wrapper"), at(module, 30)}, {}};
+  const std::vector<const StoredStack*> stacks = {nullptr, &importing, &first_op, &optimizer_call};
+  Closer c(step_operators(), [&](uint64_t id) { return id < stacks.size() ? stacks[id] : nullptr; });
+  detect_optimizer_steps_and_partial_ones(c);
+  c.add_all(1, {OpEvent{.monotonic_ns = 50, .is_sample = true, .python_stack_id = 1}, with_stack(enter(100, 0), 2),
+                leave(110, 0), with_stack(enter(120, 11), 3), leave(140, 11), with_stack(enter(200, 0), 2),
+                leave(210, 0), with_stack(enter(220, 11), 3), leave(230, 11)});
+  c.closer.finish(300);
+  EXPECT_EQ(steps_of(c.sink).size(), 2u);
+  EXPECT_EQ(c.closer.counts().partial_steps, 0u);
+}
+
 // Every ATen op without a stack is counted, walked or not; a stack id the store does not know
 // is counted as not copied, for ops and samples alike. Other ranges may lack a stack.
 TEST(SpanCloser, CountsOpsWithoutTheirPythonStack) {

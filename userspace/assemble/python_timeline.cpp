@@ -63,6 +63,15 @@ bool same_invocations_down_to(const ResolvedStack& before, const ResolvedStack& 
   return true;
 }
 
+bool loop_running_in(const ResolvedStack& earlier, const ResolvedStack& boundary, size_t compared) {
+  const size_t loop_depth = driving_loop_depth(boundary, compared);
+  if (loop_depth == SIZE_MAX || !same_invocations_down_to(earlier, boundary, loop_depth)) return false;
+  const ResolvedFrame& then = frame_at_depth(earlier, loop_depth);
+  const ResolvedFrame& at_boundary = frame_at_depth(boundary, loop_depth);
+  const auto [first, last] = std::minmax(then.instruction, at_boundary.instruction);
+  return symbolizer::loop_spans(*at_boundary.loops, first, last);
+}
+
 bool same_iteration(const ResolvedStack& boundary, size_t compared, const ResolvedStack& now) {
   // The function running the loop has returned: the loop is over, and so is the iteration.
   if (const size_t loop_depth = driving_loop_depth(boundary, compared); loop_depth != SIZE_MAX && now.size() <= loop_depth)

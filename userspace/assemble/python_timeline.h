@@ -59,6 +59,11 @@ class PythonSpanNamer {
 // the same iteration either once the frame running the loop around it has returned.
 bool same_iteration(const ResolvedStack& boundary, size_t compared, const ResolvedStack& now);
 
+// Whether the loop driving the iterations around `boundary` (driving_loop_depth) was already
+// running in `earlier`, a stack seen before it: the same invocation of its frame, inside a loop
+// that also spans the boundary's instruction. False when no such loop is known.
+bool loop_running_in(const ResolvedStack& earlier, const ResolvedStack& boundary, size_t compared);
+
 // Whether the frames of `before` and `now` (seen in that order) from the outermost down to
 // `depth` levels below it are the same invocations: none returned and was called anew.
 bool same_invocations_down_to(const ResolvedStack& before, const ResolvedStack& now, size_t depth);

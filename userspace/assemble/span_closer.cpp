@@ -133,8 +133,19 @@ void SpanCloser::begin_step_if_iteration_ended(ThreadState& state, uint64_t at_n
   }
   if (!state.step_boundary_passed || !state.open.empty() || !iteration_ended(state, stack)) return;
   state.step_boundary_passed = false;
+  if (last_step_number_ == 0 && first_iteration_began_before_window(state)) mark_partial(state.steps.back(), PartialStep::kBeforeFirstBoundary);
   state.boundary_stack = nullptr;
   begin_next_step(state, at_ns, stack);
+}
+
+// The loop driving the iterations (the deepest frame around the first boundary that loops) was
+// already looping at the thread's first observation: tprof came in during an iteration.
+bool SpanCloser::first_iteration_began_before_window(const ThreadState& state) const {
+  if (state.tid != step_thread_ || state.steps.empty() || !state.first_stack || !state.boundary_stack ||
+      !step_detection_->boundary_caller_frames)
+    return false;
+  const ResolvedStack& boundary = state.boundary_stack->frames;
+  return loop_running_in(state.first_stack->frames, boundary, step_detection_->boundary_caller_frames(boundary));
 }
 
 bool SpanCloser::iteration_ended(const ThreadState& state, const StoredStack* stack) const {
@@ -170,10 +181,20 @@ void SpanCloser::begin_next_step(ThreadState& state, uint64_t start_ns, const St
 void SpanCloser::end_steps(ThreadState& state, uint64_t end_ns) {
   for (OpenRange& step : state.steps) {
     step.span.end_ns = std::max(end_ns, step.span.start_ns);
-    ++counts_.steps;
-    hand_on(state.tid, step);
+    hand_on_step(state.tid, step);
   }
   state.steps.clear();
+}
+
+void SpanCloser::mark_partial(OpenRange& step, PartialStep part) {
+  if (!step_detection_->partial_step_operator) return;
+  step.partial_step = true;
+  step.span.operator_index = step_detection_->partial_step_operator(part);
+}
+
+void SpanCloser::hand_on_step(uint32_t tid, OpenRange& step) {
+  ++(step.partial_step ? counts_.partial_steps : counts_.steps);
+  hand_on(tid, step);
 }
 
 // A step that ended where the next began is held until that next one runs an op: if it never
@@ -191,8 +212,7 @@ void SpanCloser::hold_ended_steps(ThreadState& state, uint64_t end_ns) {
 
 void SpanCloser::hand_on_held_step() {
   if (!held_step_) return;
-  ++counts_.steps;
-  hand_on(held_step_->tid, held_step_->step);
+  hand_on_step(held_step_->tid, held_step_->step);
   held_step_.reset();
 }
 
@@ -237,6 +257,11 @@ void SpanCloser::finish(uint64_t stop_monotonic_ns) {
       if (held_step_) held_step_->step.span.end_ns = held_step_->last_activity_ns;
     }
     if (tid == step_thread_) hand_on_held_step();
+    // Stopped inside an iteration: its ops ran, its boundary did not (once it has, what the
+    // stop cuts off is the iteration's tail, and the step stays one).
+    if (tid == step_thread_ && last_step_number_ > 0 && !state.steps.empty() && !step_detection_->is_step_frame &&
+        !state.step_boundary_passed)
+      mark_partial(state.steps.back(), PartialStep::kAfterLastBoundary);
     end_steps(state, last_step_number_ > 0 && !cut_off && state.last_activity_ns != 0 ? state.last_activity_ns : stop_ns);
   }
 }
@@ -256,6 +281,7 @@ void SpanCloser::process(uint32_t tid, OpEvent& event) {
 void SpanCloser::enter(ThreadState& state, OpEvent& event) {
   const uint64_t start_ns = clock_.to_unix(event.monotonic_ns);
   const StoredStack* stack = find_stack(event.python_stack_id);
+  if (!state.first_stack) state.first_stack = stack;
   begin_step_if_iteration_ended(state, start_ns, stack);
   note_activity(state, start_ns);
   if (state.open.empty() && state.tid == step_thread_) {
@@ -399,6 +425,7 @@ void SpanCloser::sample(ThreadState& state, const OpEvent& event) {
   const StoredStack* stack = find_stack(event.python_stack_id);
   if (!stack) return;
   const uint64_t at_ns = clock_.to_unix(event.monotonic_ns);
+  if (!state.first_stack) state.first_stack = stack;
   begin_step_if_iteration_ended(state, at_ns, stack);
   note_activity(state, at_ns);
   observe(state, {at_ns, at_ns, &stack->frames, false}, nullptr);

@@ -61,6 +61,7 @@ class SpanCloser {
     uint64_t python_spans = 0;
     uint64_t threads = 0;
     uint64_t steps = 0;             // ProfilerStep ranges handed on
+    uint64_t partial_steps = 0;     // parts of iterations at the window's edges handed on
     uint64_t unmatched_returns = 0; // exits whose entry was never seen
     uint64_t late_records = 0;      // records older than a watermark already passed
     uint64_t python_timeline_lost = 0;
@@ -108,14 +109,25 @@ class SpanCloser {
   // `boundary_caller_frames(stack)` frames) stays in the current step, so that what the
   // caller of Optimizer.step does after it (and a second optimizer's step) stays in it.
   //
+  // A ProfilerStep is a whole iteration. With `partial_step_operator`, the parts of iterations
+  // at the window's edges are written under its names instead, and are no ProfilerStep:
+  // - before the first boundary, when the window began inside the loop (tprof attached to a
+  //   running loop): the loop around the first boundary (driving_loop_depth) was already
+  //   looping in the thread's first stack seen;
+  // - after the last boundary, when the recording stopped inside an iteration (its ops ran, its
+  //   boundary did not).
+  // A recording without any boundary keeps its one ProfilerStep#0 over the window.
+  //
   // With `is_step_frame` (--step-function), a step is an invocation of that Python function
   // instead: each new one, first seen at a top-level range's entry or a sample between ranges,
-  // begins the next step, and `is_boundary` is not asked.
+  // begins the next step, and `is_boundary` is not asked (nor are the edges told apart).
+  enum class PartialStep { kBeforeFirstBoundary, kAfterLastBoundary };
   struct StepDetection {
     std::function<bool(const model::Operator& op)> is_boundary;
     std::function<uint32_t(uint64_t step_number)> step_operator;
     std::function<size_t(const ResolvedStack& boundary)> boundary_caller_frames;
     std::function<bool(const ResolvedFrame& frame)> is_step_frame = {};
+    std::function<uint32_t(PartialStep part)> partial_step_operator = {};
   };
   void detect_steps(StepDetection detection) { step_detection_ = std::move(detection); }
 
@@ -158,6 +170,7 @@ class SpanCloser {
     uint64_t counter_at_entry = UINT64_MAX;
     std::vector<SequenceRange> made_by_children;  // nodes its finished children created
     size_t observation = SIZE_MAX;                // its entry in the thread's waiting observations
+    bool partial_step = false;                    // a step range that is only part of an iteration
   };
   struct ThreadState {
     ThreadState(uint32_t thread_id, PythonSpanNamer& namer) : tid(thread_id), timeline(namer) {}
@@ -169,6 +182,7 @@ class SpanCloser {
     std::vector<OpenRange> steps;  // open_step ranges, closed at finish or the next step
     bool step_boundary_passed = false;  // a boundary closed: the next top-level entry begins a step
     const StoredStack* boundary_stack = nullptr;  // that boundary's Python stack; null: none
+    const StoredStack* first_stack = nullptr;     // the thread's first stack seen, at an op or sample
     bool step_start_pending = false;  // the initial step starts at the thread's first activity
     uint64_t last_activity_ns = 0;    // the end of its last op or sample
     // The stack its thread blocked with, when nothing was recorded of it since: its frames are
@@ -199,6 +213,9 @@ class SpanCloser {
   void emit_python_span(uint32_t tid, const model::PythonSpan& span);
   void begin_next_step(ThreadState& thread, uint64_t start_ns, const StoredStack* stack);
   void end_steps(ThreadState& thread, uint64_t end_ns);
+  void mark_partial(OpenRange& step, PartialStep part);
+  bool first_iteration_began_before_window(const ThreadState& thread) const;
+  void hand_on_step(uint32_t tid, OpenRange& step);
   void hold_ended_steps(ThreadState& thread, uint64_t end_ns);
   void hand_on_held_step();
   bool iteration_ended(const ThreadState& thread, const StoredStack* stack) const;

@@ -261,7 +261,9 @@ void report(Console& console, StopReason reason, const SessionSinks& sinks, cons
             const PythonStackStore* stacks, const SummaryOptions& summary_options) {
   const SpanCloser::Counts& counts = closer.counts();
   console.line(std::string("stopped: ") + describe(reason) + ". Wrote " + sinks.written());
-  console.line(group_thousands(counts.ops) + " ranges (" + group_thousands(counts.steps) + " ProfilerSteps) and " +
+  const std::string partial = counts.partial_steps > 0 ? ", " + group_thousands(counts.partial_steps) + " partial" : "";
+  console.line(group_thousands(counts.ops) + " ranges (" + group_thousands(counts.steps) + " ProfilerSteps" + partial +
+               ") and " +
                group_thousands(counts.python_spans) +
                " python_function spans on " + std::to_string(counts.threads) + " threads from " +
                group_thousands(decoder.records()) + " events; " + group_thousands(summary.dropped_records) +
@@ -294,6 +296,10 @@ void report(Console& console, StopReason reason, const SessionSinks& sinks, cons
                  " records of list elements or further arguments found no op entry of theirs (lost before them)");
   console.summary_table(format_summary_table(sinks.totals().table(), summary_options));
 }
+
+// The annotations of the parts of iterations at the window's edges (SpanCloser::PartialStep).
+constexpr const char* kPartialStepBefore = "Partial step (in progress when first seen)";
+constexpr const char* kPartialStepAfter = "Partial step (cut off by the stop)";
 
 // torch.optim's record_function around every optimizer's step: "Optimizer.step#SGD.step".
 bool is_optimizer_step(const model::Operator& op) {
@@ -467,7 +473,8 @@ class RecordingPipeline {
 
   // HTA and Chakra need ProfilerStep annotations: ProfilerStep#0 opens with the window, and
   // each Optimizer.step (any optimizer class) ends one iteration; without one, step 0 covers
-  // the whole window.
+  // the whole window. The parts of iterations at the window's edges are no ProfilerStep: they
+  // would skew every per-step figure (TensorBoard's average step time was 4 times torch's).
   void begin(const model::SessionInfo& session, uint64_t window_start_ns) {
     sinks_.sink().begin(session);
     closer_.detect_steps(
@@ -476,7 +483,12 @@ class RecordingPipeline {
              [this](uint64_t step) { return range_operators_.annotation("ProfilerStep#" + std::to_string(step)); },
          .boundary_caller_frames = optimizer_caller_frames,
          .is_step_frame = step_function_.empty() ? SpanCloser::StepDetection{}.is_step_frame
-                                                 : step_frame_matcher(step_function_)});
+                                                 : step_frame_matcher(step_function_),
+         .partial_step_operator = [this](SpanCloser::PartialStep part) {
+           return range_operators_.annotation(part == SpanCloser::PartialStep::kBeforeFirstBoundary
+                                                  ? kPartialStepBefore
+                                                  : kPartialStepAfter);
+         }});
     closer_.open_step(session.pid, range_operators_.annotation("ProfilerStep#0"), window_start_ns);
     closer_.thread_running_since(session.pid, window_start_ns);
     closer_.estimate_flops([](const model::Operator& op, const std::vector<model::Value>& inputs) {
