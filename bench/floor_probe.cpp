@@ -39,7 +39,10 @@ int run(pid_t pid) {
   const tprof::symbolizer::ElfFile elf(library->host_path);
   const tprof::symbolizer::LibraryIndex index(elf);
   const tprof::ExitProbes exits =
-      tprof::plan_exit_probes(library->host_path, tprof::plan_return_offsets(index, plan.addresses), target);
+      tprof::plan_exit_probes(library->host_path,
+                              tprof::probed_return_offsets(tprof::plan_return_sites(index, plan.addresses),
+                                                           [](uint32_t) { return true; }),
+                              target);
   std::unique_ptr<probe_floor, SkeletonDeleter> skeleton(probe_floor__open_and_load());
   if (!skeleton) throw tprof::Error("cannot load the floor BPF programs");
   const tprof::UniqueFd stop_signals = tprof::block_stop_signals();

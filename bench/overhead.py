@@ -8,6 +8,7 @@ drift hits every mode alike, it measures the mean step time:
   ops    - tprof attach --no-python --no-shapes (op tracing only)
   shapes - tprof attach --no-python (ops with their inputs and outputs: record_shapes)
   tprof  - tprof attach (ops with shapes, plus the Python stack walked at every op and the 1 kHz sampler)
+  noviews - tprof attach --no-view-ops (the same, without probes on view and metadata ops)
   torch  - torch.autograd.profiler.profile(use_kineto=False) in-process, names only
   torchfull - the same with record_shapes=True and with_stack=True
 and reports (ops - none) / (floor - none), the cost of shape capture and of stack capture over
@@ -158,8 +159,9 @@ def main():
             raise SystemExit(f"{binary} missing: run scripts/build.sh")
 
     timer = StepTimer(["/usr/bin/python3", os.path.join(REPO, "bench", "step_timer.py")])
-    samples = {mode: [] for mode in ("none", "floor", "ops", "shapes", "tprof", "torch", "torchfull")}
+    samples = {mode: [] for mode in ("none", "floor", "ops", "shapes", "tprof", "noviews", "torch", "torchfull")}
     per_step_ops = None
+    per_step_ops_without_views = None
     calibrations = []
     try:
         for round_index in range(args.rounds):
@@ -168,12 +170,16 @@ def main():
             samples["floor"].append(timer.measure("run", args.steps))
             floor.close()
             for mode, extra in (("ops", ["--no-python", "--no-shapes"]), ("shapes", ["--no-python"]),
-                                ("tprof", [])):
+                                ("tprof", []), ("noviews", ["--no-view-ops"])):
                 with tempfile.TemporaryDirectory() as scratch:
                     trace = os.path.join(scratch, "bench.pt.trace.json")
                     tprof = Attached([TPROF, "attach", str(timer.pid), "--output", trace] + extra)
                     samples[mode].append(timer.measure("run", args.steps))
                     tprof.close()
+                    if mode == "noviews":
+                        if per_step_ops_without_views is None:
+                            per_step_ops_without_views = ops_per_step(trace, args.steps)
+                        continue
                     if per_step_ops is None:
                         per_step_ops = ops_per_step(trace, args.steps)
                     calibrations.append(trap_calibration_us(trace))
@@ -190,6 +196,7 @@ def main():
     ops_cost = median["ops"] - none
     shapes_cost = median["shapes"] - none
     tprof_cost = median["tprof"] - none
+    noviews_cost = median["noviews"] - none
 
     attach_113 = attach_time_ms(["/usr/bin/python3"], "torch 1.13")
     trixie = subprocess.run(["bash", os.path.join(REPO, "scripts", "make-torch-root.sh"), "trixie"],
@@ -209,6 +216,7 @@ def main():
                         ("ops", "tprof attach --no-python --no-shapes (ops only)"),
                         ("shapes", "tprof attach --no-python (ops + shapes)"),
                         ("tprof", "tprof attach (ops + shapes + Python stacks + sampler)"),
+                        ("noviews", "tprof attach --no-view-ops"),
                         ("torch", "torch profiler (legacy, names only)"),
                         ("torchfull", "torch profiler (record_shapes + with_stack)")):
         extra = median[mode] - none
@@ -222,6 +230,8 @@ def main():
         f"- with shapes and Python stacks: (tprof - none) / (floor - none) = **{tprof_cost / floor_cost:.2f}**; "
         f"stack capture over shapes: (tprof - none) / (shapes - none) = **{tprof_cost / shapes_cost:.2f}**, "
         f"i.e. **{(tprof_cost - shapes_cost) / per_step_ops:.3f} us** more per op",
+        f"- --no-view-ops: (noviews - none) / (tprof - none) = **{noviews_cost / tprof_cost:.2f}**, with "
+        f"{per_step_ops_without_views:.0f} ops recorded a step against {per_step_ops:.0f}",
         f"- tprof (ops only) overhead / torch profiler overhead (names only) = "
         f"**{ops_cost / (median['torch'] - none):.2f}**",
         f"- tprof (shapes + stacks) overhead / torch profiler overhead (record_shapes + with_stack) = "

@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "tests/support/process_harness.h"
 #include "tests/support/recorded_workload.h"
@@ -60,6 +62,28 @@ TEST(ProbeCost, TheSummaryEstimatesWhatTheProbesCostTheTarget) {
   EXPECT_NEAR(cost.at("estimate_ns").get<double>(), static_cast<double>(ranges) * per_range,
               static_cast<double>(ranges) + 1.0);  // the traps are written rounded to the ns
   EXPECT_GT(cost.at("target_cpu_ns").get<uint64_t>(), 0u) << "the loop ran on a CPU during the window";
+}
+
+// Fewer traps where the user asks for fewer ops: --no-view-ops leaves the view ops unprobed
+// (entry and returns), --skip-ops those it names, and what a left-out op calls is still
+// recorded: aten::linear's aten::addmm stays, now at the top of its Python frame.
+TEST(OpSelection, LeftOutOpsHaveNoRangeAndWhatTheyCallIsStillRecorded) {
+  if (!has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; --no-view-ops and --skip-ops are NOT tested ***";
+  ScratchDirectory scratch;
+  const std::filesystem::path trace_path = scratch.path() / "selected.pt.trace.json";
+  const std::string console = record_workload_with_tprof(host_workload(scratch.path()), {"--steps", "5"}, trace_path,
+                                                         {"--no-et", "--no-view-ops", "--skip-ops", "^aten::linear$"});
+  EXPECT_NE(console.find("ops left out by --skip-ops '^aten::linear$', --no-view-ops"), std::string::npos) << console;
+  EXPECT_EQ(validate_trace_file(trace_path), std::vector<std::string>{});
+  const TraceJson trace = load_trace(trace_path);
+  std::map<std::string, int> ops;
+  for (const auto& event : trace.at("traceEvents"))
+    if (event.value("cat", "") == "cpu_op") ++ops[event.at("name").get<std::string>()];
+  for (const char* left_out : {"aten::view", "aten::t", "aten::transpose", "aten::as_strided", "aten::linear"})
+    EXPECT_EQ(ops[left_out], 0) << left_out;
+  EXPECT_GT(ops["aten::addmm"], 0) << "aten::linear's own call is still recorded";
+  EXPECT_GT(ops["aten::convolution"], 0);
 }
 
 }  // namespace

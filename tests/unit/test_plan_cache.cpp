@@ -91,7 +91,7 @@ TorchLibraryPlan small_plan() {
   plan.argument_plans = {add};
   plan.spills = {{"", {0x1010}, {0}}, 1, {1}};
   plan.no_arguments_why = "";
-  plan.return_offsets = {0x1100, 0x2100};
+  plan.returns = {.offsets = {0x1100, 0x2100, 0x2100}, .functions = {0, 0, 1}};
   auto ranges = std::make_shared<RangeSites>();
   ranges->annotations = {{0x3000, 0x3080}, 0x3100, 0x3200, "two kernels"};
   ranges->autograd.evaluate_function = 0x4000;
@@ -202,7 +202,8 @@ void expect_same(const TorchLibraryPlan& a, const TorchLibraryPlan& b) {
   EXPECT_EQ(a.spills.doubles_planned, b.spills.doubles_planned);
   EXPECT_EQ(a.spills.ops_with_unread_doubles, b.spills.ops_with_unread_doubles);
   EXPECT_EQ(a.no_arguments_why, b.no_arguments_why);
-  EXPECT_EQ(a.return_offsets, b.return_offsets);
+  EXPECT_EQ(a.returns.offsets, b.returns.offsets);
+  EXPECT_EQ(a.returns.functions, b.returns.functions);
   ASSERT_TRUE(a.ranges && b.ranges);
   expect_same(*a.ranges, *b.ranges);
   EXPECT_EQ(a.notes, b.notes);

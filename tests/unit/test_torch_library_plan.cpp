@@ -49,7 +49,8 @@ TEST_P(TorchLibraryPlanTest, IsMadeOncePerFileAndShapesSetting) {
   const auto& operators = plan.plan.operators;
   EXPECT_TRUE(std::any_of(operators.begin(), operators.end(), [](const model::Operator& op) { return op.name == "detach"; }))
       << "autograd's named scope";
-  EXPECT_GT(plan.return_offsets.size(), plan.plan.sites.offsets.size() / 2);
+  EXPECT_GT(plan.returns.offsets.size(), plan.plan.sites.offsets.size() / 2);
+  EXPECT_EQ(plan.returns.functions.size(), plan.returns.offsets.size());
   EXPECT_FALSE(plan.spills.sites.offsets.empty()) << "ops that take doubles";
   EXPECT_FALSE(plan.ranges->range_function_addresses().empty()) << "the autograd engine's functions";
 

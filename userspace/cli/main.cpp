@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <exception>
 #include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -174,6 +175,8 @@ struct RecordingFlags {
   bool no_python = false;
   bool no_shapes = false;
   bool no_plan_cache = false;
+  std::string ops, skip_ops;
+  bool no_view_ops = false;
 };
 
 // A number that is neither NaN nor infinite: range checks compare, and NaN passes every comparison.
@@ -184,6 +187,18 @@ const CLI::Validator kFinite(
       return end != text.c_str() && std::isfinite(value) ? std::string() : "not a finite number: " + text;
     },
     "FINITE");
+
+// A regular expression std::regex compiles (--ops, --skip-ops).
+const CLI::Validator kRegularExpression(
+    [](std::string& text) {
+      try {
+        std::regex compiled(text, std::regex::ECMAScript);
+        return std::string();
+      } catch (const std::regex_error& error) {
+        return "'" + text + "' is not a regular expression: " + error.what();
+      }
+    },
+    "REGEX");
 
 void add_recording_options(CLI::App& command, tprof::AttachOptions& options, RecordingFlags& flags) {
   command.add_option("-d,--duration", flags.duration_s, "Stop after this many seconds (default: until Ctrl-C)")
@@ -216,6 +231,17 @@ void add_recording_options(CLI::App& command, tprof::AttachOptions& options, Rec
   command.add_flag("--no-shapes", flags.no_shapes,
                    "Record ops without their inputs (Input Dims/type/Strides, Concrete Inputs) and "
                    "outputs, which costs less per op");
+  command.add_option("--ops", flags.ops,
+                     "Probe only the ops whose name this regular expression finds (ECMAScript, searched in "
+                     "'aten::addmm'); each op left out costs the target nothing and has no range, and what "
+                     "it calls is still recorded")
+      ->check(kRegularExpression);
+  command.add_option("--skip-ops", flags.skip_ops, "Leave out the ops whose name this regular expression finds")
+      ->check(kRegularExpression);
+  command.add_flag("--no-view-ops", flags.no_view_ops,
+                   "Leave out the ops that only return a view of a tensor or read its metadata (aten::view, "
+                   "aten::t, aten::transpose, aten::as_strided, aten::size and their kind), a large share of "
+                   "the calls of most models");
   command.add_flag("--no-plan-cache", flags.no_plan_cache,
                    "Plan libtorch_cpu's probes anew and keep no plan on disk; by default a plan is kept per "
                    "torch build in /var/cache/tprof/plans ($TPROF_PLAN_CACHE_DIR), so that attaching again "
@@ -233,6 +259,7 @@ void apply_recording_flags(const CLI::App& command, const RecordingFlags& flags,
   options.ring_buffer_bytes = flags.buffer_mb << 20;
   options.python_stacks = !flags.no_python;
   options.record_shapes = !flags.no_shapes;
+  options.op_selection = tprof::OpSelection(flags.ops, flags.skip_ops, flags.no_view_ops);
   options.plan_cache = !flags.no_plan_cache;
   options.execution_trace = !flags.no_execution_trace;
   options.output_mode = *parse_file_mode(flags.mode);

@@ -34,16 +34,26 @@ UprobeSites catch_sites(const TargetProcess& target) {
 
 }  // namespace
 
-std::vector<uint64_t> plan_return_offsets(const symbolizer::LibraryIndex& index,
-                                          const std::vector<uint64_t>& function_addresses) {
+ReturnSites plan_return_sites(const symbolizer::LibraryIndex& index, const std::vector<uint64_t>& function_addresses) {
   const symbolizer::FunctionBounds bounds(index.elf, index.sections);
   symbolizer::FunctionExitFinder finder(index.sections, bounds);
-  std::set<uint64_t> return_offsets;  // a `ret` shared by several functions is probed once
-  for (const uint64_t address : function_addresses) {
-    for (const uint64_t ret : finder.exits_of(address).returns)
-      if (const auto offset = index.sections.file_offset_of(ret)) return_offsets.insert(*offset);
+  ReturnSites sites;
+  for (size_t function = 0; function < function_addresses.size(); ++function) {
+    for (const uint64_t ret : finder.exits_of(function_addresses[function]).returns) {
+      const auto offset = index.sections.file_offset_of(ret);
+      if (!offset) continue;
+      sites.offsets.push_back(*offset);
+      sites.functions.push_back(static_cast<uint32_t>(function));
+    }
   }
-  return {return_offsets.begin(), return_offsets.end()};
+  return sites;
+}
+
+std::vector<uint64_t> probed_return_offsets(const ReturnSites& returns, const std::function<bool(uint32_t)>& probed) {
+  std::set<uint64_t> offsets;  // a `ret` shared by several functions is probed once
+  for (size_t at = 0; at < returns.offsets.size(); ++at)
+    if (probed(returns.functions[at])) offsets.insert(returns.offsets[at]);
+  return {offsets.begin(), offsets.end()};
 }
 
 ExitProbes plan_exit_probes(const std::string& torch_host_path, const std::vector<uint64_t>& return_offsets,

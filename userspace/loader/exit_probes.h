@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,11 +23,21 @@ struct ExitProbes {
   UprobeSites catches;
 };
 
-// The file offsets of the `ret`s of `function_addresses` (link-time addresses in the library
-// `index` describes), each once: the same for every process that maps the library. Throws
-// std::runtime_error when the library has no unwind table to find function bounds in.
-std::vector<uint64_t> plan_return_offsets(const symbolizer::LibraryIndex& index,
-                                          const std::vector<uint64_t>& function_addresses);
+// The `ret`s of some functions, each with the function it belongs to: a `ret` several
+// functions share (merged tails) is listed once for each, so that the returns of a subset of
+// the functions can be probed alone (--ops, --skip-ops).
+struct ReturnSites {
+  std::vector<uint64_t> offsets;    // file offsets
+  std::vector<uint32_t> functions;  // the index of each one's function in the planned list
+};
+
+// The `ret`s of `function_addresses` (link-time addresses in the library `index` describes):
+// the same for every process that maps the library. Throws std::runtime_error when the library
+// has no unwind table to find function bounds in.
+ReturnSites plan_return_sites(const symbolizer::LibraryIndex& index, const std::vector<uint64_t>& function_addresses);
+
+// The offsets of the returns of the functions `probed` accepts (by index), each once.
+std::vector<uint64_t> probed_return_offsets(const ReturnSites& returns, const std::function<bool(uint32_t)>& probed);
 
 // The exits of one target: the `ret`s at `return_offsets` in its libtorch_cpu at
 // `torch_host_path`, and __cxa_begin_catch in the libstdc++ it maps.

@@ -12,6 +12,7 @@
 
 #include "userspace/assemble/step_schedule.h"
 #include "userspace/cli/op_summary.h"
+#include "userspace/session/op_selection.h"
 
 namespace tprof {
 
@@ -35,6 +36,7 @@ struct AttachOptions {
   bool python_stacks = true;          // --no-python turns stacks and python_function spans off
   uint32_t sample_hz = 1000;          // the stack sampler's rate per CPU
   bool record_shapes = true;          // --no-shapes: ops without their inputs and outputs
+  OpSelection op_selection;           // --ops, --skip-ops, --no-view-ops: which ops are probed
   bool plan_cache = true;            // --no-plan-cache: plan libtorch_cpu anew, keep no plan on disk
   // --schedule: keep only the steps torch.profiler.schedule would record, and write each cycle
   // into output_directory as tensorboard_trace_handler would; none: one trace of everything.

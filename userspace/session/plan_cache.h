@@ -24,7 +24,7 @@ namespace tprof {
 class PlanCache {
  public:
   // The entries' layout; a change of it (or of tprof's build) makes older entries another's.
-  static constexpr uint32_t kFormatVersion = 1;
+  static constexpr uint32_t kFormatVersion = 2;  // 2: return sites carry their function
 
   // `directory` is created (0700, its parents as mkdir -p makes them) when missing.
   explicit PlanCache(std::string directory) : directory_(std::move(directory)) {}

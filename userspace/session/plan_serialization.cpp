@@ -317,6 +317,8 @@ void check_consistent(const TorchLibraryPlan& plan) {
     if (op_id >= plan.argument_plans.size()) throw MalformedBytes("a spill site names an op without a plan");
   for (const uint32_t op_id : plan.spills.ops_with_unread_doubles)
     if (op_id >= op_count) throw MalformedBytes("an op with unread doubles is out of range");
+  if (plan.returns.offsets.size() != plan.returns.functions.size())
+    throw MalformedBytes("its return sites and their functions disagree in number");
 }
 
 }  // namespace
@@ -327,7 +329,8 @@ std::string serialize_plan(const TorchLibraryPlan& plan) {
   put_list(out, plan.argument_plans);
   put(out, plan.spills);
   out.string(plan.no_arguments_why);
-  put_u64s(out, plan.return_offsets);
+  put_u64s(out, plan.returns.offsets);
+  put_u64s(out, plan.returns.functions);
   put(out, *plan.ranges);
   put_list(out, plan.notes);
   return out.bytes();
@@ -340,7 +343,8 @@ TorchLibraryPlan deserialize_plan(std::string_view bytes, const std::string& hos
   get_list(in, plan.argument_plans, kOpArgumentPlanBytes);
   get(in, plan.spills);
   plan.no_arguments_why = in.string();
-  get_u64s(in, plan.return_offsets);
+  get_u64s(in, plan.returns.offsets);
+  get_u64s(in, plan.returns.functions);
   auto ranges = std::make_shared<RangeSites>();
   get(in, *ranges);
   plan.ranges = std::move(ranges);

@@ -28,6 +28,7 @@
 #include "userspace/cli/op_summary.h"
 #include "userspace/cli/unknown_values.h"
 #include "userspace/loader/op_tracer.h"
+#include "userspace/session/op_selection.h"
 #include "userspace/session/privileges.h"
 #include "userspace/loader/probe_plan.h"
 #include "userspace/ingest/record_consumer.h"
@@ -70,6 +71,8 @@ struct OpProbes {
   std::optional<symbolizer::TensorImplLayout> tensor_layout;
   uint64_t undefined_tensor_impl = 0;  // c10::UndefinedTensorImpl's singleton in the target; 0: unknown
   PlanSource plan_source = PlanSource::kPlanned;  // of library_plan
+  SelectedOps selected;     // which ops' entries and returns are probed (--ops, --skip-ops, --no-view-ops)
+  std::string left_out_by;  // the options that left some out
 };
 
 // The TensorImpl layout of the target's libc10 (and where its undefined tensor is), or none
@@ -93,13 +96,20 @@ void calibrate_tensors(const TargetProcess& target, OpProbes& probes, Console& c
 // The target's ops, from the plan of its libtorch_cpu file (worked out by the first target that
 // maps it), with its own TensorImpl calibration.
 std::optional<OpProbes> plan_torch_probes(const TargetProcess& target, bool record_shapes,
-                                          TorchLibraryPlans& library_plans, Console& console) {
+                                          const OpSelection& selection, TorchLibraryPlans& library_plans,
+                                          Console& console) {
   const auto torch_library = target.find_mapped_library(kTorchLibraryPrefix);
   if (!torch_library) return std::nullopt;
   const auto [library_plan, plan_source] = library_plans.plan_for(*torch_library, record_shapes, console);
-  OpProbes probes{*torch_library, library_plan, library_plan->plan, {}, std::nullopt};
+  OpProbes probes;
+  probes.library = *torch_library;
+  probes.library_plan = library_plan;
+  probes.plan = library_plan->plan;
   probes.plan_source = plan_source;
   probes.plan.sites.binary_path = torch_library->host_path;
+  probes.selected = select_op_sites(probes.plan, selection);
+  probes.plan.sites = probes.selected.sites;
+  probes.left_out_by = selection.describe();
   if (record_shapes) calibrate_tensors(target, probes, console);
   if (probes.tensor_layout && !library_plan->no_arguments_why.empty()) {
     console.line("warning: recording without shapes: " + library_plan->no_arguments_why);
@@ -111,7 +121,11 @@ std::optional<OpProbes> plan_torch_probes(const TargetProcess& target, bool reco
 
 // Where the ranges of the ops and autograd functions end: their `ret`s and the catch.
 ExitProbes plan_range_exits(const OpProbes& ops, const TargetProcess& target, Console& console) {
-  ExitProbes exits = plan_exit_probes(ops.library.host_path, ops.library_plan->return_offsets, target);
+  // Function i < the op count is op i; the autograd functions after them are always probed.
+  const auto returns = probed_return_offsets(ops.library_plan->returns, [&](uint32_t function) {
+    return function >= ops.library_plan->plan.operators.size() || ops.selected.probes(function);
+  });
+  ExitProbes exits = plan_exit_probes(ops.library.host_path, returns, target);
   if (exits.catches.offsets.empty())
     console.line("warning: the target maps no libstdc++ with __cxa_begin_catch: ops ended by a C++ exception "
                  "are closed at their thread's next op, flagged 'tprof: return missing'");
@@ -124,6 +138,8 @@ std::string describe_attachment(const TargetProcess& target, const std::optional
                                 const AttachTimings& timings) {
   std::string text = "attached to " + std::to_string(target.pid()) + " (" + target.name() + "): ";
   if (ops) text += std::to_string(ops->plan.sites.offsets.size()) + " op sites in " + ops->library.path_in_target;
+  if (ops && ops->selected.left_out > 0)
+    text += " (" + std::to_string(ops->selected.left_out) + " ops left out by " + ops->left_out_by + ")";
   if (exits) text += " (" + std::to_string(exits->returns.offsets.size()) + " return sites)";
   if (ops && ops->tensor_layout) text += " with shapes";
   if (ops && python) text += ", ";
@@ -372,7 +388,7 @@ AttachPlan plan_attach(const AttachOptions& options, const TargetProcess& target
   AttachPlan plan;
   std::string no_python_reason = "--no-python";
   if (options.python_stacks) plan.python = symbolizer::discover_python(target.pid(), &no_python_reason);
-  plan.ops = plan_torch_probes(target, options.record_shapes, library_plans, console);
+  plan.ops = plan_torch_probes(target, options.record_shapes, options.op_selection, library_plans, console);
   if (!plan.ops && !plan.python)
     throw Error("process " + std::to_string(target.pid()) + " (" + target.name() +
                 ") has not loaded libtorch_cpu and has no Python stacks to record (" + no_python_reason + ")");
@@ -394,6 +410,7 @@ void plan_range_probes(AttachPlan& plan, const TargetProcess& target, Console& c
   if (plan.ops->tensor_layout) {
     plan.spills = library_plan.spills;
     plan.spills.sites.binary_path = plan.ops->library.host_path;
+    plan.spills.sites = sites_of_probed_ops(plan.spills.sites, plan.ops->selected);  // a left-out op's doubles too
   }
 }
 

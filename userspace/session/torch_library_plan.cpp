@@ -87,7 +87,7 @@ TorchLibraryPlan plan_torch_library(const MappedLibrary& library, bool record_sh
   std::vector<uint64_t> functions = planned.plan.addresses;
   const std::vector<uint64_t> autograd = ranges->range_function_addresses();
   functions.insert(functions.end(), autograd.begin(), autograd.end());
-  planned.return_offsets = plan_return_offsets(index, functions);
+  planned.returns = plan_return_sites(index, functions);
   if (!planned.argument_plans.empty()) {
     planned.spills =
         plan_spill_probes(library.host_path, index.sections, planned.plan.addresses, planned.argument_plans);

@@ -17,6 +17,7 @@
 
 #include "symbolizer/aten/argument_plan.h"
 #include "userspace/cli/console.h"
+#include "userspace/loader/exit_probes.h"
 #include "userspace/loader/probe_plan.h"
 #include "userspace/loader/range_probes.h"
 #include "userspace/loader/spill_probes.h"
@@ -31,7 +32,7 @@ struct TorchLibraryPlan {
   std::vector<symbolizer::OpArgumentPlan> argument_plans;
   SpillProbes spills;
   std::string no_arguments_why;
-  std::vector<uint64_t> return_offsets;  // of the ops and the autograd functions
+  ReturnSites returns;  // of the ops (function i: op id i) and then of the autograd functions
   std::shared_ptr<const RangeSites> ranges;
   // What planning found to say (ops without schema, ops sharing code, doubles left unknown):
   // said on the console whenever the plan is made or read back from the cache.
