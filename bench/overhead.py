@@ -93,6 +93,13 @@ def ops_per_step(trace_path, steps):
     return sum(1 for event in events if event.get("cat") == "cpu_op") / steps
 
 
+def estimated_share(trace_path):
+    """tprof's own estimate of the share of the target's CPU its probes took (tprof_summary.probe_cost)."""
+    with open(trace_path) as trace:
+        cost = json.load(trace)["tprof_summary"]["probe_cost"]
+    return cost["estimate_ns"] / cost["target_cpu_ns"] if cost["target_cpu_ns"] else None
+
+
 def trap_calibration_us(trace_path):
     """What tprof measured a range's traps to cost (a `push` entry and a `ret`), in us: its
     tprof_summary.probe_cost, to set beside the floor of the same run."""
@@ -163,6 +170,7 @@ def main():
     per_step_ops = None
     per_step_ops_without_views = None
     calibrations = []
+    estimates = []
     try:
         for round_index in range(args.rounds):
             samples["none"].append(timer.measure("run", args.steps))
@@ -183,6 +191,8 @@ def main():
                     if per_step_ops is None:
                         per_step_ops = ops_per_step(trace, args.steps)
                     calibrations.append(trap_calibration_us(trace))
+                    if mode == "tprof":
+                        estimates.append(estimated_share(trace))
             samples["torch"].append(timer.measure("torch", args.steps))
             samples["torchfull"].append(timer.measure("torchfull", args.steps))
             print(f"round {round_index + 1}/{args.rounds}: " +
@@ -232,6 +242,9 @@ def main():
         f"i.e. **{(tprof_cost - shapes_cost) / per_step_ops:.3f} us** more per op",
         f"- --no-view-ops: (noviews - none) / (tprof - none) = **{noviews_cost / tprof_cost:.2f}**, with "
         f"{per_step_ops_without_views:.0f} ops recorded a step against {per_step_ops:.0f}",
+        f"- tprof's own estimate of its share of the target's CPU (full tprof, median of {len(estimates)} attaches): "
+        f"**{100 * statistics.median(estimates):.1f}%** (from {100 * min(estimates):.1f} to {100 * max(estimates):.1f}), "
+        f"against the measured (tprof - none) / tprof = **{100 * tprof_cost / median['tprof']:.1f}%**",
         f"- tprof (ops only) overhead / torch profiler overhead (names only) = "
         f"**{ops_cost / (median['torch'] - none):.2f}**",
         f"- tprof (shapes + stacks) overhead / torch profiler overhead (record_shapes + with_stack) = "

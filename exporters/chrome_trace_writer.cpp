@@ -552,12 +552,19 @@ namespace {
 
 // `"probe_cost": {...}`: the measured trap costs and the estimate (model::ProbeCost), in ns.
 void append_probe_cost(std::string& out, const model::ProbeCost& cost) {
-  char text[320];
+  char text[384];
   std::snprintf(text, sizeof(text),
                 ", \"probe_cost\": {\"trap_ns\": {\"emulated_entry\": %.0f, \"stepped_entry\": %.0f, \"return\": %.0f}, "
-                "\"ranges\": %llu, \"estimate_ns\": %.0f, \"target_cpu_ns\": %llu}",
+                "\"ranges\": %llu, ",
                 cost.emulated_entry_ns, cost.stepped_entry_ns, cost.return_ns,
-                static_cast<unsigned long long>(cost.ranges), cost.estimate_ns,
+                static_cast<unsigned long long>(cost.ranges));
+  out += text;
+  if (cost.measured)
+    out += "\"traps\": {\"entry\": " + std::to_string(cost.measured->entry_traps) +
+           ", \"return\": " + std::to_string(cost.measured->return_traps) +
+           ", \"stepped\": " + std::to_string(cost.measured->stepped_traps) +
+           "}, \"bpf_run_ns\": " + std::to_string(cost.measured->bpf_run_ns) + ", ";
+  std::snprintf(text, sizeof(text), "\"estimate_ns\": %.0f, \"target_cpu_ns\": %llu}", cost.estimate_ns,
                 static_cast<unsigned long long>(cost.target_cpu_ns));
   out += text;
 }

@@ -274,15 +274,25 @@ struct SessionInfo {
   std::string gpu;                // where GPU timing comes from, or why it is unavailable; "": not asked
 };
 
-// What tprof's probes cost the target, estimated: one trap at each range's entry and one at its
-// `ret`, as measured in tprof's own process on this machine, times the ranges recorded,
-// against the target's CPU time over the window (which includes the traps).
+// What tprof's probes cost the target, estimated against its CPU time over the window (which
+// includes the cost): the traps the kernel counted, at the costs measured in tprof's own process
+// on this machine, plus the time the kernel measured tprof's BPF programs running. Where those
+// were not counted, two traps (an entry and a `ret`) a range recorded.
 struct ProbeCost {
   double emulated_entry_ns = 0;  // a trap on a `push`, the usual first instruction of an op
   double stepped_entry_ns = 0;   // a trap the kernel single-steps (other first instructions)
   double return_ns = 0;          // a trap on a `ret`
   uint64_t ranges = 0;           // ranges recorded (ops, annotations, autograd nodes, CUDA calls)
-  double estimate_ns = 0;        // ranges x (emulated entry + return)
+  // Counted by the kernel over the window (BPF statistics); none where it keeps none, or where
+  // several targets shared tprof's programs.
+  struct Measured {
+    uint64_t entry_traps = 0;
+    uint64_t return_traps = 0;
+    uint64_t stepped_traps = 0;  // inside functions: single-stepped, costed as stepped entries
+    uint64_t bpf_run_ns = 0;
+  };
+  std::optional<Measured> measured;
+  double estimate_ns = 0;
   uint64_t target_cpu_ns = 0;    // 0: unknown
 };
 

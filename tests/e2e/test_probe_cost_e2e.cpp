@@ -58,10 +58,26 @@ TEST(ProbeCost, TheSummaryEstimatesWhatTheProbesCostTheTarget) {
   for (const auto& event : trace.at("traceEvents")) ops += event.value("cat", "") == "cpu_op";
   const auto ranges = cost.at("ranges").get<uint64_t>();
   EXPECT_GE(ranges, ops) << "every op is a range";
-  const double per_range = traps.at("emulated_entry").get<double>() + traps.at("return").get<double>();
-  EXPECT_NEAR(cost.at("estimate_ns").get<double>(), static_cast<double>(ranges) * per_range,
-              static_cast<double>(ranges) + 1.0);  // the traps are written rounded to the ns
+  // One target: the kernel counted the traps and timed tprof's programs (BPF statistics), each
+  // range at least an entry and a `ret`; the estimate is those traps at the measured costs plus
+  // the programs' time.
+  ASSERT_TRUE(cost.contains("traps")) << cost.dump();
+  const auto entries = cost.at("traps").at("entry").get<uint64_t>();
+  const auto returns = cost.at("traps").at("return").get<uint64_t>();
+  const auto stepped = cost.at("traps").at("stepped").get<uint64_t>();
+  const auto bpf_run_ns = cost.at("bpf_run_ns").get<uint64_t>();
+  EXPECT_GE(entries, ops);
+  EXPECT_GE(returns, ops);
+  EXPECT_GT(bpf_run_ns, 0u);
+  const double expected = static_cast<double>(entries) * traps.at("emulated_entry").get<double>() +
+                          static_cast<double>(returns) * traps.at("return").get<double>() +
+                          static_cast<double>(stepped) * traps.at("stepped_entry").get<double>() +
+                          static_cast<double>(bpf_run_ns);
+  // The trap costs are written rounded to the ns.
+  EXPECT_NEAR(cost.at("estimate_ns").get<double>(), expected, static_cast<double>(entries + returns + stepped) + 1.0);
   EXPECT_GT(cost.at("target_cpu_ns").get<uint64_t>(), 0u) << "the loop ran on a CPU during the window";
+  EXPECT_LT(cost.at("estimate_ns").get<double>(), 1.1 * cost.at("target_cpu_ns").get<double>())
+      << "the probes took no more than the target's time (with the CPU clock's 10 ms ticks to spare)";
 }
 
 // Fewer traps where the user asks for fewer ops: --no-view-ops leaves the view ops unprobed

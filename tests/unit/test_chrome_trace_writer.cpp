@@ -259,6 +259,27 @@ TEST_F(ChromeTraceWriterTest, TheSummaryCarriesTheProbeCostEstimate) {
   EXPECT_EQ(cost["ranges"], 3366);
   EXPECT_EQ(cost["estimate_ns"], 27938746);
   EXPECT_EQ(cost["target_cpu_ns"], 1210000000);
+  EXPECT_FALSE(cost.contains("traps")) << "not counted: the estimate is from the ranges";
+}
+
+TEST_F(ChromeTraceWriterTest, TheSummaryCarriesTheTrapsTheKernelCounted) {
+  model::Trace trace = make_sample_trace();
+  trace.summary.probe_cost = model::ProbeCost{
+      .emulated_entry_ns = 800,
+      .stepped_entry_ns = 12'000,
+      .return_ns = 12'000,
+      .ranges = 100,
+      .measured = model::ProbeCost::Measured{.entry_traps = 130, .return_traps = 110, .stepped_traps = 5,
+                                             .bpf_run_ns = 400'000},
+      .estimate_ns = 130 * 800 + 110 * 12'000 + 5 * 12'000 + 400'000,
+      .target_cpu_ns = 3'000'000};
+  const ordered_json document = ordered_json::parse(write_trace(trace));
+  const ordered_json& cost = document["tprof_summary"]["probe_cost"];
+  EXPECT_EQ(cost["traps"]["entry"], 130);
+  EXPECT_EQ(cost["traps"]["return"], 110);
+  EXPECT_EQ(cost["traps"]["stepped"], 5);
+  EXPECT_EQ(cost["bpf_run_ns"], 400000);
+  EXPECT_EQ(cost["estimate_ns"], 1884000);
 }
 
 TEST_F(ChromeTraceWriterTest, EachEventSitsOnItsOwnLine) {

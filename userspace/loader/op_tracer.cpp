@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <string_view>
 #include <vector>
 
 #include "op_record.h"
@@ -56,6 +57,7 @@ OpTracer::OpTracer(size_t ring_buffer_bytes) {
                   "with seccomp unconfined (docs/deploy.md)");
     throw Error(with_libbpf_messages(errno_message("cannot load the op tracer BPF programs", err)));
   }
+  run_time_statistics_ = UniqueFd(bpf_enable_stats(BPF_STATS_RUN_TIME));
 }
 
 OpTracer::~OpTracer() = default;
@@ -92,6 +94,33 @@ void OpTracer::attach_python_sampler(uint32_t frequency_hz) {
   bpf_link* switches = bpf_program__attach(skeleton_->progs.python_switch);
   if (!switches) throw Error(errno_message("cannot attach to the scheduler's sched_switch tracepoint", errno));
   sampler_links_.emplace_back(switches);
+}
+
+OpTracer::ProgramStatistics OpTracer::ProgramStatistics::operator-(const ProgramStatistics& earlier) const {
+  return {run_time_ns - earlier.run_time_ns, entry_traps - earlier.entry_traps, return_traps - earlier.return_traps,
+          stepped_traps - earlier.stepped_traps};
+}
+
+// Each uprobe (and USDT) program runs once per trap; the others (the sampler's perf event, the
+// sched_switch tracepoint) trap nothing.
+std::optional<OpTracer::ProgramStatistics> OpTracer::program_statistics() const {
+  if (!run_time_statistics_) return std::nullopt;
+  ProgramStatistics statistics;
+  bpf_program* program = nullptr;
+  bpf_object__for_each_program(program, skeleton_->obj) {
+    const int fd = bpf_program__fd(program);
+    if (fd < 0) continue;  // not loaded (autoload off)
+    bpf_prog_info info{};
+    __u32 length = sizeof(info);
+    if (bpf_prog_get_info_by_fd(fd, &info, &length) != 0) return std::nullopt;
+    statistics.run_time_ns += info.run_time_ns;
+    if (bpf_program__type(program) != BPF_PROG_TYPE_KPROBE) continue;
+    const std::string_view name = bpf_program__name(program);
+    (name == "range_return"           ? statistics.return_traps
+     : name == "op_spilled_arguments" ? statistics.stepped_traps
+                                      : statistics.entry_traps) += info.run_cnt;
+  }
+  return statistics;
 }
 
 int OpTracer::ring_buffer_fd() const { return bpf_map__fd(skeleton_->maps.op_records); }

@@ -73,6 +73,20 @@ class OpTracer {
   int ring_buffer_fd() const;
   int python_stacks_fd() const;
 
+  // What the kernel has counted of the tracer's programs, in every process (BPF run time
+  // statistics, enabled while the tracer lives): their run time, and the uprobe traps that ran
+  // them, by the kind of instruction trapped. What it gains over a window is what the probes
+  // cost: the traps, and the programs' work.
+  struct ProgramStatistics {
+    uint64_t run_time_ns = 0;
+    uint64_t entry_traps = 0;    // at a function's first instruction (a `push` the kernel emulates)
+    uint64_t return_traps = 0;   // at a `ret` (single-stepped)
+    uint64_t stepped_traps = 0;  // inside a function (the spilled doubles' reads: single-stepped)
+    ProgramStatistics operator-(const ProgramStatistics& earlier) const;
+  };
+  // None where the kernel keeps no statistics.
+  std::optional<ProgramStatistics> program_statistics() const;
+
  private:
   friend class TargetProbes;
   struct SkeletonDeleter {
@@ -81,6 +95,9 @@ class OpTracer {
   std::unique_ptr<op_tracer, SkeletonDeleter> skeleton_;
   uint32_t next_slot_ = 0;
   std::vector<UniqueFd> sampler_events_;
+  // BPF_ENABLE_STATS: the kernel times every BPF program while it is open (about two clock reads
+  // a run); invalid where it refused.
+  UniqueFd run_time_statistics_;
   std::vector<BpfLink> sampler_links_;
 };
 

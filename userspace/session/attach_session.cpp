@@ -109,7 +109,7 @@ class Recordings {
     if (found == recordings_.end()) return;
     (*found)->detach();
     drain_ring_buffer(0);
-    (*found)->finish(StopReason::kTargetExeced, trap_costs());
+    (*found)->finish(StopReason::kTargetExeced, {.traps = trap_costs(), .programs = std::nullopt});
     recordings_.erase(found);
   }
 
@@ -122,6 +122,7 @@ class Recordings {
   // nothing): the files are written either way.
   std::string stop(StopReason reason) {
     for (const auto& recording : recordings_) recording->detach();
+    const TargetRecording::ProbeWork work{.traps = trap_costs(), .programs = program_work_of_one_target()};
     std::string fault;
     try {
       drain_ring_buffer(0);
@@ -133,7 +134,7 @@ class Recordings {
       const StopReason own = reason != StopReason::kFault && recording->target().has_exited()
                                  ? StopReason::kTargetExited
                                  : reason;
-      recording->finish(own, trap_costs());
+      recording->finish(own, work);
     }
     if (session_.unrouted() > 0)
       console_.line("warning: " + group_thousands(session_.unrouted()) +
@@ -158,6 +159,7 @@ class Recordings {
   // and the calibration keeps the fastest).
   void start_calibration() {
     if (trap_costs_.valid()) return;
+    programs_at_begin_ = session_.tracer().program_statistics();
     trap_costs_ = std::async(std::launch::async, []() -> std::optional<TrapCosts> {
                     const sched_param idle{};
                     ::sched_setscheduler(0, SCHED_IDLE, &idle);  // this thread; best effort
@@ -173,9 +175,19 @@ class Recordings {
     return trap_costs_.valid() ? trap_costs_.get() : std::nullopt;
   }
 
+  // The BPF programs serve every target at once: what the kernel counted of them is one
+  // target's only when it was the session's one target from its first begin.
+  std::optional<OpTracer::ProgramStatistics> program_work_of_one_target() {
+    if (targets_prepared_ != 1 || recordings_.size() != 1 || !programs_at_begin_) return std::nullopt;
+    const auto now = session_.tracer().program_statistics();
+    if (!now) return std::nullopt;
+    return *now - *programs_at_begin_;
+  }
+
   TargetRecording& prepare(pid_t pid, bool found_later = false) {
     Console& console = labelled_ ? *consoles_.emplace_back(std::make_unique<Console>(options_.quiet, "pid " + std::to_string(pid)))
                                  : console_;
+    ++targets_prepared_;
     recordings_.push_back(std::make_unique<TargetRecording>(found_later ? later_options_ : options_, pid, session_,
                                                             library_plans_, clock_, console));
     return *recordings_.back();
@@ -199,6 +211,8 @@ class Recordings {
   std::vector<std::unique_ptr<TargetRecording>> recordings_;
   uint64_t base_time_unix_ns_ = 0;
   std::shared_future<std::optional<TrapCosts>> trap_costs_;
+  std::optional<OpTracer::ProgramStatistics> programs_at_begin_;  // at the first begin
+  size_t targets_prepared_ = 0;
 };
 
 // The pids named and those --match finds, each once, in order.

@@ -17,16 +17,25 @@ std::string microseconds(double ns) {
 
 }  // namespace
 
-// "probes: 5,720 ranges x 14.0 us (a trap at entry 0.9 us, 15.4 us where the kernel single-steps
-// it, at ret 13.0 us, measured in tprof's process) = about 79 ms of the target's 120 ms of CPU
-// (66.7%)".
+// "probes: 17,100 traps (7,800 at entries x 0.9 us, 8,900 at rets x 13.0 us, 400 stepped x 15.4
+// us; trap costs measured in tprof's process) + 31 ms in tprof's BPF programs = about 150 ms of
+// the target's 210 ms of CPU (71.4%)"; without the kernel's counts, from the ranges:
+// "probes: 5,720 ranges x 14.0 us (a trap at entry 0.9 us, ...) = about 79 ms ...".
 void report_probe_cost(Console& console, const model::ProbeCost& cost) {
-  std::string line = "probes: " + group_thousands(cost.ranges) + " ranges x " +
-                     microseconds(cost.emulated_entry_ns + cost.return_ns) + " (a trap at entry " +
-                     microseconds(cost.emulated_entry_ns) + ", " + microseconds(cost.stepped_entry_ns) +
-                     " where the kernel single-steps it, at ret " + microseconds(cost.return_ns) +
-                     ", measured in tprof's process) = about " +
-                     group_thousands(static_cast<uint64_t>(cost.estimate_ns / 1e6)) + " ms";
+  std::string line;
+  if (const auto& measured = cost.measured) {
+    line = "probes: " + group_thousands(measured->entry_traps + measured->return_traps + measured->stepped_traps) +
+           " traps (" + group_thousands(measured->entry_traps) + " at entries x " + microseconds(cost.emulated_entry_ns) +
+           ", " + group_thousands(measured->return_traps) + " at rets x " + microseconds(cost.return_ns) + ", " +
+           group_thousands(measured->stepped_traps) + " stepped x " + microseconds(cost.stepped_entry_ns) +
+           "; trap costs measured in tprof's process) + " + group_thousands(measured->bpf_run_ns / 1'000'000) +
+           " ms in tprof's BPF programs";
+  } else {
+    line = "probes: " + group_thousands(cost.ranges) + " ranges x " + microseconds(cost.emulated_entry_ns + cost.return_ns) +
+           " (a trap at entry " + microseconds(cost.emulated_entry_ns) + ", " + microseconds(cost.stepped_entry_ns) +
+           " where the kernel single-steps it, at ret " + microseconds(cost.return_ns) + ", measured in tprof's process)";
+  }
+  line += " = about " + group_thousands(static_cast<uint64_t>(cost.estimate_ns / 1e6)) + " ms";
   if (cost.target_cpu_ns > 0) {
     char share[48];
     std::snprintf(share, sizeof(share), " (%.1f%%)", 100.0 * cost.estimate_ns / static_cast<double>(cost.target_cpu_ns));

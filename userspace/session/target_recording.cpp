@@ -525,22 +525,15 @@ class RecordingPipeline {
   void flush_if_due(uint64_t now_ns) { sinks_.flush_if_due(now_ns); }
 
   // Closes what is still open at `stop_ns`, ends and renames the files.
-  // With `traps` (this machine's trap costs), the summary estimates what the probes cost the
-  // target over `target_cpu_ns` of its CPU time (0: unknown).
+  // With `work.traps` (this machine's trap costs), the summary estimates what the probes cost
+  // the target over `target_cpu_ns` of its CPU time (0: unknown): their traps, and the run time
+  // of tprof's BPF programs where it was measured.
   model::RunSummary finish(uint64_t stop_ns, const LossCounts& losses, const MonotonicToUnix& clock,
-                           const std::optional<TrapCosts>& traps, uint64_t target_cpu_ns) {
+                           const TargetRecording::ProbeWork& work, uint64_t target_cpu_ns) {
     closer_.finish(stop_ns);
     if (device_correlator_) device_correlator_->finish();
     model::RunSummary summary = summary_at(clock.to_unix(stop_ns), losses);
-    if (traps) {
-      const uint64_t ranges = closer_.counts().ops;
-      summary.probe_cost = model::ProbeCost{.emulated_entry_ns = traps->emulated_entry_ns,
-                                            .stepped_entry_ns = traps->stepped_entry_ns,
-                                            .return_ns = traps->return_ns,
-                                            .ranges = ranges,
-                                            .estimate_ns = traps->estimate_ns(ranges),
-                                            .target_cpu_ns = target_cpu_ns};
-    }
+    if (work.traps) summary.probe_cost = probe_cost(*work.traps, work.programs, target_cpu_ns);
     sinks_.sink().finish(summary);
     sinks_.commit();
     return summary;
@@ -548,6 +541,29 @@ class RecordingPipeline {
 
   // --schedule with repeat=R: every cycle is written, so recording can stop.
   bool schedule_done() const { return sinks_.schedule_done(); }
+
+  // From the traps the kernel counted and the programs' run time where they were measured, else
+  // from two traps a range.
+  model::ProbeCost probe_cost(const TrapCosts& traps, const std::optional<OpTracer::ProgramStatistics>& programs,
+                              uint64_t target_cpu_ns) const {
+    model::ProbeCost cost{.emulated_entry_ns = traps.emulated_entry_ns,
+                          .stepped_entry_ns = traps.stepped_entry_ns,
+                          .return_ns = traps.return_ns,
+                          .ranges = closer_.counts().ops,
+                          .measured = std::nullopt,
+                          .estimate_ns = traps.estimate_ns(closer_.counts().ops),
+                          .target_cpu_ns = target_cpu_ns};
+    if (!programs) return cost;
+    cost.measured = model::ProbeCost::Measured{.entry_traps = programs->entry_traps,
+                                               .return_traps = programs->return_traps,
+                                               .stepped_traps = programs->stepped_traps,
+                                               .bpf_run_ns = programs->run_time_ns};
+    cost.estimate_ns = static_cast<double>(programs->entry_traps) * traps.emulated_entry_ns +
+                       static_cast<double>(programs->return_traps) * traps.return_ns +
+                       static_cast<double>(programs->stepped_traps) * traps.stepped_entry_ns +
+                       static_cast<double>(programs->run_time_ns);
+    return cost;
+  }
 
   // The end-of-run facts as they stand now.
   model::RunSummary summary_at(uint64_t window_end_unix_ns, const LossCounts& losses) const {
@@ -837,13 +853,13 @@ void TargetRecording::detach() {
   s.probes->detach();
 }
 
-void TargetRecording::finish(StopReason reason, const std::optional<TrapCosts>& traps) {
+void TargetRecording::finish(StopReason reason, const ProbeWork& work) {
   State& s = *state_;
   const LossCounts losses = s.probes->losses();
   const uint64_t target_cpu_ns = s.cpu_at_begin_ns && s.cpu_latest_ns && *s.cpu_latest_ns >= *s.cpu_at_begin_ns
                                      ? *s.cpu_latest_ns - *s.cpu_at_begin_ns
                                      : 0;
-  const model::RunSummary summary = s.pipeline->finish(s.stop_ns, losses, s.clock, traps, target_cpu_ns);
+  const model::RunSummary summary = s.pipeline->finish(s.stop_ns, losses, s.clock, work, target_cpu_ns);
   s.pipeline->report(s.console, reason, summary, losses);
 }
 

@@ -53,10 +53,16 @@ class TargetRecording {
 
   // Stops recording and removes the probes: the window ends.
   void detach();
+  // What the probes' work was measured to be: this machine's trap costs, and the time tprof's
+  // BPF programs ran over the window where it is this target's alone (one target).
+  struct ProbeWork {
+    std::optional<TrapCosts> traps;
+    std::optional<OpTracer::ProgramStatistics> programs;
+  };
   // Once the session has drained the ring buffer after detach(): closes what is still open,
   // writes the files and reports on the console, with what the probes cost the target when
-  // `traps` (this machine's trap costs) is given.
-  void finish(StopReason reason, const std::optional<TrapCosts>& traps = std::nullopt);
+  // `work.traps` is given.
+  void finish(StopReason reason, const ProbeWork& work = {});
 
   const TargetProcess& target() const;
   // --schedule with repeat=R: its last cycle is written.
