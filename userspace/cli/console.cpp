@@ -45,10 +45,12 @@ void Console::discard_lines() {
   held_.clear();
 }
 
-void Console::status(double elapsed_s, uint64_t records, uint64_t dropped) {
+void Console::status(double elapsed_s, uint64_t records, uint64_t dropped, std::optional<double> probe_share) {
   if (!interactive_) return;
-  std::fprintf(stderr, "\r\033[Ktprof: recording %.1f s | %s events | %s dropped | Ctrl-C to stop", elapsed_s,
-               group_thousands(records).c_str(), group_thousands(dropped).c_str());
+  char share[48] = "";
+  if (probe_share) std::snprintf(share, sizeof(share), " | probes ~%.0f%% of its CPU", 100.0 * *probe_share);
+  std::fprintf(stderr, "\r\033[Ktprof: recording %.1f s | %s events | %s dropped%s | Ctrl-C to stop", elapsed_s,
+               group_thousands(records).c_str(), group_thousands(dropped).c_str(), share);
   std::fflush(stderr);
   status_shown_ = true;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,9 @@ class Console {
   void release_lines();
   void discard_lines();
   // Rewrites the status line in place; a no-op unless stderr is a TTY.
-  void status(double elapsed_s, uint64_t records, uint64_t dropped);
+  // "recording 12.3 s | 1,234 events | 0 dropped | probes ~81% of its CPU | Ctrl-C to stop":
+  // `probe_share`, the estimate of what the probes take of the target's CPU, where known.
+  void status(double elapsed_s, uint64_t records, uint64_t dropped, std::optional<double> probe_share = std::nullopt);
   void clear_status();
   // The end-of-run table (op_summary.h), under a title naming whose it is among several.
   void summary_table(const std::string& table);

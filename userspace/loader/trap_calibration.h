@@ -17,6 +17,11 @@ struct TrapCosts {
   // What tprof's probes took of the target's time for `ranges` ranges, each entered at a
   // `push` (the usual first instruction of an op) and left at a `ret`.
   double estimate_ns(uint64_t ranges) const { return static_cast<double>(ranges) * (emulated_entry_ns + return_ns); }
+  // What `entries`, `returns` and `stepped` traps (at instructions inside functions) took.
+  double estimate_ns(uint64_t entries, uint64_t returns, uint64_t stepped) const {
+    return static_cast<double>(entries) * emulated_entry_ns + static_cast<double>(returns) * return_ns +
+           static_cast<double>(stepped) * stepped_entry_ns;
+  }
 };
 
 // Measures the three costs: the least of 3 rounds of `calls` calls each, less the same loop

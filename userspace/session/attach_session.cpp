@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <future>
@@ -99,6 +100,22 @@ class Recordings {
     uint64_t total = 0;
     for (const auto& recording : recordings_) total += recording->dropped();
     return total;
+  }
+
+  // What the probes have taken of the one target's CPU so far, estimated as at the end (the
+  // status line shows it); none before the calibration and a CPU reading are in, or with
+  // several targets.
+  std::optional<double> probe_share_so_far() {
+    if (!trap_costs_.valid() || trap_costs_.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+      return std::nullopt;
+    const std::optional<TrapCosts> traps = trap_costs_.get();
+    const auto programs = program_work_of_one_target();
+    if (!traps || !programs) return std::nullopt;  // and so one target
+    const std::optional<uint64_t> cpu_ns = recordings_.front()->cpu_in_window_ns();
+    if (!cpu_ns || *cpu_ns == 0) return std::nullopt;
+    const double estimate_ns = traps->estimate_ns(programs->entry_traps, programs->return_traps, programs->stepped_traps) +
+                               static_cast<double>(programs->run_time_ns);
+    return std::min(1.0, estimate_ns / static_cast<double>(*cpu_ns));
   }
 
   // A target that replaced its program (exec): its probes go before it runs on, and its files
@@ -251,7 +268,9 @@ bool wait_for_window(const AttachOptions& options, const UniqueFd& stop_signals,
 RecordingLoopHooks loop_hooks(Recordings& recordings, Console& console) {
   RecordingLoopHooks hooks;
   hooks.drain = [&] { recordings.drain(kDrainTimeLimitNs); };
-  hooks.show_status = [&](double elapsed_s) { console.status(elapsed_s, recordings.records(), recordings.dropped()); };
+  hooks.show_status = [&](double elapsed_s) {
+    console.status(elapsed_s, recordings.records(), recordings.dropped(), recordings.probe_share_so_far());
+  };
   hooks.all_targets_exited = [&] { return recordings.all_exited(); };
   hooks.schedule_done = [&] { return recordings.all_schedules_done(); };
   return hooks;

@@ -558,9 +558,7 @@ class RecordingPipeline {
                                                .return_traps = programs->return_traps,
                                                .stepped_traps = programs->stepped_traps,
                                                .bpf_run_ns = programs->run_time_ns};
-    cost.estimate_ns = static_cast<double>(programs->entry_traps) * traps.emulated_entry_ns +
-                       static_cast<double>(programs->return_traps) * traps.return_ns +
-                       static_cast<double>(programs->stepped_traps) * traps.stepped_entry_ns +
+    cost.estimate_ns = traps.estimate_ns(programs->entry_traps, programs->return_traps, programs->stepped_traps) +
                        static_cast<double>(programs->run_time_ns);
     return cost;
   }
@@ -821,6 +819,14 @@ void TargetRecording::flush_if_due(uint64_t now_ns) {
 
 uint64_t TargetRecording::records() const { return state_->pipeline->records(); }
 
+std::optional<uint64_t> TargetRecording::cpu_in_window_ns() {
+  State& s = *state_;
+  if (s.stop_ns == 0)
+    if (const auto cpu = s.target.cpu_time_ns()) s.cpu_latest_ns = cpu;  // the window is still open: read it now
+  if (!s.cpu_at_begin_ns || !s.cpu_latest_ns || *s.cpu_latest_ns < *s.cpu_at_begin_ns) return std::nullopt;
+  return *s.cpu_latest_ns - *s.cpu_at_begin_ns;
+}
+
 bool TargetRecording::schedule_done() const { return state_->pipeline->schedule_done(); }
 
 uint64_t TargetRecording::dropped() const { return state_->probes->losses().ring_buffer_full; }
@@ -856,9 +862,7 @@ void TargetRecording::detach() {
 void TargetRecording::finish(StopReason reason, const ProbeWork& work) {
   State& s = *state_;
   const LossCounts losses = s.probes->losses();
-  const uint64_t target_cpu_ns = s.cpu_at_begin_ns && s.cpu_latest_ns && *s.cpu_latest_ns >= *s.cpu_at_begin_ns
-                                     ? *s.cpu_latest_ns - *s.cpu_at_begin_ns
-                                     : 0;
+  const uint64_t target_cpu_ns = cpu_in_window_ns().value_or(0);
   const model::RunSummary summary = s.pipeline->finish(s.stop_ns, losses, s.clock, work, target_cpu_ns);
   s.pipeline->report(s.console, reason, summary, losses);
 }

@@ -69,6 +69,9 @@ class TargetRecording {
   bool schedule_done() const;
   uint64_t records() const;
   uint64_t dropped() const;
+  // The target's CPU time since the window began: read now while the window is open, as read at
+  // its end after detach(); none when /proc could not tell.
+  std::optional<uint64_t> cpu_in_window_ns();
 
  private:
   struct State;
