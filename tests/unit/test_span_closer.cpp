@@ -721,6 +721,34 @@ TEST(SpanCloser, ALoopInTheFirstFrameSeenBeganInsideTheRecordingWhenThatFrameWas
   EXPECT_EQ(c.closer.counts().partial_steps, 0u);
 }
 
+// A script's loop at module level, then a sleep after it: the frame never returns, but it has
+// run past its loop, and the last step ends with the last iteration's activity, not the sleep's
+// (on an H100 the last ProfilerStep of such a script ran 1,003 ms, its 1 s sleep included).
+TEST(SpanCloser, WhatAModuleLevelLoopsFrameRunsAfterTheLoopIsNoStep) {
+  const std::vector<symbolizer::BackwardJump> module_loop = {{.from = 40, .to = 20}};
+  const std::vector<symbolizer::BackwardJump> no_loops;
+  auto at = [&](ResolvedFrame frame, uint32_t instruction) {
+    frame.instruction = instruction;
+    frame.loops = frame.function == "<module>" ? &module_loop : &no_loops;
+    return frame;
+  };
+  const ResolvedFrame module = python_frame(0x10, "<module>");
+  const StoredStack first_op{{at(module, 24)}, {}};
+  const StoredStack optimizer_call{{python_frame(0x30, "wrapper"), at(module, 30)}, {}};
+  const StoredStack sleeping{{python_frame(0x60, "sleep"), at(module, 48)}, {}};
+  const std::vector<const StoredStack*> stacks = {nullptr, &first_op, &optimizer_call, &sleeping};
+  Closer c(step_operators(), [&](uint64_t id) { return id < stacks.size() ? stacks[id] : nullptr; });
+  detect_optimizer_steps(c, /*compare_stacks=*/true);
+  c.add_all(1, {with_stack(enter(100, 0), 1), leave(110, 0), with_stack(enter(120, 11), 2), leave(140, 11),
+                with_stack(enter(200, 0), 1), leave(210, 0), with_stack(enter(220, 11), 2), leave(230, 11),
+                OpEvent{.monotonic_ns = 250, .is_sample = true, .python_stack_id = 3},
+                OpEvent{.monotonic_ns = 900, .is_sample = true, .python_stack_id = 3}});
+  c.closer.finish(1000);
+  std::map<std::string, model::OpSpan> steps = steps_of(c.sink);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps["ProfilerStep#1"].end_ns, 1230u) << "its optimizer step's end, not the sleep's";
+}
+
 // Every ATen op without a stack is counted, walked or not; a stack id the store does not know
 // is counted as not copied, for ops and samples alike. Other ranges may lack a stack.
 TEST(SpanCloser, CountsOpsWithoutTheirPythonStack) {

@@ -73,9 +73,17 @@ bool loop_running_in(const ResolvedStack& earlier, const ResolvedStack& boundary
 }
 
 bool same_iteration(const ResolvedStack& boundary, size_t compared, const ResolvedStack& now) {
-  // The function running the loop has returned: the loop is over, and so is the iteration.
-  if (const size_t loop_depth = driving_loop_depth(boundary, compared); loop_depth != SIZE_MAX && now.size() <= loop_depth)
-    return false;
+  if (const size_t loop_depth = driving_loop_depth(boundary, compared); loop_depth != SIZE_MAX) {
+    // The function running the loop has returned: the loop is over, and so is the iteration.
+    if (now.size() <= loop_depth) return false;
+    // Or it runs on past the loop (a script's loop at module level, then its sleep or save):
+    // no loop spans the boundary's instruction and where the frame is now.
+    const ResolvedFrame& at_boundary = frame_at_depth(boundary, loop_depth);
+    const ResolvedFrame& current = frame_at_depth(now, loop_depth);
+    if (same_invocation(boundary, now, loop_depth) && current.instruction > at_boundary.instruction &&
+        !symbolizer::loop_spans(*at_boundary.loops, at_boundary.instruction, current.instruction))
+      return false;
+  }
   const size_t depths = std::min({compared, boundary.size(), now.size()});
   for (size_t depth = 0; depth < depths; ++depth) {
     if (!same_invocation(boundary, now, depth)) return false;
