@@ -133,7 +133,8 @@ void SpanCloser::begin_step_if_iteration_ended(ThreadState& state, uint64_t at_n
   }
   if (!state.step_boundary_passed || !state.open.empty() || !iteration_ended(state, stack)) return;
   state.step_boundary_passed = false;
-  if (last_step_number_ == 0 && first_iteration_began_before_window(state)) mark_partial(state.steps.back(), PartialStep::kBeforeFirstBoundary);
+  if (last_step_number_ == 0 && first_iteration_began_before_window(state))
+    mark_partial(state.steps.back(), PartialStep::kBeforeFirstBoundary);
   state.boundary_stack = nullptr;
   begin_next_step(state, at_ns, stack);
 }
