@@ -70,22 +70,14 @@ bool read_tables(const dl_phdr_info& info, DynamicTables& tables) {
   return tables.symbols != nullptr && tables.strings != nullptr;
 }
 
-bool holds(const dl_phdr_info& info, const void* address) {
+// Whether `address` lies in a segment of `type` (PT_LOAD: the object's; PT_GNU_RELRO: made
+// read-only after relocation).
+bool in_segment(const dl_phdr_info& info, ElfW(Word) type, const void* address) {
   const auto value = reinterpret_cast<ElfW(Addr)>(address);
   for (int i = 0; i < info.dlpi_phnum; ++i) {
     const ElfW(Phdr)& segment = info.dlpi_phdr[i];
     const ElfW(Addr) start = info.dlpi_addr + segment.p_vaddr;
-    if (segment.p_type == PT_LOAD && value >= start && value < start + segment.p_memsz) return true;
-  }
-  return false;
-}
-
-bool in_relro(const dl_phdr_info& info, const void* slot) {
-  const auto value = reinterpret_cast<ElfW(Addr)>(slot);
-  for (int i = 0; i < info.dlpi_phnum; ++i) {
-    const ElfW(Phdr)& segment = info.dlpi_phdr[i];
-    const ElfW(Addr) start = info.dlpi_addr + segment.p_vaddr;
-    if (segment.p_type == PT_GNU_RELRO && value >= start && value < start + segment.p_memsz) return true;
+    if (segment.p_type == type && value >= start && value < start + segment.p_memsz) return true;
   }
   return false;
 }
@@ -93,7 +85,7 @@ bool in_relro(const dl_phdr_info& info, const void* slot) {
 // One aligned pointer store, so that a thread calling through the slot meanwhile reads the old
 // function or the new one, never half of each.
 bool write_slot(const dl_phdr_info& info, void** slot, void* value) {
-  if (!in_relro(info, slot)) {
+  if (!in_segment(info, PT_GNU_RELRO, slot)) {
     __atomic_store_n(slot, value, __ATOMIC_RELEASE);
     return true;
   }
@@ -126,7 +118,7 @@ void redirect_in(const dl_phdr_info& info, const ElfW(Rela)* relocations, size_t
 int visit_object(dl_phdr_info* info, size_t, void* data) {
   auto& request = *static_cast<Request*>(data);
   for (const void* address : request.skip) {
-    if (holds(*info, address)) return 0;
+    if (in_segment(*info, PT_LOAD, address)) return 0;
   }
   DynamicTables tables;
   if (!read_tables(*info, tables)) return 0;

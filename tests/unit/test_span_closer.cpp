@@ -598,6 +598,21 @@ TEST(SpanCloser, TheFirstStepStartsInsideFramesFirstSeenAfterIt) {
   EXPECT_EQ(steps["ProfilerStep#0"].end_ns, 1200u);
 }
 
+// Frames at an instruction of code whose loops are known: the functions named in `looping` loop
+// from instruction 6 to 10 (<module>, from 20 to 40), the others have no loop.
+struct LoopingCode {
+  std::vector<std::string> looping;
+  std::vector<symbolizer::BackwardJump> loop = {{.from = 10, .to = 6}};
+  std::vector<symbolizer::BackwardJump> module_loop = {{.from = 40, .to = 20}};
+  std::vector<symbolizer::BackwardJump> none;
+  ResolvedFrame at(ResolvedFrame frame, uint32_t instruction) const {
+    frame.instruction = instruction;
+    const bool loops = std::find(looping.begin(), looping.end(), frame.function) != looping.end();
+    frame.loops = !loops ? &none : frame.function == "<module>" ? &module_loop : &loop;
+    return frame;
+  }
+};
+
 // As the session detects steps: the edges' parts of iterations under their own annotations, and
 // the thread running since the window's start (the initial step with it).
 void detect_optimizer_steps_and_partial_ones(Closer& c) {
@@ -631,13 +646,8 @@ std::map<std::string, model::OpSpan> ranges_by_name(const RecordingSink& sink) {
 // did not reach its optimizer step. Neither is a ProfilerStep (on a 5-step CNN, step 0 began
 // up to 101 ms before its first op and TensorBoard's average step was 4 times torch's).
 TEST(SpanCloser, AttachedInsideARunningLoopTheIterationsAtTheEdgesArePartialSteps) {
-  const std::vector<symbolizer::BackwardJump> no_loops;
-  const std::vector<symbolizer::BackwardJump> main_loop = {{.from = 10, .to = 6}};  // for ...: train_step()
-  auto at = [&](ResolvedFrame frame, uint32_t instruction) {
-    frame.instruction = instruction;
-    frame.loops = frame.function == "main" ? &main_loop : &no_loops;
-    return frame;
-  };
+  const LoopingCode code{.looping = {"main"}};  // for ...: train_step()
+  auto at = [&](const ResolvedFrame& frame, uint32_t instruction) { return code.at(frame, instruction); };
   const ResolvedFrame main = python_frame(0x10, "main");
   const ResolvedFrame step = python_frame(0x20, "train_step");
   const StoredStack optimizer_call{{python_frame(0x30, "wrapper"), at(step, 30), at(main, 8)}, {}};
@@ -669,13 +679,8 @@ TEST(SpanCloser, AttachedInsideARunningLoopTheIterationsAtTheEdgesArePartialStep
 // its first iteration is a whole ProfilerStep#0, and one that ended with its optimizer step
 // before the stop is whole too.
 TEST(SpanCloser, WhenTheLoopBeginsInsideTheRecordingItsFirstIterationIsAWholeStep) {
-  const std::vector<symbolizer::BackwardJump> no_loops;
-  const std::vector<symbolizer::BackwardJump> main_loop = {{.from = 10, .to = 6}};
-  auto at = [&](ResolvedFrame frame, uint32_t instruction) {
-    frame.instruction = instruction;
-    frame.loops = frame.function == "main" || frame.function == "run_loop" ? &main_loop : &no_loops;
-    return frame;
-  };
+  const LoopingCode code{.looping = {"main", "run_loop"}};
+  auto at = [&](const ResolvedFrame& frame, uint32_t instruction) { return code.at(frame, instruction); };
   const ResolvedFrame main = python_frame(0x10, "main");
   const ResolvedFrame loop = python_frame(0x18, "run_loop");
   const ResolvedFrame step = python_frame(0x20, "train_step");
@@ -699,13 +704,8 @@ TEST(SpanCloser, WhenTheLoopBeginsInsideTheRecordingItsFirstIterationIsAWholeSte
 // A loop in the frame that was running at the first stack seen (a script's <module> held at its
 // import of torch by tprof record) began inside the recording when that stack was before it.
 TEST(SpanCloser, ALoopInTheFirstFrameSeenBeganInsideTheRecordingWhenThatFrameWasBeforeIt) {
-  const std::vector<symbolizer::BackwardJump> module_loop = {{.from = 40, .to = 20}};
-  const std::vector<symbolizer::BackwardJump> no_loops;
-  auto at = [&](ResolvedFrame frame, uint32_t instruction) {
-    frame.instruction = instruction;
-    frame.loops = frame.function == "<module>" ? &module_loop : &no_loops;
-    return frame;
-  };
+  const LoopingCode code{.looping = {"<module>"}};
+  auto at = [&](const ResolvedFrame& frame, uint32_t instruction) { return code.at(frame, instruction); };
   const ResolvedFrame module = python_frame(0x10, "<module>");
   const StoredStack importing{{python_frame(0x50, "_find_and_load"), at(module, 4)}, {}};
   const StoredStack first_op{{at(module, 24)}, {}};
@@ -725,13 +725,8 @@ TEST(SpanCloser, ALoopInTheFirstFrameSeenBeganInsideTheRecordingWhenThatFrameWas
 // run past its loop, and the last step ends with the last iteration's activity, not the sleep's
 // (on an H100 the last ProfilerStep of such a script ran 1,003 ms, its 1 s sleep included).
 TEST(SpanCloser, WhatAModuleLevelLoopsFrameRunsAfterTheLoopIsNoStep) {
-  const std::vector<symbolizer::BackwardJump> module_loop = {{.from = 40, .to = 20}};
-  const std::vector<symbolizer::BackwardJump> no_loops;
-  auto at = [&](ResolvedFrame frame, uint32_t instruction) {
-    frame.instruction = instruction;
-    frame.loops = frame.function == "<module>" ? &module_loop : &no_loops;
-    return frame;
-  };
+  const LoopingCode code{.looping = {"<module>"}};
+  auto at = [&](const ResolvedFrame& frame, uint32_t instruction) { return code.at(frame, instruction); };
   const ResolvedFrame module = python_frame(0x10, "<module>");
   const StoredStack first_op{{at(module, 24)}, {}};
   const StoredStack optimizer_call{{python_frame(0x30, "wrapper"), at(module, 30)}, {}};
