@@ -67,7 +67,9 @@ TEST(ProbeCost, TheSummaryEstimatesWhatTheProbesCostTheTarget) {
   const auto stepped = cost.at("traps").at("stepped").get<uint64_t>();
   const auto bpf_run_ns = cost.at("bpf_run_ns").get<uint64_t>();
   EXPECT_GE(entries, ops);
-  EXPECT_GE(returns, ops);
+  // Nearly every op ends at a `ret` trap of its own; some end at an enclosing function's (merged
+  // tails, a tail call), one trap closing several ranges: 98.8% in a CI run.
+  EXPECT_GE(returns * 10, ops * 9);
   EXPECT_GT(bpf_run_ns, 0u);
   const double expected = static_cast<double>(entries) * traps.at("emulated_entry").get<double>() +
                           static_cast<double>(returns) * traps.at("return").get<double>() +
