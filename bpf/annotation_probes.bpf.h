@@ -40,6 +40,45 @@ struct {
 
 #define RECORD_SCOPE_USER 7 /* at::RecordScope::USER_SCOPE */
 
+/* Per target slot: the Optimizer.step annotations its record_function kernels named since it
+ * became a target (step_marker). --max-overhead takes every other probe here out between
+ * windows (RecordFunction's constructor and end() run for every autograd node): a ProfilerStep
+ * keeps its real number across the steps no window saw. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TARGET_SLOTS_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} optimizer_steps SEC(".maps");
+
+/* torch.optim's record_function around every step(): "Optimizer.step#SGD.step". */
+static const char optimizer_step_prefix[] = "Optimizer.step#";
+
+#define OPTIMIZER_STEP_PREFIX_LENGTH (sizeof(optimizer_step_prefix) - 1)
+
+/* The record_function kernels, like annotation_name, but only counting the optimizer's steps:
+ * 16 bytes read, where annotation_name copies the whole name for the constructor. */
+SEC("uprobe.multi")
+int step_marker(struct pt_regs *ctx)
+{
+	struct thread_ids ids;
+	if (!current_target(&ids))
+		return 0;
+	__u64 string[2] = {};
+	char prefix[OPTIMIZER_STEP_PREFIX_LENGTH] = {};
+	if (bpf_probe_read_user(string, sizeof(string), (const void *)PT_REGS_PARM2(ctx)) ||
+	    string[1] < OPTIMIZER_STEP_PREFIX_LENGTH ||
+	    bpf_probe_read_user(prefix, sizeof(prefix), (const void *)string[0]))
+		return 0;
+	for (int i = 0; i < (int)OPTIMIZER_STEP_PREFIX_LENGTH; i++)
+		if (prefix[i] != optimizer_step_prefix[i])
+			return 0;
+	__u64 *count = bpf_map_lookup_elem(&optimizer_steps, &ids.slot);
+	if (count)
+		__sync_fetch_and_add(count, 1);
+	return 0;
+}
+
 /* The record_function kernels: rsi is `const std::string& name` ({char* data; size_t length}). */
 SEC("uprobe.multi")
 int annotation_name(struct pt_regs *ctx)
@@ -83,7 +122,8 @@ int annotation_begin(struct pt_regs *ctx)
 	struct annotation_enter *enter = &record->annotation_enter;
 	enter->handle = PT_REGS_PARM1(ctx);
 	enter->name_length = pending->name_length;
-	enter->reserved = 0;
+	__u64 *steps = bpf_map_lookup_elem(&optimizer_steps, &ids.slot);
+	enter->optimizer_steps = steps ? (__u32)*steps : 0;
 	__builtin_memcpy(enter->name, pending->name, sizeof(enter->name));
 	bpf_map_delete_elem(&pending_annotations, &ids.tid);
 	struct annotation_key key = {.handle = enter->handle, .tgid = ids.tgid};

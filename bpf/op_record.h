@@ -84,7 +84,7 @@ _Static_assert(sizeof(struct op_record) == 40, "op_record is 40 bytes");
 struct annotation_enter {
 	__u64 handle;       /* the at::RecordFunction's address: its end() names it again */
 	__u32 name_length;  /* the std::string's length (the copy may be cut at ANNOTATION_NAME_MAX) */
-	__u32 reserved;
+	__u32 optimizer_steps; /* Optimizer.step annotations named in the process so far (optimizer_steps map) */
 	char name[ANNOTATION_NAME_MAX];
 };
 

@@ -26,3 +26,10 @@ int exception_caught(void *ctx)
 {
 	return 0;
 }
+
+/* The stack sampler's floor: a perf event's interrupt with nothing done in it. */
+SEC("perf_event")
+int sample(void *ctx)
+{
+	return 0;
+}

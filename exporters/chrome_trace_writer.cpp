@@ -555,18 +555,36 @@ void append_probe_cost(std::string& out, const model::ProbeCost& cost) {
   char text[384];
   std::snprintf(text, sizeof(text),
                 ", \"probe_cost\": {\"trap_ns\": {\"emulated_entry\": %.0f, \"stepped_entry\": %.0f, \"return\": %.0f}, "
-                "\"ranges\": %llu, ",
-                cost.emulated_entry_ns, cost.stepped_entry_ns, cost.return_ns,
+                "\"interrupt_ns\": %.0f, \"sampling_ns\": %.0f, \"ranges\": %llu, ",
+                cost.emulated_entry_ns, cost.stepped_entry_ns, cost.return_ns, cost.interrupt_ns, cost.sampling_ns,
                 static_cast<unsigned long long>(cost.ranges));
   out += text;
   if (cost.measured)
     out += "\"traps\": {\"entry\": " + std::to_string(cost.measured->entry_traps) +
            ", \"return\": " + std::to_string(cost.measured->return_traps) +
            ", \"stepped\": " + std::to_string(cost.measured->stepped_traps) +
-           "}, \"bpf_run_ns\": " + std::to_string(cost.measured->bpf_run_ns) + ", ";
+           "}, \"bpf_run_ns\": " + std::to_string(cost.measured->bpf_run_ns) +
+           ", \"moving_probes_ns\": " + std::to_string(cost.measured->moving_probes_ns) + ", ";
   std::snprintf(text, sizeof(text), "\"estimate_ns\": %.0f, \"target_cpu_ns\": %llu}", cost.estimate_ns,
                 static_cast<unsigned long long>(cost.target_cpu_ns));
   out += text;
+}
+
+// `"op_windows": {...}`: --max-overhead's windows and coverage (model::OpWindows).
+void append_op_windows(std::string& out, const model::OpWindows& windows) {
+  char text[256];
+  std::snprintf(text, sizeof(text),
+                ", \"op_windows\": {\"max_overhead\": %.4f, \"windows\": %llu, \"exact_steps\": %llu, "
+                "\"steps_seen\": %llu",
+                windows.max_slowdown, static_cast<unsigned long long>(windows.windows),
+                static_cast<unsigned long long>(windows.exact_steps),
+                static_cast<unsigned long long>(windows.steps_seen));
+  out += text;
+  if (windows.estimated_slowdown) {
+    std::snprintf(text, sizeof(text), ", \"estimated_slowdown\": %.4f", *windows.estimated_slowdown);
+    out += text;
+  }
+  out += "}";
 }
 
 }  // namespace
@@ -604,6 +622,7 @@ std::string chrome_trace_tail(int64_t window_end_relative_ns, const model::RunSu
       append_json_integer(tail, value);
     }
     if (summary.probe_cost) append_probe_cost(tail, *summary.probe_cost);
+    if (summary.op_windows) append_op_windows(tail, *summary.op_windows);
   }
   tail += "},\n  \"traceName\": ";
   append_json_string(tail, trace_name);

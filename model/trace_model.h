@@ -282,6 +282,8 @@ struct ProbeCost {
   double emulated_entry_ns = 0;  // a trap on a `push`, the usual first instruction of an op
   double stepped_entry_ns = 0;   // a trap the kernel single-steps (other first instructions)
   double return_ns = 0;          // a trap on a `ret`
+  double interrupt_ns = 0;       // an interrupt of the target's CPU (a stack sample's)
+  double sampling_ns = 0;        // the stack sampler's interrupts on the target, estimated from its CPU time
   uint64_t ranges = 0;           // ranges recorded (ops, annotations, autograd nodes, CUDA calls)
   // Counted by the kernel over the window (BPF statistics); none where it keeps none, or where
   // several targets shared tprof's programs.
@@ -290,10 +292,22 @@ struct ProbeCost {
     uint64_t return_traps = 0;
     uint64_t stepped_traps = 0;  // inside functions: single-stepped, costed as stepped entries
     uint64_t bpf_run_ns = 0;
+    // --max-overhead: tprof's CPU putting the per-op probes in and taking them out for each
+    // window, counted as the target's (it competes for the target's CPUs).
+    uint64_t moving_probes_ns = 0;
   };
   std::optional<Measured> measured;
   double estimate_ns = 0;
   uint64_t target_cpu_ns = 0;    // 0: unknown
+};
+
+// --max-overhead: the windows the per-op probes were in, and the coverage they reached.
+struct OpWindows {
+  double max_slowdown = 0;        // the budget: 0.05 for 5%
+  uint64_t windows = 0;           // windows of ops opened
+  uint64_t exact_steps = 0;       // ProfilerSteps: whole steps a window saw
+  uint64_t steps_seen = 0;        // Optimizer.step calls while recording (counted in BPF)
+  std::optional<double> estimated_slowdown;  // from probe_cost; none without it
 };
 
 // What is known only when recording ends: the window's end and everything that was lost.
@@ -316,6 +330,7 @@ struct RunSummary {
   uint64_t device_records_dropped = 0;  // GPU activity records CUPTI dropped for want of buffer space
   bool recovered = false;         // rebuilt by `tprof recover` from a partial file
   std::optional<ProbeCost> probe_cost;  // none when the traps could not be measured
+  std::optional<OpWindows> op_windows;  // --max-overhead only
 };
 
 struct Trace {

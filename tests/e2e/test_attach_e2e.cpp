@@ -1355,12 +1355,25 @@ TEST_F(RefusalTest, UsageErrorsExitTwoInOneLine) {
        {std::vector<std::string>{"attach", "1", "--duration", "nan"}, {"attach", "1", "--duration", "inf"},
         {"attach", "1", "--start-at", "nan"}, {"attach", "1", "--no-such-option"}, {"attach"},
         {"record", "--duration", "-nan", "--", "true"}, {"attach", "1", "--children", "--start-at", "4000000000"},
+        {"attach", "1", "--max-overhead", "0"}, {"attach", "1", "--max-overhead", "150%"},
+        {"attach", "1", "--max-overhead", "five"},
+        {"attach", "1", "--max-overhead", "5%", "--schedule", "wait=0,warmup=0,active=1", "--output-dir", "/tmp"},
+        {"attach", "1", "--max-overhead", "5%", "--step-function", "train_step"},
         {}}) {
     SCOPED_TRACE(join_lines(arguments));
     int exit_code = 0;
     expect_refusal(arguments, {}, nullptr, &exit_code);
     EXPECT_EQ(exit_code, 2);
   }
+}
+
+// --max-overhead governs one target (the kernel's counts of tprof's programs are shared).
+TEST_F(RefusalTest, MaxOverheadWithSeveralTargetsIsRefused) {
+  std::string line;
+  expect_refusal({"attach", "1", "2", "--max-overhead", "5%"}, {}, &line);
+  EXPECT_NE(line.find("--max-overhead governs one target"), std::string::npos) << line;
+  expect_refusal({"record", "--follow", "--max-overhead", "5%", "--", "true"}, {}, &line);
+  EXPECT_NE(line.find("--max-overhead governs one target"), std::string::npos) << line;
 }
 
 // A reader that went away (`tprof ... 2>&1 | head`) must not kill tprof with SIGPIPE at its next

@@ -31,8 +31,8 @@ TEST(ProbeCost, TrapsAreMeasuredInTprofsOwnProcess) {
     GTEST_SKIP() << "\n*** SKIPPED LOUDLY: placing uprobes needs root; the trap calibration is NOT tested ***";
   const TrapCosts costs = calibrate_trap_costs();
   std::cout << "entry (push) " << costs.emulated_entry_ns << " ns, entry (mov) " << costs.stepped_entry_ns
-            << " ns, ret " << costs.return_ns << " ns\n";
-  for (const double ns : {costs.emulated_entry_ns, costs.stepped_entry_ns, costs.return_ns}) {
+            << " ns, ret " << costs.return_ns << " ns, interrupt " << costs.interrupt_ns << " ns\n";
+  for (const double ns : {costs.emulated_entry_ns, costs.stepped_entry_ns, costs.return_ns, costs.interrupt_ns}) {
     EXPECT_GT(ns, kFastestTrapNs);
     EXPECT_LT(ns, kSlowestTrapNs);
   }
@@ -60,7 +60,7 @@ TEST(ProbeCost, TheSummaryEstimatesWhatTheProbesCostTheTarget) {
   EXPECT_GE(ranges, ops) << "every op is a range";
   // One target: the kernel counted the traps and timed tprof's programs (BPF statistics), each
   // range at least an entry and a `ret`; the estimate is those traps at the measured costs plus
-  // the programs' time.
+  // the programs' time, plus the stack sampler's interrupts (1 kHz over the target's CPU time).
   ASSERT_TRUE(cost.contains("traps")) << cost.dump();
   const auto entries = cost.at("traps").at("entry").get<uint64_t>();
   const auto returns = cost.at("traps").at("return").get<uint64_t>();
@@ -74,7 +74,11 @@ TEST(ProbeCost, TheSummaryEstimatesWhatTheProbesCostTheTarget) {
   const double expected = static_cast<double>(entries) * traps.at("emulated_entry").get<double>() +
                           static_cast<double>(returns) * traps.at("return").get<double>() +
                           static_cast<double>(stepped) * traps.at("stepped_entry").get<double>() +
-                          static_cast<double>(bpf_run_ns);
+                          static_cast<double>(bpf_run_ns) + cost.at("sampling_ns").get<double>();
+  EXPECT_NEAR(cost.at("sampling_ns").get<double>(),
+              cost.at("interrupt_ns").get<double>() * cost.at("target_cpu_ns").get<double>() * 1000 / 1e9,
+              cost.at("sampling_ns").get<double>() * 1e-3 + 1.0)
+      << "the sampler's default 1 kHz";
   // The trap costs are written rounded to the ns.
   EXPECT_NEAR(cost.at("estimate_ns").get<double>(), expected, static_cast<double>(entries + returns + stepped) + 1.0);
   EXPECT_GT(cost.at("target_cpu_ns").get<uint64_t>(), 0u) << "the loop ran on a CPU during the window";

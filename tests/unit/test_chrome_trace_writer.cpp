@@ -280,6 +280,37 @@ TEST_F(ChromeTraceWriterTest, TheSummaryCarriesTheTrapsTheKernelCounted) {
   EXPECT_EQ(cost["traps"]["stepped"], 5);
   EXPECT_EQ(cost["bpf_run_ns"], 400000);
   EXPECT_EQ(cost["estimate_ns"], 1884000);
+  EXPECT_FALSE(document["tprof_summary"].contains("op_windows")) << "only with --max-overhead";
+}
+
+// --max-overhead: the windows, the exact steps of all seen, the sampler's and the probes'
+// moving costs, and the estimated slowdown.
+TEST_F(ChromeTraceWriterTest, TheSummaryCarriesTheWindowsOfOps) {
+  model::Trace trace = make_sample_trace();
+  trace.summary.probe_cost = model::ProbeCost{
+      .emulated_entry_ns = 800,
+      .stepped_entry_ns = 12'000,
+      .return_ns = 12'000,
+      .interrupt_ns = 33'000,
+      .sampling_ns = 0,
+      .ranges = 100,
+      .measured = model::ProbeCost::Measured{.entry_traps = 130, .return_traps = 110, .stepped_traps = 5,
+                                             .bpf_run_ns = 400'000, .moving_probes_ns = 300'000'000},
+      .estimate_ns = 301'884'000,
+      .target_cpu_ns = 6'000'000'000};
+  trace.summary.op_windows = model::OpWindows{
+      .max_slowdown = 0.05, .windows = 4, .exact_steps = 12, .steps_seen = 9'000, .estimated_slowdown = 0.0529};
+  const ordered_json document = ordered_json::parse(write_trace(trace));
+  const ordered_json& cost = document["tprof_summary"]["probe_cost"];
+  EXPECT_EQ(cost["interrupt_ns"], 33000);
+  EXPECT_EQ(cost["sampling_ns"], 0);
+  EXPECT_EQ(cost["moving_probes_ns"], 300000000);
+  const ordered_json& windows = document["tprof_summary"]["op_windows"];
+  EXPECT_DOUBLE_EQ(windows["max_overhead"].get<double>(), 0.05);
+  EXPECT_EQ(windows["windows"], 4);
+  EXPECT_EQ(windows["exact_steps"], 12);
+  EXPECT_EQ(windows["steps_seen"], 9000);
+  EXPECT_DOUBLE_EQ(windows["estimated_slowdown"].get<double>(), 0.0529);
 }
 
 TEST_F(ChromeTraceWriterTest, EachEventSitsOnItsOwnLine) {

@@ -746,6 +746,76 @@ TEST(SpanCloser, WhatAModuleLevelLoopsFrameRunsAfterTheLoopIsNoStep) {
 
 // Every ATen op without a stack is counted, walked or not; a stack id the store does not know
 // is counted as not copied, for ops and samples alike. Other ranges may lack a stack.
+OpEvent window_edge(uint64_t ns, OpWindowEdge edge) {
+  OpEvent event;
+  event.monotonic_ns = ns;
+  event.window_edge = edge;
+  return event;
+}
+
+OpEvent optimizer_step(uint64_t ns, uint32_t steps_so_far) {
+  OpEvent event = enter(ns, 11);
+  event.optimizer_steps = steps_so_far;
+  return event;
+}
+
+// --max-overhead: the ops' probes are in only between window edges. A window's whole steps are
+// ProfilerSteps numbered by the optimizer steps counted in BPF (those between windows too);
+// the part before its first boundary and the step its close cuts are partial; ranges open at
+// the close end there; what arrives between windows (the probes going in or out) is dropped.
+TEST(SpanCloser, InWindowsOfOpsOnlyWholeStepsAreProfilerStepsWithTheirRealNumbers) {
+  Closer c(step_operators());
+  c.operators.push_back({"Partial step: window start", "", model::RangeKind::kUserAnnotation});
+  c.operators.push_back({"Partial step: window end", "", model::RangeKind::kUserAnnotation});
+  const auto window_start = static_cast<uint32_t>(c.operators.size() - 2);
+  c.closer.detect_steps(
+      {.is_boundary = [](const model::Operator& op) { return op.name.starts_with("Optimizer.step#"); },
+       .step_operator =
+           [&c](uint64_t step_number) {
+             c.operators.push_back({"ProfilerStep#" + std::to_string(step_number), "", model::RangeKind::kUserAnnotation});
+             return static_cast<uint32_t>(c.operators.size() - 1);
+           },
+       .boundary_caller_frames = nullptr,
+       .partial_step_operator = [window_start](SpanCloser::PartialStep part) {
+         return part == SpanCloser::PartialStep::kWindowStart ? window_start : window_start + 1;
+       }});
+  c.closer.record_ops_in_windows(1);
+  c.closer.add(0, window_edge(100, OpWindowEdge::kOpened));
+  c.add_all(1, {enter(50, 2), leave(60, 2),  // before the window: the probes going in
+                enter(110, 1), leave(120, 1), optimizer_step(130, 41), leave(140, 11),  // the 41st step's end
+                enter(200, 0), enter(205, 3), leave(210, 3), leave(220, 0), optimizer_step(230, 42), leave(240, 11),
+                enter(300, 0), enter(305, 3)});  // still running at the close
+  c.closer.add(0, window_edge(310, OpWindowEdge::kClosing));
+  c.add_all(1, {leave(320, 3), leave(330, 0), enter(340, 4)});  // the probes going out
+  c.closer.add(0, window_edge(400, OpWindowEdge::kOpened));
+  c.add_all(1, {enter(410, 1), leave(420, 1), optimizer_step(430, 97), leave(440, 11), enter(500, 0), leave(510, 0)});
+  c.closer.add(0, window_edge(520, OpWindowEdge::kClosing));
+  c.closer.finish(600);
+
+  std::map<std::string, int> steps;
+  for (const auto& op : c.sink.ops)
+    if (op.name.starts_with("ProfilerStep#") || op.name.starts_with("Partial step")) ++steps[op.name];
+  EXPECT_EQ(steps, (std::map<std::string, int>{{"Partial step: window end", 2},
+                                               {"Partial step: window start", 2},
+                                               {"ProfilerStep#41", 1}}));
+  const std::map<std::string, model::OpSpan> ranges = ranges_by_name(c.sink);
+  EXPECT_EQ(ranges.at("ProfilerStep#41").start_ns, 1200u) << "the first op after the 41st step";
+  EXPECT_EQ(ranges.at("ProfilerStep#41").end_ns, 1300u) << "the first op after the 42nd";
+  EXPECT_EQ(c.closer.counts().steps, 1u);
+  EXPECT_EQ(c.closer.counts().exact_steps_ended, 1u);
+  EXPECT_EQ(c.closer.counts().partial_steps, 4u);
+  EXPECT_EQ(c.closer.counts().op_windows, 2u);
+  EXPECT_EQ(c.closer.counts().outside_windows, 5u);
+  EXPECT_FALSE(ranges.contains("aten::op2")) << "recorded while the probes went in";
+  EXPECT_FALSE(ranges.contains("aten::op4")) << "recorded while the probes went out";
+  const model::OpSpan& cut = ranges.at("aten::op3");
+  EXPECT_EQ(cut.start_ns, 1305u);
+  EXPECT_EQ(cut.end_ns, 1310u) << "ended at the window's close";
+  EXPECT_TRUE(cut.closed_at_stop);
+  for (const auto& op : c.sink.ops)
+    EXPECT_TRUE(op.span.start_ns < 1310 || op.span.start_ns >= 1400) << op.name << " between windows";
+}
+
 TEST(SpanCloser, CountsOpsWithoutTheirPythonStack) {
   std::vector<model::Operator> operators = ops_operators();
   operators.push_back({"## step ##", "", model::RangeKind::kUserAnnotation});

@@ -133,7 +133,7 @@ void SpanCloser::begin_step_if_iteration_ended(ThreadState& state, uint64_t at_n
   }
   if (!state.step_boundary_passed || !state.open.empty() || !iteration_ended(state, stack)) return;
   state.step_boundary_passed = false;
-  if (last_step_number_ == 0 && first_iteration_began_before_window(state))
+  if (!ops_in_windows_ && last_step_number_ == 0 && first_iteration_began_before_window(state))
     mark_partial(state.steps.back(), PartialStep::kBeforeFirstBoundary);
   state.boundary_stack = nullptr;
   begin_next_step(state, at_ns, stack);
@@ -172,7 +172,9 @@ void SpanCloser::begin_next_step(ThreadState& state, uint64_t start_ns, const St
   OpenRange step;
   step.span.start_ns = start_ns;
   step.span.record_id = next_entry_id_++;
-  step.span.operator_index = step_detection_->step_operator(++last_step_number_);
+  last_step_number_ = ops_in_windows_ && state.boundary_optimizer_steps > 0 ? state.boundary_optimizer_steps
+                                                                            : last_step_number_ + 1;
+  step.span.operator_index = step_detection_->step_operator(last_step_number_);
   step.span.step = last_step_number_;
   state.steps.push_back(std::move(step));
   state.ranges_in_step = false;
@@ -205,6 +207,7 @@ void SpanCloser::hold_ended_steps(ThreadState& state, uint64_t end_ns) {
   hand_on_held_step();
   for (OpenRange& step : state.steps) step.span.end_ns = std::max(end_ns, step.span.start_ns);
   if (!state.steps.empty()) {
+    if (ops_in_windows_ && !state.steps.back().partial_step) ++counts_.exact_steps_ended;
     const uint64_t last_activity_ns = std::max(state.last_activity_ns, state.steps.back().span.start_ns);
     held_step_ = HeldStep{state.tid, std::move(state.steps.back()), last_activity_ns};
   }
@@ -268,6 +271,14 @@ void SpanCloser::finish(uint64_t stop_monotonic_ns) {
 }
 
 void SpanCloser::process(uint32_t tid, OpEvent& event) {
+  if (event.window_edge != OpWindowEdge::kNone) {
+    window_edge(event.window_edge, clock_.to_unix(event.monotonic_ns));
+    return;
+  }
+  if (outside_windows(event)) {
+    ++counts_.outside_windows;
+    return;
+  }
   ThreadState& state = thread(tid);
   state.blocked_stack = nullptr;
   if (event.is_sample) {
@@ -305,6 +316,7 @@ void SpanCloser::enter(ThreadState& state, OpEvent& event) {
   span.sequence_number = event.sequence_number;
   span.forward_thread = event.forward_thread;
   range.counter_at_entry = event.sequence_counter;
+  range.optimizer_steps = event.optimizer_steps;
   range.stack = stack;
   // Every op that shows no stack while stacks are on is counted, whatever lost it (BPF says why).
   if (find_stack_ && !range.stack && operators_.at(span.operator_index).kind == model::RangeKind::kOperator)
@@ -377,10 +389,64 @@ void SpanCloser::close_ranges_down_to(ThreadState& state, size_t depth, uint64_t
     if (step_detection_ && step_detection_->is_boundary(operators_.at(state.open[at].span.operator_index))) {
       state.step_boundary_passed = true;
       state.boundary_stack = state.open[at].stack;
+      state.boundary_optimizer_steps = state.open[at].optimizer_steps;
     }
   }
   state.open.resize(depth);
   if (state.open.empty()) flush_observations(state);
+}
+
+void SpanCloser::window_edge(OpWindowEdge edge, uint64_t at_ns) {
+  if (!ops_in_windows_) return;
+  if (edge == OpWindowEdge::kOpened && !ops_window_open_) open_ops_window(at_ns);
+  if (edge == OpWindowEdge::kClosing && ops_window_open_) close_ops_window(at_ns);
+}
+
+// Stack samples and CUDA calls are recorded all along.
+bool SpanCloser::outside_windows(const OpEvent& event) const {
+  if (!ops_in_windows_ || ops_window_open_ || event.is_sample || !knows_operator(event.op_id)) return false;
+  const model::RangeKind kind = operators_[event.op_id].kind;
+  return kind != model::RangeKind::kCudaRuntime && kind != model::RangeKind::kCudaDriver;
+}
+
+// What runs before the window's first boundary is the rest of an iteration begun unseen.
+void SpanCloser::open_ops_window(uint64_t at_ns) {
+  ops_window_open_ = true;
+  ++counts_.op_windows;
+  ThreadState& state = thread(step_thread_);
+  OpenRange step;
+  step.span.start_ns = at_ns;
+  step.span.record_id = next_entry_id_++;
+  step.span.step = last_step_number_;
+  state.steps.push_back(std::move(step));
+  mark_partial(state.steps.back(), PartialStep::kWindowStart);
+  state.step_boundary_passed = false;
+  state.ranges_in_step = false;
+}
+
+// The probes of the ranges still open are gone: their exits will not come. The step open now
+// would end where the next begins, unseen: it is only part of an iteration. An ended one
+// waiting for its successor's first op is whole.
+void SpanCloser::close_ops_window(uint64_t at_ns) {
+  ops_window_open_ = false;
+  hand_on_held_step();
+  for (auto& [tid, state] : threads_) {
+    size_t depth = 0;
+    while (depth < state.open.size() &&
+           (operators_.at(state.open[depth].span.operator_index).kind == model::RangeKind::kCudaRuntime ||
+            operators_.at(state.open[depth].span.operator_index).kind == model::RangeKind::kCudaDriver))
+      ++depth;
+    for (size_t at = depth; at < state.open.size(); ++at) {
+      state.open[at].span.end_ns = std::max(at_ns, state.open[at].span.start_ns);
+      state.open[at].span.closed_at_stop = true;
+    }
+    close_ranges_down_to(state, depth, kUnknownCounter);
+    for (OpenRange& step : state.steps)
+      if (!step.partial_step) mark_partial(step, PartialStep::kWindowEnd);
+    end_steps(state, at_ns);
+    state.step_boundary_passed = false;
+    state.boundary_stack = nullptr;
+  }
 }
 
 void SpanCloser::hand_on(uint32_t tid, const OpenRange& range) {
@@ -465,6 +531,7 @@ const ResolvedStack* SpanCloser::callers_of_enter(const StoredStack& stack) {
 }
 
 void SpanCloser::observe(ThreadState& state, const StackObservation& observation, size_t* index) {
+  if (ops_in_windows_) return;
   if (state.dropping_observations || waiting_observations_ >= kMaxWaitingObservations) {
     state.dropping_observations = true;
     ++counts_.python_timeline_lost;

@@ -29,7 +29,11 @@
 
 namespace tprof {
 
-// An entry or exit of a range (an op, an annotation or an autograd node), or a stack sample.
+// --max-overhead: where a window of per-op probes began (all linked) or ends (about to be removed).
+enum class OpWindowEdge : uint8_t { kNone, kOpened, kClosing };
+
+// An entry or exit of a range (an op, an annotation or an autograd node), a stack sample, or a
+// window edge (only monotonic_ns counts).
 struct OpEvent {
   uint64_t monotonic_ns = 0;
   uint32_t op_id = 0;            // index of its model::Operator
@@ -45,6 +49,10 @@ struct OpEvent {
   // (all ones) when not read.
   uint64_t sequence_counter = UINT64_MAX;
   bool blocked = false;  // samples: its thread went off CPU here, in this stack until it runs again
+  // Annotation entries: the Optimizer.step annotations named in the process since tprof came,
+  // this one included; 0: not counted.
+  uint32_t optimizer_steps = 0;
+  OpWindowEdge window_edge = OpWindowEdge::kNone;
 };
 
 class SpanCloser {
@@ -62,6 +70,9 @@ class SpanCloser {
     uint64_t threads = 0;
     uint64_t steps = 0;             // ProfilerStep ranges handed on
     uint64_t partial_steps = 0;     // parts of iterations at the window's edges handed on
+    uint64_t op_windows = 0;        // ops in windows: windows opened
+    uint64_t exact_steps_ended = 0; // ops in windows: ProfilerSteps ended (handed on a little later)
+    uint64_t outside_windows = 0;   // ops in windows: range records between windows, dropped
     uint64_t unmatched_returns = 0; // exits whose entry was never seen
     uint64_t late_records = 0;      // records older than a watermark already passed
     uint64_t python_timeline_lost = 0;
@@ -121,7 +132,7 @@ class SpanCloser {
   // With `is_step_frame` (--step-function), a step is an invocation of that Python function
   // instead: each new one, first seen at a top-level range's entry or a sample between ranges,
   // begins the next step, and `is_boundary` is not asked (nor are the edges told apart).
-  enum class PartialStep { kBeforeFirstBoundary, kAfterLastBoundary };
+  enum class PartialStep { kBeforeFirstBoundary, kAfterLastBoundary, kWindowStart, kWindowEnd };
   struct StepDetection {
     std::function<bool(const model::Operator& op)> is_boundary;
     std::function<uint32_t(uint64_t step_number)> step_operator;
@@ -130,6 +141,23 @@ class SpanCloser {
     std::function<uint32_t(PartialStep part)> partial_step_operator = {};
   };
   void detect_steps(StepDetection detection) { step_detection_ = std::move(detection); }
+
+  // --max-overhead: the probes that fire at every op are in only for windows, told as they
+  // open and close by window_edge events (add(), any tid) in the records' time order. Instead
+  // of open_step, after detect_steps. Only whole steps a window saw from the boundary that
+  // began them to the next step's beginning are ProfilerSteps, numbered by the boundary's
+  // optimizer_steps (steps between windows are counted in BPF, not seen). What a window holds
+  // before its first step is a kWindowStart partial step on `step_tid`, where steps are, and
+  // the step a window's close cuts is a kWindowEnd one. Ranges still open at a close end
+  // there, flagged closed_at_stop (CUDA calls, whose probes stay, run on). Records of ranges
+  // between windows, which the probes made while going in or out, are dropped and counted.
+  // No python spans are made: frames run on across a window's edges, where its partial steps
+  // begin and end, and would cross them (the ops keep their stacks).
+  void record_ops_in_windows(uint32_t step_tid) {
+    ops_in_windows_ = true;
+    ops_window_open_ = false;
+    step_thread_ = step_tid;
+  }
 
   // Estimates an op's FLOPs from its inputs at entry (0: none), as with_flops does.
   using FlopsEstimator = std::function<uint64_t(const model::Operator& op, const std::vector<model::Value>& inputs)>;
@@ -171,6 +199,7 @@ class SpanCloser {
     std::vector<SequenceRange> made_by_children;  // nodes its finished children created
     size_t observation = SIZE_MAX;                // its entry in the thread's waiting observations
     bool partial_step = false;                    // a step range that is only part of an iteration
+    uint32_t optimizer_steps = 0;                 // of its entry (OpEvent)
   };
   struct ThreadState {
     ThreadState(uint32_t thread_id, PythonSpanNamer& namer) : tid(thread_id), timeline(namer) {}
@@ -182,6 +211,7 @@ class SpanCloser {
     std::vector<OpenRange> steps;  // open_step ranges, closed at finish or the next step
     bool step_boundary_passed = false;  // a boundary closed: the next top-level entry begins a step
     const StoredStack* boundary_stack = nullptr;  // that boundary's Python stack; null: none
+    uint32_t boundary_optimizer_steps = 0;        // and its count of Optimizer.step annotations
     const StoredStack* first_stack = nullptr;     // the thread's first stack seen, at an op or sample
     bool step_start_pending = false;  // the initial step starts at the thread's first activity
     uint64_t last_activity_ns = 0;    // the end of its last op or sample
@@ -222,6 +252,10 @@ class SpanCloser {
   void begin_step_if_iteration_ended(ThreadState& thread, uint64_t at_ns, const StoredStack* stack);
   void begin_step_at_new_invocation(ThreadState& thread, uint64_t at_ns, const StoredStack* stack);
   void note_activity(ThreadState& thread, uint64_t at_ns);
+  void window_edge(OpWindowEdge edge, uint64_t at_ns);
+  void open_ops_window(uint64_t at_ns);
+  void close_ops_window(uint64_t at_ns);
+  bool outside_windows(const OpEvent& event) const;
 
   const std::vector<model::Operator>& operators_;
   StackLookup find_stack_;
@@ -230,6 +264,8 @@ class SpanCloser {
   model::TraceSink& sink_;
   std::function<void(uint32_t, const model::OpSpan&)> range_observer_;
   std::optional<StepDetection> step_detection_;
+  bool ops_in_windows_ = false;  // record_ops_in_windows
+  bool ops_window_open_ = true;
   FlopsEstimator flops_estimator_;
   uint32_t step_thread_ = 0;       // the thread whose steps are open (the one that trains)
   struct HeldStep {

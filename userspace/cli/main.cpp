@@ -47,6 +47,7 @@ constexpr const char* kAttachFooter =
     "  sudo tprof attach 12345 --children -d 30         # and the workers it starts\n"
     "  sudo tprof attach 12345 --schedule wait=1,warmup=1,active=2,repeat=3 --output-dir traces/\n"
     "                                    # 3 cycles of 2 steps, a trace each, then detach\n"
+    "  sudo tprof attach 12345 --max-overhead 5% -d 60  # exact steps now and then, at <= 5% cost\n"
     "\nWith several targets each gets its own files, named after its host, pid and rank (RANK in\n"
     "its environment), with one baseTimeNanoseconds and distributedInfo filled in, so that HTA\n"
     "analyses the ranks together. Recording stops when all of them have exited.\n"
@@ -59,6 +60,14 @@ constexpr const char* kAttachFooter =
     "those N, and writes each cycle once its last step ends, named as tensorboard_trace_handler\n"
     "names it (<host>_<pid>.<unix_ns>.pt.trace.json in --output-dir); with repeat=R tprof\n"
     "detaches after the R-th cycle, with repeat=0 it cycles until stopped.\n"
+    "\nOverhead: each op costs the target a uprobe trap at its entry and one at its return (1 to\n"
+    "15 us each, set by the kernel and hypervisor), and each stack sample an interrupt; tprof\n"
+    "measures both at attach and prints its estimate of the cost at the end. --max-overhead P%\n"
+    "keeps that estimate within P: the per-op probes go in only for windows, each held until it\n"
+    "has recorded one whole step (written as ProfilerStep#N with its real N: the steps between\n"
+    "windows are counted, not recorded), and closed once the budget is spent. Putting the\n"
+    "probes in and out costs tprof CPU time, counted too. Between windows the trace holds GPU\n"
+    "activity only; the summary says how many steps were exact.\n"
     "\nRecording stops at --duration, on Ctrl-C/SIGTERM, or when the target exits; whatever\n"
     "was recorded is then written. Events the ring buffer could not hold are counted and\n"
     "reported (raise --buffer-mb if any are dropped).\n"
@@ -177,7 +186,18 @@ struct RecordingFlags {
   bool no_plan_cache = false;
   std::string ops, skip_ops;
   bool no_view_ops = false;
+  std::string max_overhead;
 };
+
+// --max-overhead "5%" or "5": the fraction, 0.05; none for anything but a number in (0, 100].
+std::optional<double> parse_percentage(const std::string& text) {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || !std::isfinite(value) || value <= 0 || value > 100) return std::nullopt;
+  if (*end == '%') ++end;
+  if (*end != '\0') return std::nullopt;
+  return value / 100;
+}
 
 // A number that is neither NaN nor infinite: range checks compare, and NaN passes every comparison.
 const CLI::Validator kFinite(
@@ -242,6 +262,16 @@ void add_recording_options(CLI::App& command, tprof::AttachOptions& options, Rec
                    "Leave out the ops that only return a view of a tensor or read its metadata (aten::view, "
                    "aten::t, aten::transpose, aten::as_strided, aten::size and their kind), a large share of "
                    "the calls of most models");
+  command.add_option("--max-overhead", flags.max_overhead,
+                     "P%: keep the target's estimated slowdown within P (0 < P <= 100) by putting the "
+                     "probes that fire at every op (ops, their returns, autograd nodes) in only for windows, "
+                     "each held until it has recorded one whole step; the stack sampler, record_function "
+                     "annotations (the step markers) and GPU activity stay. Steps a window covered whole are "
+                     "ProfilerStep#N, exact, with its real N. Ops keep their Python stacks, but no "
+                     "python_function spans are written and no stack sampler runs. One target only")
+      ->check([](const std::string& text) -> std::string {
+        return parse_percentage(text) ? "" : "not a percentage in (0, 100] like 5%: " + text;
+      });
   command.add_flag("--no-plan-cache", flags.no_plan_cache,
                    "Plan libtorch_cpu's probes anew and keep no plan on disk; by default a plan is kept per "
                    "torch build in /var/cache/tprof/plans ($TPROF_PLAN_CACHE_DIR), so that attaching again "
@@ -260,6 +290,7 @@ void apply_recording_flags(const CLI::App& command, const RecordingFlags& flags,
   options.python_stacks = !flags.no_python;
   options.record_shapes = !flags.no_shapes;
   options.op_selection = tprof::OpSelection(flags.ops, flags.skip_ops, flags.no_view_ops);
+  if (!flags.max_overhead.empty()) options.max_overhead = parse_percentage(flags.max_overhead);
   options.plan_cache = !flags.no_plan_cache;
   options.execution_trace = !flags.no_execution_trace;
   options.output_mode = *parse_file_mode(flags.mode);
@@ -391,12 +422,17 @@ int main(int argc, char** argv) {
             std::string error;
             return tprof::StepSchedule::parse(text, &error) ? "" : error;
           });
-  attach->add_option("--step-function", options.step_function,
-                     "[MODULE:]NAME: a step (ProfilerStep#N) is one call of this Python function, named by its "
-                     "qualified or plain name (Trainer.train_step, train_step; MODULE as in train:train_step), "
-                     "instead of ending at each Optimizer.step");
+  CLI::Option* step_function = attach->add_option(
+      "--step-function", options.step_function,
+      "[MODULE:]NAME: a step (ProfilerStep#N) is one call of this Python function, named by its "
+      "qualified or plain name (Trainer.train_step, train_step; MODULE as in train:train_step), "
+      "instead of ending at each Optimizer.step");
   add_recording_options(*attach, options, flags);
   schedule->excludes("--output");
+  // Not yet: windows of ops know steps by Optimizer.step only, and a scheduled cycle needs
+  // every step of it.
+  step_function->excludes("--max-overhead");
+  schedule->excludes("--max-overhead");
 
   std::vector<std::string> command;
   CLI::App* record = app.add_subcommand(

@@ -251,6 +251,7 @@ void RecordDecoder::consume(const op_record& head, const unsigned char* payload,
       if (!enter) break;
       const size_t length = std::min<size_t>(enter->name_length, strnlen(enter->name, sizeof(enter->name)));
       event.op_id = callbacks_.annotation_operator(std::string_view(enter->name, length));
+      event.optimizer_steps = enter->optimizer_steps;
       open_annotations_[enter->handle] = event.op_id;
       spans_.add(head.tid, std::move(event));
       return;

@@ -10,7 +10,11 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <exception>
+#include <future>
 #include <string_view>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "op_record.h"
@@ -142,6 +146,8 @@ TargetProbes::TargetProbes(OpTracer& tracer, const TargetOptions& options, uint3
   const auto tgid = static_cast<__u32>(pid_);
   if (bpf_map__update_elem(skeleton().maps.target_slots, &tgid, sizeof(tgid), &slot_, sizeof(slot_), BPF_ANY) != 0)
     throw Error(errno_message("cannot register process " + std::to_string(pid_) + " with the op tracer", errno));
+  const uint64_t no_steps = 0;
+  bpf_map__update_elem(skeleton().maps.optimizer_steps, &slot_, sizeof(slot_), &no_steps, sizeof(no_steps), BPF_ANY);
 }
 
 TargetProbes::~TargetProbes() {
@@ -165,15 +171,61 @@ bool TargetProbes::write_settings() {
                               BPF_ANY) == 0;
 }
 
-void TargetProbes::attach_ops(const UprobeSites& sites) {
-  op_links_ = attach_uprobe_multi(skeleton().progs.op_enter, pid_, sites);
+void TargetProbes::add_op_probe(const bpf_program* program, const UprobeSites& sites) {
+  OpProbe& probe = op_probes_.emplace_back(OpProbe{program, {}, {}});
+  if (op_probes_in_windows_) {
+    probe.sites = sites;
+    return;
+  }
+  probe.link = attach_uprobe_multi(program, pid_, sites);
+  op_probes_linked_ = true;
 }
 
+// All at once, a thread a link: a trap of a probe still in costs the target as much as one that
+// records, and linking thousands of sites takes ~30 us a site on the 2-vCPU test VM, so
+// probes linked one kind after another would run for a kind's whole attach. Removing a link
+// also waits for a grace period (40-80 ms a link there) once its sites are gone; in parallel
+// those waits overlap.
+void TargetProbes::link_op_probes() {
+  if (op_probes_linked_ || !op_probes_in_windows_) return;
+  std::vector<std::future<BpfLink>> links;
+  for (const OpProbe& probe : op_probes_)
+    links.push_back(std::async(std::launch::async, [this, &probe] {
+      return attach_uprobe_multi(probe.program, pid_, probe.sites);
+    }));
+  std::exception_ptr failure;
+  for (size_t index = 0; index < links.size(); ++index) {
+    try {
+      op_probes_[index].link = links[index].get();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  op_probes_linked_ = true;
+  if (!failure) return;
+  unlink_op_probes();
+  std::rethrow_exception(failure);
+}
+
+void TargetProbes::unlink_op_probes() noexcept {
+  std::vector<std::thread> removals;
+  for (OpProbe& probe : op_probes_) {
+    if (!probe.link) continue;
+    try {
+      removals.emplace_back([link = std::move(probe.link)]() mutable { link.reset(); });
+    } catch (const std::system_error&) {
+      probe.link.reset();  // no thread to spare: removed here, one after another
+    }
+  }
+  for (std::thread& removal : removals) removal.join();
+  op_probes_linked_ = false;
+}
+
+void TargetProbes::attach_ops(const UprobeSites& sites) { add_op_probe(skeleton().progs.op_enter, sites); }
+
 void TargetProbes::attach_exits(const UprobeSites& returns, const UprobeSites& catches) {
-  if (!returns.offsets.empty())
-    exit_links_.push_back(attach_uprobe_multi(skeleton().progs.range_return, pid_, returns));
-  if (!catches.offsets.empty())
-    exit_links_.push_back(attach_uprobe_multi(skeleton().progs.exception_caught, pid_, catches));
+  if (!returns.offsets.empty()) add_op_probe(skeleton().progs.range_return, returns);
+  if (!catches.offsets.empty()) add_op_probe(skeleton().progs.exception_caught, catches);
 }
 
 void TargetProbes::set_op_plan(uint32_t op_id, const op_plan& plan) {
@@ -184,23 +236,25 @@ void TargetProbes::set_op_plan(uint32_t op_id, const op_plan& plan) {
 }
 
 void TargetProbes::attach_spilled_arguments(const UprobeSites& sites) {
-  if (!sites.offsets.empty())
-    spill_links_ = attach_uprobe_multi(skeleton().progs.op_spilled_arguments, pid_, sites);
+  if (!sites.offsets.empty()) add_op_probe(skeleton().progs.op_spilled_arguments, sites);
 }
 
 void TargetProbes::attach_annotations(const UprobeSites& name_kernels, const UprobeSites& constructor,
                                       const UprobeSites& end) {
   // The end probe first, then the constructor, then the names: an annotation is only opened
   // once everything that closes it is in place.
-  record_function_links_.push_back(attach_uprobe_multi(skeleton().progs.annotation_end, pid_, end));
-  record_function_links_.push_back(attach_uprobe_multi(skeleton().progs.annotation_begin, pid_, constructor));
-  record_function_links_.push_back(attach_uprobe_multi(skeleton().progs.annotation_name, pid_, name_kernels));
+  add_op_probe(skeleton().progs.annotation_end, end);
+  add_op_probe(skeleton().progs.annotation_begin, constructor);
+  add_op_probe(skeleton().progs.annotation_name, name_kernels);
+  // Within windows both programs run on one trap, which program_statistics() counts twice: an
+  // emulated trap a step too many.
+  if (op_probes_in_windows_)
+    step_markers_link_ = attach_uprobe_multi(skeleton().progs.step_marker, pid_, name_kernels);
 }
 
 void TargetProbes::attach_autograd(const UprobeSites& evaluate_function, const UprobeSites& node_apply) {
-  record_function_links_.push_back(attach_uprobe_multi(skeleton().progs.evaluate_enter, pid_, evaluate_function));
-  if (node_apply.offsets.empty()) return;
-  record_function_links_.push_back(attach_uprobe_multi(skeleton().progs.node_enter, pid_, node_apply));
+  add_op_probe(skeleton().progs.evaluate_enter, evaluate_function);
+  if (!node_apply.offsets.empty()) add_op_probe(skeleton().progs.node_enter, node_apply);
 }
 
 void TargetProbes::attach_api_calls(const UprobeSites& entries, const UprobeSites& returns) {
@@ -238,12 +292,19 @@ void TargetProbes::stop_recording() noexcept {
 
 void TargetProbes::detach() noexcept {
   stop_recording();
-  op_links_ = {};
-  spill_links_ = {};
-  record_function_links_.clear();
+  // Entries before exits (nothing records any more; what is still in may fire meanwhile).
+  for (auto probe = op_probes_.rbegin(); probe != op_probes_.rend(); ++probe) probe->link = {};
+  op_probes_.clear();
+  op_probes_linked_ = false;
+  step_markers_link_ = {};
   detach_api_calls();
-  exit_links_.clear();
   device_activity_link_ = {};
+}
+
+uint64_t TargetProbes::optimizer_steps() const {
+  uint64_t steps = 0;
+  bpf_map__lookup_elem(skeleton().maps.optimizer_steps, &slot_, sizeof(slot_), &steps, sizeof(steps), 0);
+  return steps;
 }
 
 LossCounts TargetProbes::losses() const {

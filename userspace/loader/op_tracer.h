@@ -137,6 +137,19 @@ class TargetProbes {
   void attach_annotations(const UprobeSites& name_kernels, const UprobeSites& constructor, const UprobeSites& end);
   // Backward nodes: Engine::evaluate_function and every Node subclass's apply().
   void attach_autograd(const UprobeSites& evaluate_function, const UprobeSites& node_apply);
+
+  // --max-overhead: the probes that fire at every op or autograd node (ops' entries, exits and
+  // spilled doubles, autograd nodes, RecordFunction's constructor and end()) are in only for
+  // windows; the step markers (a probe on the record_function kernels that counts the
+  // optimizer's steps), CUDA API calls and the stack sampler stay. Call before attaching: those probes
+  // are then kept unlinked until link_op_probes().
+  void keep_op_probes_for_windows() { op_probes_in_windows_ = true; }
+  // Links them, exits first as at attach; unlinks them, entries first. No-ops when so already.
+  void link_op_probes();
+  void unlink_op_probes() noexcept;
+  bool op_probes_linked() const { return op_probes_linked_; }
+  // The Optimizer.step annotations named in the target since it became one (BPF counts them).
+  uint64_t optimizer_steps() const;
   // CUDA API entry points (cuda_api_probes.h), ranges like ops without arguments or Python
   // stacks: cookies are their operator indices. Their `ret` sites go in first, as for ops.
   void attach_api_calls(const UprobeSites& entries, const UprobeSites& returns);
@@ -151,15 +164,23 @@ class TargetProbes {
  private:
   bool write_settings();  // false: the map refused them (errno says why)
   op_tracer& skeleton() const;
+  // Attaches one kind of per-op probe, or keeps it for link_op_probes().
+  void add_op_probe(const bpf_program* program, const UprobeSites& sites);
 
   OpTracer& tracer_;
   const pid_t pid_;
   const uint32_t slot_;
   std::vector<uint32_t> planned_ops_;  // op ids with a plan in op_plans, removed with the target
-  BpfLink op_links_;
-  BpfLink spill_links_;
-  std::vector<BpfLink> exit_links_;
-  std::vector<BpfLink> record_function_links_;  // annotations and autograd
+  // The probes that fire at every op, in attach order (which links them before their entries).
+  struct OpProbe {
+    const bpf_program* program;
+    UprobeSites sites;  // kept only for windows
+    BpfLink link;
+  };
+  std::vector<OpProbe> op_probes_;
+  bool op_probes_in_windows_ = false;
+  bool op_probes_linked_ = false;
+  BpfLink step_markers_link_;  // the record_function kernels, counting Optimizer.step
   std::vector<BpfLink> api_call_links_;
   std::vector<BpfLink> api_return_links_;
   BpfLink device_activity_link_;

@@ -1,6 +1,8 @@
 #include "userspace/loader/trap_calibration.h"
 
 #include <link.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include "probe_floor.skel.h"
 #include "userspace/cli/error.h"
 #include "userspace/loader/libbpf_messages.h"
+#include "userspace/loader/unique_fd.h"
 #include "userspace/loader/uprobe_multi.h"
 
 // Three functions whose instructions are known, so that each probe lands on the kind of
@@ -105,6 +108,48 @@ double trap_ns(const bpf_program* program, unsigned long offset, void (*function
   return std::max(0.0, ns_per_call(function, calls) - bare);
 }
 
+// A loop of about `ns` of CPU, the same work every call.
+void spin(uint64_t iterations) {
+  volatile uint64_t sink = 0;
+  for (uint64_t i = 0; i < iterations; ++i) sink = sink + i;
+}
+
+// The least CPU time of kRounds runs of spin(iterations).
+double ns_of_spin(uint64_t iterations) {
+  double best = std::numeric_limits<double>::max();
+  for (int round = 0; round < kRounds; ++round) {
+    const uint64_t start = now_ns();
+    spin(iterations);
+    best = std::min(best, static_cast<double>(now_ns() - start));
+  }
+  return best;
+}
+
+// What one interrupt of a cpu-clock perf event costs the thread it lands on (the kernel counts
+// it in that thread's CPU time: no IRQ time accounting on the kernels this was measured on; where
+// there is, the estimate is low by the interrupt's own time). Sampled at kSampleHz, with an empty
+// program.
+double interrupt_ns(const bpf_program* program) {
+  constexpr uint64_t kSampleHz = 10'000;
+  constexpr double kLoopNs = 20e6;
+  uint64_t iterations = 1'000'000;
+  const double calibration = ns_of_spin(iterations);
+  iterations = static_cast<uint64_t>(static_cast<double>(iterations) * kLoopNs / std::max(calibration, 1.0));
+  const double bare = ns_of_spin(iterations);
+  perf_event_attr attributes{};
+  attributes.size = sizeof(attributes);
+  attributes.type = PERF_TYPE_SOFTWARE;
+  attributes.config = PERF_COUNT_SW_CPU_CLOCK;
+  attributes.sample_period = 1'000'000'000 / kSampleHz;
+  const UniqueFd event(static_cast<int>(::syscall(SYS_perf_event_open, &attributes, 0, -1, -1, PERF_FLAG_FD_CLOEXEC)));
+  if (!event) throw Error(errno_message("cannot open a perf event to calibrate the sampler's cost", errno));
+  const BpfLink link(bpf_program__attach_perf_event(program, event.get()));
+  if (!link) throw Error(errno_message("cannot attach to a perf event to calibrate the sampler's cost", errno));
+  const double sampled = ns_of_spin(iterations);
+  const double samples = sampled * static_cast<double>(kSampleHz) / 1e9;
+  return std::max(0.0, (sampled - bare) / samples);
+}
+
 }  // namespace
 
 TrapCosts calibrate_trap_costs(int calls) {
@@ -118,6 +163,7 @@ TrapCosts calibrate_trap_costs(int calls) {
   costs.emulated_entry_ns = trap_ns(skeleton->progs.op_enter, push, tprof_trap_push, calls);
   costs.stepped_entry_ns = trap_ns(skeleton->progs.op_enter, mov, tprof_trap_mov, calls);
   costs.return_ns = trap_ns(skeleton->progs.op_return, push + kPushLength + kPopLength, tprof_trap_push, calls);
+  costs.interrupt_ns = interrupt_ns(skeleton->progs.sample);
   return costs;
 }
 

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sched.h>
+#include <time.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -12,10 +13,12 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "userspace/cli/console.h"
 #include "userspace/cli/error.h"
 #include "userspace/loader/trap_calibration.h"
+#include "userspace/session/overhead_budget.h"
 #include "userspace/session/plan_cache.h"
 #include "userspace/session/process_holder.h"
 #include "userspace/session/recording_loop.h"
@@ -42,7 +45,9 @@ class Recordings {
         console_(console),
         labelled_(labelled),
         session_(options.ring_buffer_bytes),
-        library_plans_(options.plan_cache ? std::make_unique<PlanCache>(PlanCache::default_directory()) : nullptr) {}
+        library_plans_(options.plan_cache ? std::make_unique<PlanCache>(PlanCache::default_directory()) : nullptr) {
+    if (options.max_overhead) overhead_budget_.emplace(*options.max_overhead);
+  }
 
   // Plans, loads and starts one target. The first one started sets the base time all share.
   void add(pid_t pid, bool found_later = false) {
@@ -62,7 +67,10 @@ class Recordings {
     start_calibration();
   }
 
-  void drain(uint64_t time_limit_ns) { drain_ring_buffer(time_limit_ns); }
+  void drain(uint64_t time_limit_ns) {
+    drain_ring_buffer(time_limit_ns);
+    keep_within_overhead_budget();
+  }
 
   bool empty() const { return recordings_.empty(); }
 
@@ -106,16 +114,42 @@ class Recordings {
   // status line shows it); none before the calibration and a CPU reading are in, or with
   // several targets.
   std::optional<double> probe_share_so_far() {
-    if (!trap_costs_.valid() || trap_costs_.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
-      return std::nullopt;
-    const std::optional<TrapCosts> traps = trap_costs_.get();
-    const auto programs = program_work_of_one_target();
-    if (!traps || !programs) return std::nullopt;  // and so one target
+    if (recordings_.size() != 1) return std::nullopt;
     const std::optional<uint64_t> cpu_ns = recordings_.front()->cpu_in_window_ns();
     if (!cpu_ns || *cpu_ns == 0) return std::nullopt;
-    const double estimate_ns = traps->estimate_ns(programs->entry_traps, programs->return_traps, programs->stepped_traps) +
-                               static_cast<double>(programs->run_time_ns);
-    return std::min(1.0, estimate_ns / static_cast<double>(*cpu_ns));
+    const std::optional<double> cost_ns = probe_cost_so_far_ns(*cpu_ns);
+    if (!cost_ns) return std::nullopt;
+    return std::min(1.0, *cost_ns / static_cast<double>(*cpu_ns));
+  }
+
+  // --max-overhead: opens or closes the one target's window of ops as the budget says, once the
+  // traps are calibrated (until then no window opens).
+  void keep_within_overhead_budget() {
+    if (!overhead_budget_ || recordings_.size() != 1) return;
+    TargetRecording& recording = *recordings_.front();
+    std::optional<OverheadBudget::Reading> reading = budget_reading(recording);
+    if (!reading) return;
+    switch (overhead_budget_->decide(*reading, recording.op_window_open())) {
+      case OverheadBudget::Decision::kOpen:
+        moving_probes_ns_ += cpu_time_of([&] { recording.open_op_window(); });
+        if ((reading = budget_reading(recording))) overhead_budget_->opened(*reading);
+        break;
+      case OverheadBudget::Decision::kClose:
+        moving_probes_ns_ += cpu_time_of([&] { recording.close_op_window(); });
+        break;
+      case OverheadBudget::Decision::kKeep: break;
+    }
+  }
+
+  std::optional<OverheadBudget::Reading> budget_reading(TargetRecording& recording) {
+    const std::optional<uint64_t> cpu_ns = recording.cpu_in_window_ns();
+    const std::optional<double> cost_ns = cpu_ns ? probe_cost_so_far_ns(*cpu_ns) : std::nullopt;
+    if (!cost_ns) return std::nullopt;
+    return OverheadBudget::Reading{.now_ns = monotonic_now_ns(),
+                                   .probe_cost_ns = *cost_ns,
+                                   .target_cpu_ns = *cpu_ns,
+                                   .exact_steps = recording.exact_steps_ended(),
+                                   .optimizer_steps = recording.optimizer_steps()};
   }
 
   // A target that replaced its program (exec): its probes go before it runs on, and its files
@@ -126,7 +160,7 @@ class Recordings {
     if (found == recordings_.end()) return;
     (*found)->detach();
     drain_ring_buffer(0);
-    (*found)->finish(StopReason::kTargetExeced, {.traps = trap_costs(), .programs = std::nullopt});
+    (*found)->finish(StopReason::kTargetExeced, {.traps = trap_costs(), .programs = std::nullopt, .moving_probes_ns = 0, .sample_hz = 0});
     recordings_.erase(found);
   }
 
@@ -139,7 +173,10 @@ class Recordings {
   // nothing): the files are written either way.
   std::string stop(StopReason reason) {
     for (const auto& recording : recordings_) recording->detach();
-    const TargetRecording::ProbeWork work{.traps = trap_costs(), .programs = program_work_of_one_target()};
+    const TargetRecording::ProbeWork work{.traps = trap_costs(),
+                                          .programs = program_work_of_one_target(),
+                                          .moving_probes_ns = moving_probes_ns_,
+                                          .sample_hz = recordings_.size() == 1 ? recordings_.front()->sample_hz() : 0};
     std::string fault;
     try {
       drain_ring_buffer(0);
@@ -172,24 +209,64 @@ class Recordings {
 
   // This machine's trap costs, measured once a session in tprof's own process on a thread of
   // its own, once recording has begun: not on the attach's path. SCHED_IDLE: it runs only on a
-  // CPU nobody else wants, never taking one from the target (a preempted round is a slower one,
-  // and the calibration keeps the fastest).
+  // CPU nobody else wants, never taking one from the target (the calibration times the thread's
+  // own CPU). Where every CPU is busy it may never run: the stop waits for it only a while, and
+  // --max-overhead, which opens no window without it, calibrates at the usual priority instead
+  // (about 0.3 s of CPU once).
   void start_calibration() {
     if (trap_costs_.valid()) return;
     programs_at_begin_ = session_.tracer().program_statistics();
-    trap_costs_ = std::async(std::launch::async, []() -> std::optional<TrapCosts> {
-                    const sched_param idle{};
-                    ::sched_setscheduler(0, SCHED_IDLE, &idle);  // this thread; best effort
-                    try {
-                      return calibrate_trap_costs();
-                    } catch (const std::exception&) {
-                      return std::nullopt;  // the estimate is left out of the summary
-                    }
-                  }).share();
+    const bool needed_now = options_.max_overhead.has_value();
+    // A detached thread, not std::async: the last future of an async task would wait for it at
+    // tprof's exit.
+    auto costs = std::make_shared<std::promise<std::optional<TrapCosts>>>();
+    trap_costs_ = costs->get_future().share();
+    std::thread([costs, needed_now] {
+      const sched_param idle{};
+      if (!needed_now) ::sched_setscheduler(0, SCHED_IDLE, &idle);  // this thread; best effort
+      try {
+        costs->set_value(calibrate_trap_costs());
+      } catch (const std::exception&) {
+        costs->set_value(std::nullopt);  // the estimate is left out of the summary
+      }
+    }).detach();
+  }
+
+  // What the probes have cost the one target over `target_cpu_ns` of its CPU so far: the traps
+  // the kernel counted at this machine's calibrated costs, tprof's BPF programs' run time, the
+  // sampler's interrupts and tprof's CPU moving the probes. None while calibrating, or with
+  // several targets.
+  std::optional<double> probe_cost_so_far_ns(uint64_t target_cpu_ns) {
+    if (!trap_costs_.valid() || trap_costs_.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+      return std::nullopt;
+    const std::optional<TrapCosts> traps = trap_costs_.get();
+    const auto programs = program_work_of_one_target();
+    if (!traps || !programs) return std::nullopt;
+    return traps->estimate_ns(*programs) + moving_probes_ns_ +
+           traps->sampling_ns(target_cpu_ns, recordings_.front()->sample_hz());
+  }
+
+  // tprof's CPU time (every thread, the kernel's work for it included) over `work`.
+  template <typename Work>
+  static double cpu_time_of(Work&& work) {
+    const uint64_t start_ns = process_cpu_now_ns();
+    work();
+    return static_cast<double>(process_cpu_now_ns() - start_ns);
+  }
+  static uint64_t process_cpu_now_ns() {
+    timespec now{};
+    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+    return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(now.tv_nsec);
   }
 
   std::optional<TrapCosts> trap_costs() const {
-    return trap_costs_.valid() ? trap_costs_.get() : std::nullopt;
+    constexpr auto kStopWaitsForCalibration = std::chrono::seconds(2);
+    if (!trap_costs_.valid()) return std::nullopt;
+    if (trap_costs_.wait_for(kStopWaitsForCalibration) != std::future_status::ready) {
+      console_.line("warning: no estimate of the probes' cost: no CPU was idle to measure a trap's cost on");
+      return std::nullopt;
+    }
+    return trap_costs_.get();
   }
 
   // The BPF programs serve every target at once: what the kernel counted of them is one
@@ -230,6 +307,10 @@ class Recordings {
   std::shared_future<std::optional<TrapCosts>> trap_costs_;
   std::optional<OpTracer::ProgramStatistics> programs_at_begin_;  // at the first begin
   size_t targets_prepared_ = 0;
+  std::optional<OverheadBudget> overhead_budget_;  // --max-overhead
+  // --max-overhead: tprof's CPU spent putting the probes in and out, counted as the target's:
+  // it competes for the target's CPUs (on the 2-vCPU test VM, ~0.3 s a window).
+  double moving_probes_ns_ = 0;
 };
 
 // The pids named and those --match finds, each once, in order.
@@ -343,6 +424,12 @@ void wait_for_command_end(ProcessHolder& holder, const UniqueFd& stop_signals) {
 
 }  // namespace
 
+void require_one_target_for_max_overhead(const AttachOptions& options) {
+  if (options.max_overhead)
+    throw Error("--max-overhead governs one target, from the kernel's counts of tprof's programs, which every "
+                "target shares: attach to one process, without --children or --follow");
+}
+
 void require_default_names_for_several(const AttachOptions& options) {
   if (!options.output_path.empty() || !options.execution_trace_path.empty() || !options.stacks_path.empty())
     throw Error("-o, --et and --stacks name one target's files; with several targets use --output-dir");
@@ -350,6 +437,7 @@ void require_default_names_for_several(const AttachOptions& options) {
 
 int run_record(const AttachOptions& options, ProcessHolder& holder, const std::string& command_name) {
   Console console(options.quiet);
+  if (options.follow) require_one_target_for_max_overhead(options);
   const UniqueFd stop_signals = block_stop_signals();
   const MonotonicToUnix clock = MonotonicToUnix::calibrate();
   Recordings recordings(options, clock, console, options.follow);
@@ -390,7 +478,10 @@ int run_attach(const AttachOptions& options) {
   const std::vector<pid_t> pids =
       options.follow_children ? with_descendants_that_loaded_torch(named, descendants) : named;
   const bool several = pids.size() > 1 || options.follow_children;
-  if (several) require_default_names_for_several(options);
+  if (several) {
+    require_default_names_for_several(options);
+    require_one_target_for_max_overhead(options);
+  }
   const UniqueFd stop_signals = block_stop_signals();
   const MonotonicToUnix clock = MonotonicToUnix::calibrate();
   Recordings recordings(options, clock, console, several);

@@ -44,6 +44,9 @@ struct AttachOptions {
   // --step-function [MODULE:]NAME: a step is a call of that Python function; empty: each
   // Optimizer.step ends one.
   std::string step_function;
+  // --max-overhead: the target's slowdown the probes may cost, as a fraction (0.05: 5%); the
+  // per-op probes are then in only for windows that keep the estimate within it. none: always.
+  std::optional<double> max_overhead;
   bool quiet = false;
   // Monotonic: when tprof started, which a target's `attached` line counts from; 0: from when
   // its planning began (a target found later, `tprof record`'s).
@@ -57,6 +60,8 @@ int run_attach(const AttachOptions& options);
 // Several targets write several sets of files, which only default names tell apart: throws
 // tprof::Error if the options name files.
 void require_default_names_for_several(const AttachOptions& options);
+// --max-overhead is for one target: throws tprof::Error when it is set.
+void require_one_target_for_max_overhead(const AttachOptions& options);
 
 class ProcessHolder;
 

@@ -30,6 +30,11 @@ void report_probe_cost(Console& console, const model::ProbeCost& cost) {
            group_thousands(measured->stepped_traps) + " stepped x " + microseconds(cost.stepped_entry_ns) +
            "; trap costs measured in tprof's process) + " + group_thousands(measured->bpf_run_ns / 1'000'000) +
            " ms in tprof's BPF programs";
+    if (cost.sampling_ns > 0)
+      line += " + " + group_thousands(static_cast<uint64_t>(cost.sampling_ns / 1e6)) + " ms of stack-sample interrupts (" +
+              microseconds(cost.interrupt_ns) + " each)";
+    if (measured->moving_probes_ns > 0)
+      line += " + " + group_thousands(measured->moving_probes_ns / 1'000'000) + " ms of tprof's CPU putting them in and out";
   } else {
     line = "probes: " + group_thousands(cost.ranges) + " ranges x " + microseconds(cost.emulated_entry_ns + cost.return_ns) +
            " (a trap at entry " + microseconds(cost.emulated_entry_ns) + ", " + microseconds(cost.stepped_entry_ns) +
@@ -40,6 +45,19 @@ void report_probe_cost(Console& console, const model::ProbeCost& cost) {
     char share[48];
     std::snprintf(share, sizeof(share), " (%.1f%%)", 100.0 * cost.estimate_ns / static_cast<double>(cost.target_cpu_ns));
     line += " of the target's " + group_thousands(cost.target_cpu_ns / 1'000'000) + " ms of CPU" + share;
+  }
+  console.line(line);
+}
+
+void report_op_windows(Console& console, const model::OpWindows& windows) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "%g%%", 100.0 * windows.max_slowdown);
+  std::string line = std::string("ops in windows (--max-overhead ") + text + "): " + group_thousands(windows.windows) +
+                     (windows.windows == 1 ? " window, " : " windows, ") + group_thousands(windows.exact_steps) +
+                     " exact ProfilerSteps of " + group_thousands(windows.steps_seen) + " steps";
+  if (windows.estimated_slowdown) {
+    std::snprintf(text, sizeof(text), "; estimated slowdown %.1f%%", 100.0 * *windows.estimated_slowdown);
+    line += text;
   }
   console.line(line);
 }

@@ -29,6 +29,7 @@
 #include "userspace/cli/unknown_values.h"
 #include "userspace/loader/op_tracer.h"
 #include "userspace/session/op_selection.h"
+#include "userspace/session/overhead_budget.h"
 #include "userspace/session/privileges.h"
 #include "userspace/loader/probe_plan.h"
 #include "userspace/ingest/record_consumer.h"
@@ -42,6 +43,7 @@
 #include "userspace/session/run_report.h"
 #include "userspace/assemble/device_correlator.h"
 #include "userspace/assemble/span_closer.h"
+#include "userspace/assemble/torch_steps.h"
 #include "userspace/session/stop_signals.h"
 #include "userspace/session/output_files.h"
 #include "userspace/session/target_process.h"
@@ -143,7 +145,9 @@ std::string describe_attachment(const TargetProcess& target, const std::optional
   if (exits) text += " (" + std::to_string(exits->returns.offsets.size()) + " return sites)";
   if (ops && ops->tensor_layout) text += " with shapes";
   if (ops && python) text += ", ";
-  if (python) text += "Python " + python->version.to_string() + " stacks (sampler " + std::to_string(sample_hz) + " Hz)";
+  if (python)
+    text += "Python " + python->version.to_string() + " stacks (" +
+            (sample_hz > 0 ? "sampler " + std::to_string(sample_hz) + " Hz" : std::string("no sampler")) + ")";
   return text + " in " + timings.describe();
 }
 
@@ -313,43 +317,6 @@ void report(Console& console, StopReason reason, const SessionSinks& sinks, cons
   console.summary_table(format_summary_table(sinks.totals().table(), summary_options));
 }
 
-// The annotations of the parts of iterations at the window's edges (SpanCloser::PartialStep).
-constexpr const char* kPartialStepBefore = "Partial step (in progress when first seen)";
-constexpr const char* kPartialStepAfter = "Partial step (cut off by the stop)";
-
-// torch.optim's record_function around every optimizer's step: "Optimizer.step#SGD.step".
-bool is_optimizer_step(const model::Operator& op) {
-  return op.kind == model::RangeKind::kUserAnnotation && op.name.starts_with("Optimizer.step#") &&
-         op.name.ends_with(".step");
-}
-
-// --step-function [MODULE:]NAME: a frame of that function, NAME being its qualified name
-// (Trainer.train_step) or its name (train_step), MODULE a module path matched against the
-// frame's file (pkg.train: .../pkg/train.py).
-std::function<bool(const ResolvedFrame&)> step_frame_matcher(const std::string& spec) {
-  const size_t colon = spec.rfind(':');
-  const std::string name = colon == std::string::npos ? spec : spec.substr(colon + 1);
-  std::string file_suffix;
-  if (colon != std::string::npos) {
-    file_suffix = spec.substr(0, colon);
-    std::replace(file_suffix.begin(), file_suffix.end(), '.', '/');
-    file_suffix += ".py";
-  }
-  return [name, file_suffix](const ResolvedFrame& frame) {
-    if (frame.qualified_name != name && frame.function != name) return false;
-    return file_suffix.empty() || frame.file == file_suffix || frame.file.ends_with("/" + file_suffix);
-  };
-}
-
-// The frames around the code that called Optimizer.step: its stack (innermost first) without
-// torch's own innermost frames (record_function's __enter__, the optimizer's step wrapper).
-size_t optimizer_caller_frames(const ResolvedStack& boundary) {
-  size_t torch_frames = 0;
-  while (torch_frames < boundary.size() && boundary[torch_frames].file.find("/torch/") != std::string::npos)
-    ++torch_frames;
-  return boundary.size() - torch_frames;
-}
-
 // Everything found before attaching: what to probe in the target.
 struct AttachPlan {
   std::optional<symbolizer::PythonLayout> python;
@@ -416,7 +383,7 @@ void plan_range_probes(AttachPlan& plan, const TargetProcess& target, Console& c
 
 // Attaches every planned probe but the CUPTI library's; they stay silent until
 // start_recording(). Exits before entries, like the partners they are. The stack sampler
-// serves every target; it is attached with the first that has Python stacks.
+// serves every target; it is attached with the first that has Python stacks (0 Hz: none).
 void attach_probes(TargetProbes& probes, OpTracer& tracer, AttachPlan& plan, uint32_t sample_hz) {
   if (plan.exits) probes.attach_exits(plan.exits->returns, plan.exits->catches);
   probes.attach_spilled_arguments(plan.spills.sites);
@@ -424,7 +391,7 @@ void attach_probes(TargetProbes& probes, OpTracer& tracer, AttachPlan& plan, uin
   for (size_t library = 0; library < plan.cuda_api.entries.size(); ++library)
     probes.attach_api_calls(plan.cuda_api.entries[library], plan.cuda_api.returns[library]);
   if (plan.range_probes) plan.range_probes->attach(probes);
-  if (plan.python) tracer.attach_python_sampler(sample_hz);
+  if (plan.python && sample_hz > 0) tracer.attach_python_sampler(sample_hz);
 }
 
 // Starts recording, then wakes the CUPTI library: it sends the GPUs' properties as it wakes,
@@ -467,6 +434,7 @@ class RecordingPipeline {
         router_(session.router()),
         summary_options_(options.summary),
         step_function_(options.step_function),
+        max_overhead_(options.max_overhead),
         operators_(plan.ops ? std::move(plan.ops->plan.operators) : std::vector<model::Operator>{}),
         range_operators_(operators_,
                          [range_probes = plan.range_probes ? &*plan.range_probes : nullptr](uint64_t vptr) {
@@ -494,19 +462,12 @@ class RecordingPipeline {
   // would skew every per-step figure (TensorBoard's average step time was 4 times torch's).
   void begin(const model::SessionInfo& session, uint64_t window_start_ns) {
     sinks_.sink().begin(session);
-    closer_.detect_steps(
-        {.is_boundary = [](const model::Operator& op) { return is_optimizer_step(op); },
-         .step_operator =
-             [this](uint64_t step) { return range_operators_.annotation("ProfilerStep#" + std::to_string(step)); },
-         .boundary_caller_frames = optimizer_caller_frames,
-         .is_step_frame = step_function_.empty() ? SpanCloser::StepDetection{}.is_step_frame
-                                                 : step_frame_matcher(step_function_),
-         .partial_step_operator = [this](SpanCloser::PartialStep part) {
-           return range_operators_.annotation(part == SpanCloser::PartialStep::kBeforeFirstBoundary
-                                                  ? kPartialStepBefore
-                                                  : kPartialStepAfter);
-         }});
-    closer_.open_step(session.pid, range_operators_.annotation("ProfilerStep#0"), window_start_ns);
+    closer_.detect_steps(torch_step_detection(
+        step_function_, [this](std::string_view name) { return range_operators_.annotation(name); }));
+    if (max_overhead_)
+      closer_.record_ops_in_windows(session.pid);
+    else
+      closer_.open_step(session.pid, range_operators_.annotation("ProfilerStep#0"), window_start_ns);
     closer_.thread_running_since(session.pid, window_start_ns);
     closer_.estimate_flops([](const model::Operator& op, const std::vector<model::Value>& inputs) {
       return symbolizer::estimate_flops(op.name, inputs).value_or(0);
@@ -533,7 +494,9 @@ class RecordingPipeline {
     closer_.finish(stop_ns);
     if (device_correlator_) device_correlator_->finish();
     model::RunSummary summary = summary_at(clock.to_unix(stop_ns), losses);
-    if (work.traps) summary.probe_cost = probe_cost(*work.traps, work.programs, target_cpu_ns);
+    if (work.traps)
+      summary.probe_cost = probe_cost(*work.traps, work.programs, work.moving_probes_ns, work.sample_hz, target_cpu_ns);
+    if (max_overhead_) summary.op_windows = op_windows(summary);
     sinks_.sink().finish(summary);
     sinks_.commit();
     return summary;
@@ -545,10 +508,12 @@ class RecordingPipeline {
   // From the traps the kernel counted and the programs' run time where they were measured, else
   // from two traps a range.
   model::ProbeCost probe_cost(const TrapCosts& traps, const std::optional<OpTracer::ProgramStatistics>& programs,
-                              uint64_t target_cpu_ns) const {
+                              double moving_probes_ns, uint32_t sample_hz, uint64_t target_cpu_ns) const {
     model::ProbeCost cost{.emulated_entry_ns = traps.emulated_entry_ns,
                           .stepped_entry_ns = traps.stepped_entry_ns,
                           .return_ns = traps.return_ns,
+                          .interrupt_ns = traps.interrupt_ns,
+                          .sampling_ns = traps.sampling_ns(target_cpu_ns, sample_hz),
                           .ranges = closer_.counts().ops,
                           .measured = std::nullopt,
                           .estimate_ns = traps.estimate_ns(closer_.counts().ops),
@@ -557,10 +522,23 @@ class RecordingPipeline {
     cost.measured = model::ProbeCost::Measured{.entry_traps = programs->entry_traps,
                                                .return_traps = programs->return_traps,
                                                .stepped_traps = programs->stepped_traps,
-                                               .bpf_run_ns = programs->run_time_ns};
-    cost.estimate_ns = traps.estimate_ns(programs->entry_traps, programs->return_traps, programs->stepped_traps) +
-                       static_cast<double>(programs->run_time_ns);
+                                               .bpf_run_ns = programs->run_time_ns,
+                                               .moving_probes_ns = static_cast<uint64_t>(moving_probes_ns)};
+    cost.estimate_ns = traps.estimate_ns(*programs) + moving_probes_ns + cost.sampling_ns;
     return cost;
+  }
+
+  model::OpWindows op_windows(const model::RunSummary& summary) const {
+    const SpanCloser::Counts& counts = closer_.counts();
+    model::OpWindows windows{.max_slowdown = *max_overhead_,
+                             .windows = counts.op_windows,
+                             .exact_steps = counts.steps,
+                             .steps_seen = probes_.optimizer_steps(),
+                             .estimated_slowdown = std::nullopt};
+    if (summary.probe_cost && summary.probe_cost->target_cpu_ns > 0)
+      windows.estimated_slowdown =
+          OverheadBudget::slowdown(summary.probe_cost->estimate_ns, summary.probe_cost->target_cpu_ns);
+    return windows;
   }
 
   // The end-of-run facts as they stand now.
@@ -592,9 +570,19 @@ class RecordingPipeline {
       if (const auto rejection = argument_decoder_->layout_rejection()) console.line("warning: " + *rejection);
     if (device_correlator_) report_device_activity(console, device_correlator_->counts(), losses);
     if (summary.probe_cost) report_probe_cost(console, *summary.probe_cost);
+    if (summary.op_windows) report_op_windows(console, *summary.op_windows);
   }
 
   uint64_t records() const { return decoder_.records(); }
+
+  // --max-overhead: the per-op probes went in (all linked) or out (all removed) at `monotonic_ns`.
+  void op_window_edge(OpWindowEdge edge, uint64_t monotonic_ns) {
+    OpEvent event;
+    event.monotonic_ns = monotonic_ns;
+    event.window_edge = edge;
+    closer_.add(0, std::move(event));
+  }
+  uint64_t exact_steps_ended() const { return closer_.counts().exact_steps_ended; }
 
  private:
   SpanCloser::StackLookup stack_lookup(const AttachPlan& plan, const OpTracer& tracer) {
@@ -671,6 +659,7 @@ class RecordingPipeline {
   RecordRouter& router_;
   const SummaryOptions summary_options_;
   const std::string step_function_;  // --step-function; empty: steps end at Optimizer.step
+  const std::optional<double> max_overhead_;  // --max-overhead
   std::optional<PythonFrameResolver> frame_resolver_;
   std::optional<PythonStackStore> stacks_;
   std::unordered_map<uint32_t, std::string> thread_names_;
@@ -757,6 +746,7 @@ void TargetRecording::prepare() {
   s.timings.loading_ns = monotonic_now_ns();
   s.probes = s.session.tracer().add_target(probe_options_for(s.target, s.plan.ops, s.plan.range_probes, s.plan.python));
   s.timings.loaded_ns = monotonic_now_ns();
+  if (s.options.max_overhead) s.probes->keep_op_probes_for_windows();
   if (s.plan.ops) s.timings.library_plan = s.plan.ops->plan_source;
   if (s.plan.ops && s.plan.ops->tensor_layout)
     for (uint32_t op_id = 0; op_id < s.plan.ops->argument_plans.size(); ++op_id)
@@ -774,7 +764,7 @@ void TargetRecording::attach() {
   State& s = *state_;
   s.attach_start_ns = monotonic_now_ns();
   try {
-    attach_probes(*s.probes, s.session.tracer(), s.plan, s.options.sample_hz);
+    attach_probes(*s.probes, s.session.tracer(), s.plan, sample_hz());
   } catch (const std::exception&) {
     rethrow_saying_if_exited(s.target, s.console);
   }
@@ -794,7 +784,7 @@ void TargetRecording::begin(uint64_t base_time_unix_ns, std::optional<uint64_t> 
   session.base_time_unix_ns = base_time_unix_ns != 0 ? base_time_unix_ns : session.window_start_unix_ns;
   session.gpu = s.plan.gpu;
   s.cpu_at_begin_ns = s.target.cpu_time_ns();
-  s.console.line(describe_attachment(s.target, s.plan.ops, s.plan.exits, s.plan.python, s.options.sample_hz,
+  s.console.line(describe_attachment(s.target, s.plan.ops, s.plan.exits, s.plan.python, sample_hz(),
                                      s.timings));
   s.pipeline->begin(session, window_start_ns);
 }
@@ -848,6 +838,32 @@ void TargetRecording::attach_device_activity() {
   s.console.line("GPU timing from CUDA's initialization on: CUPTI activity through " +
                  s.plan.cupti_library->path_in_target + " (CUDA API calls from CUPTI from then on, not uprobes)");
 }
+
+// A window is timed from after the last probe is in to before the first goes: what the probes
+// record while going in or out is partial, and dropped.
+void TargetRecording::open_op_window() {
+  State& s = *state_;
+  s.probes->link_op_probes();
+  s.pipeline->op_window_edge(OpWindowEdge::kOpened, monotonic_now_ns());
+}
+
+void TargetRecording::close_op_window() {
+  State& s = *state_;
+  s.pipeline->op_window_edge(OpWindowEdge::kClosing, monotonic_now_ns());
+  s.probes->unlink_op_probes();
+}
+
+// --max-overhead writes no python_function spans (see SpanCloser::record_ops_in_windows), the
+// sampler's only use, and its interrupts cost ~33 us each on the test VM.
+uint32_t TargetRecording::sample_hz() const {
+  return state_->plan.python && !state_->options.max_overhead ? state_->options.sample_hz : 0;
+}
+
+uint64_t TargetRecording::optimizer_steps() const { return state_->probes->optimizer_steps(); }
+
+bool TargetRecording::op_window_open() const { return state_->probes->op_probes_linked(); }
+
+uint64_t TargetRecording::exact_steps_ended() const { return state_->pipeline->exact_steps_ended(); }
 
 void TargetRecording::detach() {
   State& s = *state_;

@@ -58,17 +58,30 @@ class TargetRecording {
   struct ProbeWork {
     std::optional<TrapCosts> traps;
     std::optional<OpTracer::ProgramStatistics> programs;
+    double moving_probes_ns = 0;  // --max-overhead: tprof's CPU putting the probes in and out
+    uint32_t sample_hz = 0;       // the stack sampler's rate; 0: none
   };
   // Once the session has drained the ring buffer after detach(): closes what is still open,
   // writes the files and reports on the console, with what the probes cost the target when
   // `work.traps` is given.
-  void finish(StopReason reason, const ProbeWork& work = {});
+  void finish(StopReason reason, const ProbeWork& work);
 
   const TargetProcess& target() const;
   // --schedule with repeat=R: its last cycle is written.
   bool schedule_done() const;
   uint64_t records() const;
   uint64_t dropped() const;
+  // The stack sampler's rate on the target's CPUs; 0: no sampler (no Python stacks).
+  uint32_t sample_hz() const;
+  // --max-overhead: links or removes the per-op probes (a window of ops opens or closes now).
+  void open_op_window();
+  void close_op_window();
+  bool op_window_open() const;
+  // --max-overhead: the steps a window of ops saw whole, once ended; the Optimizer.step calls so
+  // far (counted in BPF, windows or not).
+  uint64_t exact_steps_ended() const;
+  uint64_t optimizer_steps() const;
+
   // The target's CPU time since the window began: read now while the window is open, as read at
   // its end after detach(); none when /proc could not tell.
   std::optional<uint64_t> cpu_in_window_ns();
