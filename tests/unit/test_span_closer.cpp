@@ -448,17 +448,25 @@ TEST(SpanCloser, ARecordFunctionRangesStackIsOneLookNotTheRangesStack) {
 // Steps as the session detects them: each Optimizer.step ends one; ProfilerStep#N operators
 // are appended to the table as they are needed; the boundary's caller frames are all but its
 // innermost (`compare_stacks`), or not compared.
+// Steps ended by Optimizer.step, each ProfilerStep#N named as it begins (appended to the table).
+SpanCloser::StepDetection optimizer_step_detection(Closer& c) {
+  return {.is_boundary = [](const model::Operator& op) { return op.name.starts_with("Optimizer.step#"); },
+          .step_operator =
+              [&c](uint64_t step_number) {
+                c.operators.push_back(
+                    {"ProfilerStep#" + std::to_string(step_number), "", model::RangeKind::kUserAnnotation});
+                return static_cast<uint32_t>(c.operators.size() - 1);
+              },
+          .boundary_caller_frames = nullptr};
+}
+
+// With `compare_stacks`, the boundary's caller's frames tell whether an iteration ended.
+size_t all_but_innermost(const ResolvedStack& boundary) { return boundary.size() - 1; }
+
 void detect_optimizer_steps(Closer& c, bool compare_stacks) {
-  c.closer.detect_steps(
-      {.is_boundary = [](const model::Operator& op) { return op.name.starts_with("Optimizer.step#"); },
-       .step_operator =
-           [&c](uint64_t step_number) {
-             c.operators.push_back({"ProfilerStep#" + std::to_string(step_number), "", model::RangeKind::kUserAnnotation});
-             return static_cast<uint32_t>(c.operators.size() - 1);
-           },
-       .boundary_caller_frames = compare_stacks ? std::function<size_t(const ResolvedStack&)>(
-                                                      [](const ResolvedStack& boundary) { return boundary.size() - 1; })
-                                                : nullptr});
+  SpanCloser::StepDetection detection = optimizer_step_detection(c);
+  if (compare_stacks) detection.boundary_caller_frames = all_but_innermost;
+  c.closer.detect_steps(std::move(detection));
   c.closer.open_step(1, 10, 5);
 }
 
@@ -620,17 +628,12 @@ void detect_optimizer_steps_and_partial_ones(Closer& c) {
   c.operators.push_back({"Partial step: before", "", model::RangeKind::kUserAnnotation});
   c.operators.push_back({"Partial step: after", "", model::RangeKind::kUserAnnotation});
   const auto before = static_cast<uint32_t>(c.operators.size() - 2);
-  c.closer.detect_steps(
-      {.is_boundary = [](const model::Operator& op) { return op.name.starts_with("Optimizer.step#"); },
-       .step_operator =
-           [&c](uint64_t step_number) {
-             c.operators.push_back({"ProfilerStep#" + std::to_string(step_number), "", model::RangeKind::kUserAnnotation});
-             return static_cast<uint32_t>(c.operators.size() - 1);
-           },
-       .boundary_caller_frames = [](const ResolvedStack& boundary) { return boundary.size() - 1; },
-       .partial_step_operator = [before](SpanCloser::PartialStep part) {
-         return part == SpanCloser::PartialStep::kBeforeFirstBoundary ? before : before + 1;
-       }});
+  SpanCloser::StepDetection detection = optimizer_step_detection(c);
+  detection.boundary_caller_frames = all_but_innermost;
+  detection.partial_step_operator = [before](SpanCloser::PartialStep part) {
+    return part == SpanCloser::PartialStep::kBeforeFirstBoundary ? before : before + 1;
+  };
+  c.closer.detect_steps(std::move(detection));
   c.closer.thread_running_since(1, 5);
 }
 
@@ -768,17 +771,11 @@ TEST(SpanCloser, InWindowsOfOpsOnlyWholeStepsAreProfilerStepsWithTheirRealNumber
   c.operators.push_back({"Partial step: window start", "", model::RangeKind::kUserAnnotation});
   c.operators.push_back({"Partial step: window end", "", model::RangeKind::kUserAnnotation});
   const auto window_start = static_cast<uint32_t>(c.operators.size() - 2);
-  c.closer.detect_steps(
-      {.is_boundary = [](const model::Operator& op) { return op.name.starts_with("Optimizer.step#"); },
-       .step_operator =
-           [&c](uint64_t step_number) {
-             c.operators.push_back({"ProfilerStep#" + std::to_string(step_number), "", model::RangeKind::kUserAnnotation});
-             return static_cast<uint32_t>(c.operators.size() - 1);
-           },
-       .boundary_caller_frames = nullptr,
-       .partial_step_operator = [window_start](SpanCloser::PartialStep part) {
-         return part == SpanCloser::PartialStep::kWindowStart ? window_start : window_start + 1;
-       }});
+  SpanCloser::StepDetection detection = optimizer_step_detection(c);
+  detection.partial_step_operator = [window_start](SpanCloser::PartialStep part) {
+    return part == SpanCloser::PartialStep::kWindowStart ? window_start : window_start + 1;
+  };
+  c.closer.detect_steps(std::move(detection));
   c.closer.record_ops_in_windows(1);
   c.closer.add(0, window_edge(100, OpWindowEdge::kOpened));
   c.add_all(1, {enter(50, 2), leave(60, 2),  // before the window: the probes going in
