@@ -305,7 +305,7 @@ struct ProbeCost {
 struct OpWindows {
   double max_slowdown = 0;        // the budget: 0.05 for 5%
   uint64_t windows = 0;           // windows of ops opened
-  uint64_t exact_steps = 0;       // ProfilerSteps: whole steps a window saw
+  uint64_t exact_steps = 0;       // ProfilerSteps: whole steps a window saw (windows, without any)
   uint64_t steps_seen = 0;        // Optimizer.step calls while recording (counted in BPF)
   std::optional<double> estimated_slowdown;  // from probe_cost; none without it
 };

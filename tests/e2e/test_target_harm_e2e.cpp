@@ -278,6 +278,35 @@ TEST(TargetHarmAttachCycles, AttachAndDetachTwentyTimesWhileExceptionsAreInFligh
   EXPECT_EQ(counts["caught"], counts["expected"]);
 }
 
+// --max-overhead puts the per-op probes in and takes them out again and again within one
+// attach: windows of ops come and go with exceptions in flight (time windows here: the loop
+// has no optimizer). At 5% its windows cost more than 5% of the time they are open, so they
+// close after 50 ms: 3 windows in 20 s on the 2-vCPU test VM.
+TEST(TargetHarmAttachCycles, WindowsOfOpsComeAndGoWhileExceptionsAreInFlight) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; target safety is NOT tested ***";
+  ScratchDirectory scratch;
+  const WorkloadEnvironment environment = host_workload(scratch.path(), workload_script("harm_workloads.py"));
+  HarmWorkload workload(environment, {"--scenario", "caught-op-error", "--until-stopped"});
+  workload.process().write_stdin("go\n");
+  const fs::path trace = scratch.path() / "windows.pt.trace.json";
+  AttachedTprof tprof(workload.pid(), trace, {"--duration", "20", "--no-et", "--max-overhead", "5%"});
+  tprof.stop(/*interrupt=*/false);
+  ASSERT_TRUE(workload.process().is_running()) << "the target died while windows came and went";
+  expect_valid(trace);
+  const nlohmann::json windows = load_trace(trace).at("tprof_summary").at("op_windows");
+  std::cout << "windows of ops: " << windows.dump() << '\n';
+  EXPECT_GE(windows.at("windows").get<uint64_t>(), 2u) << windows.dump();
+  const OpCensus census = census_of(load_trace(trace));
+  EXPECT_GT(OpCensus::of(census.all, "aten::topk"), 0u);
+  workload.process().write_stdin("stop\n");
+  const nlohmann::json counts = read_counts(workload.process());
+  workload.expect_clean_exit();
+  EXPECT_GT(counts["steps"].get<int>(), 0);
+  EXPECT_EQ(counts["caught"], counts["steps"]) << "every iteration caught its error";
+  EXPECT_EQ(counts["caught"], counts["expected"]);
+}
+
 // tprof itself killed (SIGKILL: no detach code runs) while the target throws: the kernel drops
 // every probe with tprof's links, and no return address was ever swapped, so nothing is left
 // behind in the target.

@@ -813,6 +813,40 @@ TEST(SpanCloser, InWindowsOfOpsOnlyWholeStepsAreProfilerStepsWithTheirRealNumber
     EXPECT_TRUE(op.span.start_ns < 1310 || op.span.start_ns >= 1400) << op.name << " between windows";
 }
 
+// Without any Optimizer.step, each window is the step, as ProfilerStep#0 covers a plain
+// recording without one: ProfilerStep#K for window K. Once a boundary shows up, the window it
+// ends is only part of an iteration.
+TEST(SpanCloser, WithoutBoundariesEachWindowOfOpsIsAStep) {
+  Closer c(step_operators());
+  c.operators.push_back({"Partial step: window start", "", model::RangeKind::kUserAnnotation});
+  c.operators.push_back({"Partial step: window end", "", model::RangeKind::kUserAnnotation});
+  const auto window_start = static_cast<uint32_t>(c.operators.size() - 2);
+  SpanCloser::StepDetection detection = optimizer_step_detection(c);
+  detection.partial_step_operator = [window_start](SpanCloser::PartialStep part) {
+    return part == SpanCloser::PartialStep::kWindowStart ? window_start : window_start + 1;
+  };
+  c.closer.detect_steps(std::move(detection));
+  c.closer.record_ops_in_windows(1);
+  c.closer.add(0, window_edge(100, OpWindowEdge::kOpened));
+  c.add_all(1, {enter(110, 1), leave(120, 1)});
+  c.closer.add(0, window_edge(150, OpWindowEdge::kClosing));
+  c.closer.add(0, window_edge(200, OpWindowEdge::kOpened));
+  c.add_all(1, {enter(210, 1), leave(220, 1), optimizer_step(230, 1), leave(240, 11), enter(300, 2), leave(310, 2)});
+  c.closer.add(0, window_edge(350, OpWindowEdge::kClosing));
+  c.closer.finish(400);
+
+  std::vector<std::string> steps;
+  for (const auto& op : c.sink.ops)
+    if (op.name.starts_with("ProfilerStep#") || op.name.starts_with("Partial step")) steps.push_back(op.name);
+  EXPECT_EQ(steps, (std::vector<std::string>{"ProfilerStep#0", "Partial step: window start",
+                                             "Partial step: window end"}));
+  const std::map<std::string, model::OpSpan> ranges = ranges_by_name(c.sink);
+  EXPECT_EQ(ranges.at("ProfilerStep#0").start_ns, 1100u);
+  EXPECT_EQ(ranges.at("ProfilerStep#0").end_ns, 1150u) << "the window's close";
+  EXPECT_EQ(c.closer.counts().steps, 1u);
+  EXPECT_EQ(c.closer.counts().exact_steps_ended, 0u);
+}
+
 TEST(SpanCloser, CountsOpsWithoutTheirPythonStack) {
   std::vector<model::Operator> operators = ops_operators();
   operators.push_back({"## step ##", "", model::RangeKind::kUserAnnotation});

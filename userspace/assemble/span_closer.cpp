@@ -206,6 +206,10 @@ void SpanCloser::hand_on_step(uint32_t tid, OpenRange& step) {
 void SpanCloser::hold_ended_steps(ThreadState& state, uint64_t end_ns) {
   hand_on_held_step();
   for (OpenRange& step : state.steps) step.span.end_ns = std::max(end_ns, step.span.start_ns);
+  // A window begun as the step (no boundary known then) holds only part of the iteration that
+  // its first boundary ends.
+  if (!state.steps.empty() && state.steps.back().window_step)
+    mark_partial(state.steps.back(), PartialStep::kWindowStart);
   if (!state.steps.empty()) {
     if (ops_in_windows_ && !state.steps.back().partial_step) ++counts_.exact_steps_ended;
     const uint64_t last_activity_ns = std::max(state.last_activity_ns, state.steps.back().span.start_ns);
@@ -388,6 +392,7 @@ void SpanCloser::close_ranges_down_to(ThreadState& state, size_t depth, uint64_t
     link_forward_backward(state.tid, state.open[at].span);
     if (step_detection_ && step_detection_->is_boundary(operators_.at(state.open[at].span.operator_index))) {
       state.step_boundary_passed = true;
+      boundary_seen_ = true;
       state.boundary_stack = state.open[at].stack;
       state.boundary_optimizer_steps = state.open[at].optimizer_steps;
     }
@@ -409,19 +414,23 @@ bool SpanCloser::outside_windows(const OpEvent& event) const {
   return kind != model::RangeKind::kCudaRuntime && kind != model::RangeKind::kCudaDriver;
 }
 
-// What runs before the window's first boundary is the rest of an iteration begun unseen.
+// What runs before the window's first boundary is the rest of an iteration begun unseen. While
+// no boundary has ever been seen, the window itself is the step, as one ProfilerStep#0 covers a
+// plain recording without any: ProfilerStep#K for the window K (from 0).
 void SpanCloser::open_ops_window(uint64_t at_ns) {
   ops_window_open_ = true;
-  ++counts_.op_windows;
   ThreadState& state = thread(step_thread_);
   OpenRange step;
   step.span.start_ns = at_ns;
   step.span.record_id = next_entry_id_++;
-  step.span.step = last_step_number_;
+  step.span.step = boundary_seen_ ? last_step_number_ : counts_.op_windows;
+  step.window_step = !boundary_seen_;
+  if (step.window_step) step.span.operator_index = step_detection_->step_operator(counts_.op_windows);
   state.steps.push_back(std::move(step));
-  mark_partial(state.steps.back(), PartialStep::kWindowStart);
+  if (boundary_seen_) mark_partial(state.steps.back(), PartialStep::kWindowStart);
   state.step_boundary_passed = false;
   state.ranges_in_step = false;
+  ++counts_.op_windows;
 }
 
 // The probes of the ranges still open are gone: their exits will not come. The step open now
@@ -442,7 +451,7 @@ void SpanCloser::close_ops_window(uint64_t at_ns) {
     }
     close_ranges_down_to(state, depth, kUnknownCounter);
     for (OpenRange& step : state.steps)
-      if (!step.partial_step) mark_partial(step, PartialStep::kWindowEnd);
+      if (!step.partial_step && !step.window_step) mark_partial(step, PartialStep::kWindowEnd);
     end_steps(state, at_ns);
     state.step_boundary_passed = false;
     state.boundary_stack = nullptr;

@@ -148,7 +148,9 @@ class SpanCloser {
   // began them to the next step's beginning are ProfilerSteps, numbered by the boundary's
   // optimizer_steps (steps between windows are counted in BPF, not seen). What a window holds
   // before its first step is a kWindowStart partial step on `step_tid`, where steps are, and
-  // the step a window's close cuts is a kWindowEnd one. Ranges still open at a close end
+  // the step a window's close cuts is a kWindowEnd one. While no boundary was ever seen, each
+  // window is one ProfilerStep#K, K the window's number from 0 (as ProfilerStep#0 covers a
+  // plain recording without boundaries). Ranges still open at a close end
   // there, flagged closed_at_stop (CUDA calls, whose probes stay, run on). Records of ranges
   // between windows, which the probes made while going in or out, are dropped and counted.
   // No python spans are made: frames run on across a window's edges, where its partial steps
@@ -200,6 +202,7 @@ class SpanCloser {
     size_t observation = SIZE_MAX;                // its entry in the thread's waiting observations
     bool partial_step = false;                    // a step range that is only part of an iteration
     uint32_t optimizer_steps = 0;                 // of its entry (OpEvent)
+    bool window_step = false;  // a window of ops as the step, no boundary known when it opened
   };
   struct ThreadState {
     ThreadState(uint32_t thread_id, PythonSpanNamer& namer) : tid(thread_id), timeline(namer) {}
@@ -266,6 +269,7 @@ class SpanCloser {
   std::optional<StepDetection> step_detection_;
   bool ops_in_windows_ = false;  // record_ops_in_windows
   bool ops_window_open_ = true;
+  bool boundary_seen_ = false;   // some step boundary closed
   FlopsEstimator flops_estimator_;
   uint32_t step_thread_ = 0;       // the thread whose steps are open (the one that trains)
   struct HeldStep {

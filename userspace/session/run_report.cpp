@@ -53,8 +53,11 @@ void report_op_windows(Console& console, const model::OpWindows& windows) {
   char text[64];
   std::snprintf(text, sizeof(text), "%g%%", 100.0 * windows.max_slowdown);
   std::string line = std::string("ops in windows (--max-overhead ") + text + "): " + group_thousands(windows.windows) +
-                     (windows.windows == 1 ? " window, " : " windows, ") + group_thousands(windows.exact_steps) +
-                     " exact ProfilerSteps of " + group_thousands(windows.steps_seen) + " steps";
+                     (windows.windows == 1 ? " window, " : " windows, ");
+  line += windows.steps_seen == 0
+              ? "each a ProfilerStep (no Optimizer.step seen)"
+              : group_thousands(windows.exact_steps) + " exact ProfilerSteps of " + group_thousands(windows.steps_seen) +
+                    " steps";
   if (windows.estimated_slowdown) {
     std::snprintf(text, sizeof(text), "; estimated slowdown %.1f%%", 100.0 * *windows.estimated_slowdown);
     line += text;
