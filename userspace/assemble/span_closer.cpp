@@ -407,11 +407,15 @@ void SpanCloser::window_edge(OpWindowEdge edge, uint64_t at_ns) {
   if (edge == OpWindowEdge::kClosing && ops_window_open_) close_ops_window(at_ns);
 }
 
-// Stack samples and CUDA calls are recorded all along.
+// CUDA calls' probes are not windowed (nor is the stack sampler).
+bool SpanCloser::recorded_all_along(uint32_t operator_index) const {
+  const model::RangeKind kind = operators_.at(operator_index).kind;
+  return kind == model::RangeKind::kCudaRuntime || kind == model::RangeKind::kCudaDriver;
+}
+
 bool SpanCloser::outside_windows(const OpEvent& event) const {
   if (!ops_in_windows_ || ops_window_open_ || event.is_sample || !knows_operator(event.op_id)) return false;
-  const model::RangeKind kind = operators_[event.op_id].kind;
-  return kind != model::RangeKind::kCudaRuntime && kind != model::RangeKind::kCudaDriver;
+  return !recorded_all_along(event.op_id);
 }
 
 // What runs before the window's first boundary is the rest of an iteration begun unseen. While
@@ -441,10 +445,7 @@ void SpanCloser::close_ops_window(uint64_t at_ns) {
   hand_on_held_step();
   for (auto& [tid, state] : threads_) {
     size_t depth = 0;
-    while (depth < state.open.size() &&
-           (operators_.at(state.open[depth].span.operator_index).kind == model::RangeKind::kCudaRuntime ||
-            operators_.at(state.open[depth].span.operator_index).kind == model::RangeKind::kCudaDriver))
-      ++depth;
+    while (depth < state.open.size() && recorded_all_along(state.open[depth].span.operator_index)) ++depth;
     for (size_t at = depth; at < state.open.size(); ++at) {
       state.open[at].span.end_ns = std::max(at_ns, state.open[at].span.start_ns);
       state.open[at].span.closed_at_stop = true;

@@ -259,6 +259,7 @@ class SpanCloser {
   void open_ops_window(uint64_t at_ns);
   void close_ops_window(uint64_t at_ns);
   bool outside_windows(const OpEvent& event) const;
+  bool recorded_all_along(uint32_t operator_index) const;
 
   const std::vector<model::Operator>& operators_;
   StackLookup find_stack_;

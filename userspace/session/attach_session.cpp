@@ -2,8 +2,8 @@
 
 #include <poll.h>
 #include <sched.h>
-#include <time.h>
 #include <signal.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -160,7 +160,8 @@ class Recordings {
     if (found == recordings_.end()) return;
     (*found)->detach();
     drain_ring_buffer(0);
-    (*found)->finish(StopReason::kTargetExeced, {.traps = trap_costs(), .programs = std::nullopt, .moving_probes_ns = 0, .sample_hz = 0});
+    (*found)->finish(StopReason::kTargetExeced,
+                     {.traps = trap_costs(), .programs = std::nullopt, .moving_probes_ns = 0, .sample_hz = 0});
     recordings_.erase(found);
   }
 
