@@ -265,10 +265,10 @@ void add_recording_options(CLI::App& command, tprof::AttachOptions& options, Rec
   command.add_option("--max-overhead", flags.max_overhead,
                      "P%: keep the target's estimated slowdown within P (0 < P <= 100) by putting the "
                      "probes that fire at every op (ops, their returns, autograd nodes) in only for windows, "
-                     "each held until it has recorded one whole step; the stack sampler, record_function "
-                     "annotations (the step markers) and GPU activity stay. Steps a window covered whole are "
-                     "ProfilerStep#N, exact, with its real N. Ops keep their Python stacks, but no "
-                     "python_function spans are written and no stack sampler runs. One target only")
+                     "each held until it has recorded one whole step; a probe counting Optimizer.step calls "
+                     "and GPU activity stay. Steps a window saw whole are ProfilerStep#N, exact, with their "
+                     "real N. Ops keep their Python stacks, but no python_function spans are written and no "
+                     "stack sampler runs. One target only")
       ->check([](const std::string& text) -> std::string {
         return parse_percentage(text) ? "" : "not a percentage in (0, 100] like 5%: " + text;
       });

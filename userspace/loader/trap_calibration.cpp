@@ -108,7 +108,7 @@ double trap_ns(const bpf_program* program, unsigned long offset, void (*function
   return std::max(0.0, ns_per_call(function, calls) - bare);
 }
 
-// A loop of about `ns` of CPU, the same work every call.
+// `iterations` additions: the same work at every call.
 void spin(uint64_t iterations) {
   volatile uint64_t sink = 0;
   for (uint64_t i = 0; i < iterations; ++i) sink = sink + i;
