@@ -15,7 +15,7 @@ struct TrapCosts {
   double return_ns = 0;          // a `ret` (single-stepped), where tprof ends every range
   // An interrupt of the target's CPU, measured as a cpu-clock perf event's (a stack sample's,
   // its BPF program's run time apart): ~33 us on the idle 2-vCPU test VM, where an interrupt
-  // leaves the guest.
+  // leaves the guest; 4.2 us, and once 0 (under the noise), while the VM was busy.
   double interrupt_ns = 0;
 
   // What tprof's probes took of the target's time for `ranges` ranges, each entered at a
