@@ -762,12 +762,9 @@ OpEvent optimizer_step(uint64_t ns, uint32_t steps_so_far) {
   return event;
 }
 
-// --max-overhead: the ops' probes are in only between window edges. A window's whole steps are
-// ProfilerSteps numbered by the optimizer steps counted in BPF (those between windows too);
-// the part before its first boundary and the step its close cuts are partial; ranges open at
-// the close end there; what arrives between windows (the probes going in or out) is dropped.
-TEST(SpanCloser, InWindowsOfOpsOnlyWholeStepsAreProfilerStepsWithTheirRealNumbers) {
-  Closer c(step_operators());
+// As --max-overhead sets the closer up: steps at Optimizer.step, the windows' edges' partial
+// steps under their own annotations, steps on thread 1.
+void record_ops_in_windows(Closer& c) {
   c.operators.push_back({"Partial step: window start", "", model::RangeKind::kUserAnnotation});
   c.operators.push_back({"Partial step: window end", "", model::RangeKind::kUserAnnotation});
   const auto window_start = static_cast<uint32_t>(c.operators.size() - 2);
@@ -777,6 +774,15 @@ TEST(SpanCloser, InWindowsOfOpsOnlyWholeStepsAreProfilerStepsWithTheirRealNumber
   };
   c.closer.detect_steps(std::move(detection));
   c.closer.record_ops_in_windows(1);
+}
+
+// --max-overhead: the ops' probes are in only between window edges. A window's whole steps are
+// ProfilerSteps numbered by the optimizer steps counted in BPF (those between windows too);
+// the part before its first boundary and the step its close cuts are partial; ranges open at
+// the close end there; what arrives between windows (the probes going in or out) is dropped.
+TEST(SpanCloser, InWindowsOfOpsOnlyWholeStepsAreProfilerStepsWithTheirRealNumbers) {
+  Closer c(step_operators());
+  record_ops_in_windows(c);
   c.closer.add(0, window_edge(100, OpWindowEdge::kOpened));
   c.add_all(1, {enter(50, 2), leave(60, 2),  // before the window: the probes going in
                 enter(110, 1), leave(120, 1), optimizer_step(130, 41), leave(140, 11),  // the 41st step's end
@@ -818,15 +824,7 @@ TEST(SpanCloser, InWindowsOfOpsOnlyWholeStepsAreProfilerStepsWithTheirRealNumber
 // ends is only part of an iteration.
 TEST(SpanCloser, WithoutBoundariesEachWindowOfOpsIsAStep) {
   Closer c(step_operators());
-  c.operators.push_back({"Partial step: window start", "", model::RangeKind::kUserAnnotation});
-  c.operators.push_back({"Partial step: window end", "", model::RangeKind::kUserAnnotation});
-  const auto window_start = static_cast<uint32_t>(c.operators.size() - 2);
-  SpanCloser::StepDetection detection = optimizer_step_detection(c);
-  detection.partial_step_operator = [window_start](SpanCloser::PartialStep part) {
-    return part == SpanCloser::PartialStep::kWindowStart ? window_start : window_start + 1;
-  };
-  c.closer.detect_steps(std::move(detection));
-  c.closer.record_ops_in_windows(1);
+  record_ops_in_windows(c);
   c.closer.add(0, window_edge(100, OpWindowEdge::kOpened));
   c.add_all(1, {enter(110, 1), leave(120, 1)});
   c.closer.add(0, window_edge(150, OpWindowEdge::kClosing));
