@@ -157,6 +157,9 @@ struct OpSpan {
                                   // annotation); 0: none
   uint32_t operator_index = 0;  // into the operator table
   uint32_t depth = 0;           // number of enclosing ops on this thread
+  // A part of an iteration that is no whole step: what ran in a window of ops before its first
+  // step boundary (--max-overhead), whose step number is not known.
+  static constexpr uint64_t kNoStep = UINT64_MAX;
   uint64_t step = 0;            // the N of the ProfilerStep#N open when it began (a step: its own)
   bool closed_at_stop = false;  // still running when recording stopped; end_ns is the stop time
   bool unwound = false;         // a C++ exception ended it; end_ns is when a handler caught it

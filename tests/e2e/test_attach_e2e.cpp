@@ -1357,7 +1357,8 @@ TEST_F(RefusalTest, UsageErrorsExitTwoInOneLine) {
         {"record", "--duration", "-nan", "--", "true"}, {"attach", "1", "--children", "--start-at", "4000000000"},
         {"attach", "1", "--max-overhead", "0"}, {"attach", "1", "--max-overhead", "150%"},
         {"attach", "1", "--max-overhead", "five"},
-        {"attach", "1", "--max-overhead", "5%", "--schedule", "wait=0,warmup=0,active=1", "--output-dir", "/tmp"},
+        {"attach", "1", "--max-files", "3"}, {"attach", "1", "--schedule", "wait=0,warmup=0,active=1", "--max-files", "0"},
+        {"attach", "1", "--duration", "0.0001"}, {"attach", "1", "--duration", "-1"},
         {"attach", "1", "--max-overhead", "5%", "--step-function", "train_step"},
         {}}) {
     SCOPED_TRACE(join_lines(arguments));

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,9 +28,8 @@ using testing::fail_harness;
 constexpr auto kRunTimeout = 180s;
 
 // `tprof attach PID` with `options` until it stops: its console.
-std::string attach(pid_t pid, const fs::path& trace, std::vector<std::string> options) {
-  std::vector<std::string> argv = {testing::tprof_binary(), "attach", std::to_string(pid), "-o", trace.string(),
-                                   "--no-et"};
+std::string attach(pid_t pid, std::vector<std::string> options) {
+  std::vector<std::string> argv = {testing::tprof_binary(), "attach", std::to_string(pid)};
   argv.insert(argv.end(), options.begin(), options.end());
   ChildProcess tprof({.argv = argv, .pipe_stderr = true});
   tprof.stderr_lines().read_to_end(kRunTimeout);
@@ -38,6 +38,11 @@ std::string attach(pid_t pid, const fs::path& trace, std::vector<std::string> op
     fail_harness("tprof failed (" + (status ? status->describe() : "still running") + "):\n" +
                  tprof.stderr_lines().transcript());
   return tprof.stderr_lines().transcript();
+}
+
+std::string attach(pid_t pid, const fs::path& trace, std::vector<std::string> options) {
+  options.insert(options.begin(), {"-o", trace.string(), "--no-et"});
+  return attach(pid, std::move(options));
 }
 
 struct Step {
@@ -67,21 +72,31 @@ std::vector<Step> steps_of(const TraceJson& trace) {
   return steps;
 }
 
+// What a step of the loop holds (range name -> count) as a plain recording writes it, its
+// most common kind.
+std::map<std::string, int> usual_step(pid_t training, const fs::path& scratch) {
+  attach(training, scratch / "plain.pt.trace.json", {"--duration", "2"});
+  std::map<std::map<std::string, int>, int> plain_steps;
+  for (const Step& step : steps_of(load_trace(scratch / "plain.pt.trace.json")))
+    if (step.name.starts_with("ProfilerStep#")) ++plain_steps[step.ranges];
+  fs::remove(scratch / "plain.pt.trace.json");
+  if (plain_steps.empty()) fail_harness("a plain recording of the loop held no ProfilerStep");
+  const auto usual = std::max_element(plain_steps.begin(), plain_steps.end(),
+                                      [](const auto& a, const auto& b) { return a.second < b.second; });
+  if (!usual->first.contains("aten::convolution")) fail_harness("the loop's usual step runs no convolution");
+  return usual->first;
+}
+
+uint64_t step_number(const std::string& profiler_step) {
+  return std::stoull(profiler_step.substr(std::string("ProfilerStep#").size()));
+}
+
 TEST(OverheadBudget, EveryProfilerStepIsAWholeStepAndNoOpIsWrittenBetweenWindows) {
   if (!testing::has_tracing_capabilities())
     GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; --max-overhead is NOT tested ***";
   ScratchDirectory scratch;
   const std::unique_ptr<ChildProcess> training = start_endless_training(scratch.path());
-
-  // A step of the loop, as a plain recording writes it.
-  attach(training->pid(), scratch.path() / "plain.pt.trace.json", {"--duration", "2"});
-  std::map<std::map<std::string, int>, int> plain_steps;
-  for (const Step& step : steps_of(load_trace(scratch.path() / "plain.pt.trace.json")))
-    if (step.name.starts_with("ProfilerStep#")) ++plain_steps[step.ranges];
-  ASSERT_FALSE(plain_steps.empty());
-  const auto usual = std::max_element(plain_steps.begin(), plain_steps.end(),
-                                      [](const auto& a, const auto& b) { return a.second < b.second; });
-  ASSERT_GT(usual->first.at("aten::convolution"), 0);
+  const std::map<std::string, int> usual = usual_step(training->pid(), scratch.path());
 
   // At 20%, the first window (its cost guessed at 300 ms) opens after 1.8 s of the loop's CPU.
   const fs::path trace_path = scratch.path() / "budget.pt.trace.json";
@@ -103,8 +118,8 @@ TEST(OverheadBudget, EveryProfilerStepIsAWholeStepAndNoOpIsWrittenBetweenWindows
   uint64_t last_number = 0;
   for (const Step* step : exact) {
     SCOPED_TRACE(step->name);
-    EXPECT_EQ(step->ranges, usual->first) << "a whole step, as a plain recording writes one";
-    const uint64_t number = std::stoull(step->name.substr(std::string("ProfilerStep#").size()));
+    EXPECT_EQ(step->ranges, usual) << "a whole step, as a plain recording writes one";
+    const uint64_t number = step_number(step->name);
     EXPECT_GT(number, last_number) << "numbered by the optimizer steps so far";
     EXPECT_LE(number, seen);
     last_number = number;
@@ -120,6 +135,59 @@ TEST(OverheadBudget, EveryProfilerStepIsAWholeStepAndNoOpIsWrittenBetweenWindows
   const TraceJson& cost = trace.at("tprof_summary").at("probe_cost");
   EXPECT_GT(cost.at("moving_probes_ns").get<uint64_t>(), 0u) << "putting the probes in and out costs tprof CPU";
   EXPECT_GE(cost.at("interrupt_ns").get<double>(), 0.0) << "calibrated, if too cheap to measure (0)";
+}
+
+// --max-overhead with --schedule, repeating until stopped: each window is for one cycle, and
+// each cycle's trace holds that cycle's active steps, whole; --max-files keeps only the last
+// cycles' traces and Execution Traces on disk.
+TEST(OverheadBudget, UnderAScheduleEachCycleIsATraceOfItsWholeStepsAndMaxFilesKeepsTheLast) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; --max-overhead --schedule is NOT tested ***";
+  ScratchDirectory scratch;
+  const std::unique_ptr<ChildProcess> training = start_endless_training(scratch.path());
+  const std::map<std::string, int> usual = usual_step(training->pid(), scratch.path());
+
+  // At 50% a window (~0.5 s of tprof's CPU on the test VM) opens every second or two.
+  const fs::path traces = scratch.path() / "cycles";
+  fs::create_directory(traces);
+  const std::string console = attach(training->pid(), {"--duration", "12", "--max-overhead", "50%", "--schedule",
+                                                       "wait=2,warmup=2,active=2", "--max-files", "2",
+                                                       "--output-dir", traces.string()});
+  ASSERT_NE(console.find("older ones removed for --max-files"), std::string::npos)
+      << "at least 3 cycles were written in 12 s:\n" << console;
+  EXPECT_TRUE(training->is_running()) << "the target runs on";
+
+  std::vector<fs::path> trace_files, execution_traces;
+  for (const auto& entry : fs::directory_iterator(traces))
+    if (entry.path().string().ends_with(".pt.trace.json")) trace_files.push_back(entry.path());
+  for (const auto& entry : fs::directory_iterator(traces / "execution_trace")) execution_traces.push_back(entry.path());
+  ASSERT_EQ(trace_files.size(), 2u) << console;
+  EXPECT_EQ(execution_traces.size(), 2u) << "each cycle's Execution Trace goes with its trace";
+  std::sort(trace_files.begin(), trace_files.end());  // by the unix_ns in their names
+  for (const fs::path& path : trace_files) {
+    SCOPED_TRACE(path.filename().string());
+    EXPECT_EQ(validate_trace_file(path), std::vector<std::string>{});
+    const std::string stem = path.filename().string().substr(0, path.filename().string().size() - 14);
+    EXPECT_TRUE(fs::exists(traces / "execution_trace" / (stem + ".et.json")));
+    const TraceJson trace = load_trace(path);
+    EXPECT_GE(trace.at("tprof_summary").at("op_windows").at("windows").get<uint64_t>(), 1u);
+    const std::vector<Step> steps = steps_of(trace);
+    // The stop may cut the newest cycle short: written with what it has, as torch writes its
+    // recording at exit (a cut step is a partial one).
+    const bool newest = path == trace_files.back();
+    if (!newest) ASSERT_EQ(steps.size(), 2u) << "the cycle's 2 active steps, nothing else";
+    ASSERT_FALSE(steps.empty());
+    std::optional<uint64_t> first;
+    for (const Step& step : steps) {
+      if (newest && step.name.starts_with("Partial step")) continue;
+      const uint64_t number = step_number(step.name);
+      if (!first) first = number;
+      EXPECT_EQ(*first % 6, 4u) << step.name << ": wait=2,warmup=2 come first in each cycle of 6";
+      EXPECT_LE(number - *first, 1u) << step.name << " in the cycle of ProfilerStep#" << *first;
+      EXPECT_EQ(step.ranges, usual) << step.name << " is a whole step";
+    }
+    if (!newest) EXPECT_EQ(steps[1].name, "ProfilerStep#" + std::to_string(*first + 1));
+  }
 }
 
 }  // namespace

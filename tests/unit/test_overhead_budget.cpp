@@ -95,3 +95,34 @@ TEST(OverheadBudget, WithoutStepsAWindowLastsAFixedTime) {
 
 }  // namespace
 }  // namespace tprof
+
+namespace tprof {
+namespace {
+
+// --schedule: a window opens only for a cycle that is due, even with budget to spare, and holds
+// until its cycle's last step has ended, however dear; only an overdraft closes it sooner.
+TEST(OverheadBudget, UnderAScheduleTheCycleSaysWhenAWindowOpensAndCloses) {
+  OverheadBudget budget(0.05);
+  const OverheadBudget::Scheduled not_due{};
+  const OverheadBudget::Scheduled due{.cycle_due = true};
+  const OverheadBudget::Scheduled recording{};
+  const OverheadBudget::Scheduled recorded{.cycle_recorded = true};
+  EXPECT_EQ(budget.decide(at(100, 0, 500), false, not_due), Decision::kKeep) << "budget to spare, no cycle due";
+  EXPECT_EQ(budget.decide(at(0.1, 0, 500), false, due), Decision::kKeep) << "a cycle due, no budget yet";
+  ASSERT_EQ(budget.decide(at(100, 0, 500), false, due), Decision::kOpen);
+  budget.opened(at(100.2, 200, 501));
+  EXPECT_EQ(budget.decide(at(100.3, 1000, 520), true, recording), Decision::kKeep)
+      << "twenty steps counted and dearer than the rate: the cycle is not over";
+  EXPECT_EQ(budget.decide(at(100.4, 1100, 521), true, recorded), Decision::kClose);
+}
+
+TEST(OverheadBudget, UnderAScheduleAnOverdrawnWindowClosesBeforeItsCycleEnds) {
+  OverheadBudget budget(0.05);
+  ASSERT_EQ(budget.decide(at(100, 0, 500), false, OverheadBudget::Scheduled{.cycle_due = true}), Decision::kOpen);
+  budget.opened(at(100.2, 200, 501));
+  // The allowance at 101 s of CPU is ~4.8 s; the overdraft 10 s x 5% = 0.5 s more.
+  EXPECT_EQ(budget.decide(at(101, 5400, 502), true, OverheadBudget::Scheduled{}), Decision::kClose);
+}
+
+}  // namespace
+}  // namespace tprof

@@ -817,6 +817,31 @@ TEST(SpanCloser, InWindowsOfOpsOnlyWholeStepsAreProfilerStepsWithTheirRealNumber
   EXPECT_TRUE(cut.closed_at_stop);
   for (const auto& op : c.sink.ops)
     EXPECT_TRUE(op.span.start_ns < 1310 || op.span.start_ns >= 1400) << op.name << " between windows";
+  // What ran before the second window's first boundary belongs to no step a schedule counts.
+  for (const auto& op : c.sink.ops)
+    if (op.span.start_ns >= 1400 && op.span.start_ns < 1440) EXPECT_EQ(op.span.step, model::OpSpan::kNoStep) << op.name;
+  EXPECT_EQ(ranges_by_name(c.sink).at("aten::op0").step, 97u) << "the last op0, after the 97th step";
+}
+
+// A window opened after Optimizer.step calls were counted (but none seen in a window) knows
+// that steps exist: what it holds before its first boundary is a partial step, not a window's
+// ProfilerStep#K.
+TEST(SpanCloser, AWindowOpenedAfterCountedStepsBeginsWithAPartialStep) {
+  Closer c(step_operators());
+  record_ops_in_windows(c);
+  OpEvent opened = window_edge(100, OpWindowEdge::kOpened);
+  opened.optimizer_steps = 7;
+  c.closer.add(0, std::move(opened));
+  c.add_all(1, {enter(110, 1), leave(120, 1), optimizer_step(130, 8), leave(140, 11), enter(200, 0), leave(210, 0),
+                optimizer_step(230, 9), leave(240, 11), enter(300, 0), leave(310, 0)});
+  c.closer.add(0, window_edge(350, OpWindowEdge::kClosing));
+  c.closer.finish(400);
+
+  std::vector<std::string> steps;
+  for (const auto& op : c.sink.ops)
+    if (op.name.starts_with("ProfilerStep#") || op.name.starts_with("Partial step")) steps.push_back(op.name);
+  EXPECT_EQ(steps, (std::vector<std::string>{"Partial step: window start", "ProfilerStep#8", "Partial step: window end"}));
+  EXPECT_EQ(ranges_by_name(c.sink).at("aten::op1").step, model::OpSpan::kNoStep);
 }
 
 // Without any Optimizer.step, each window is the step, as ProfilerStep#0 covers a plain

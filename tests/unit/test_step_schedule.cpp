@@ -88,6 +88,7 @@ struct CycleRecord {
   std::string name;
   test::RecordingSink recorded;
   bool committed = false;
+  bool removed = false;
 };
 
 struct FakeCycle final : ScheduledSink::Cycle {
@@ -95,11 +96,12 @@ struct FakeCycle final : ScheduledSink::Cycle {
   model::TraceSink& sink() override { return record.recorded; }
   void commit() override { record.committed = true; }
   std::string written() const override { return record.name; }
+  void remove() override { record.removed = true; }
   CycleRecord& record;
 };
 
 struct ScheduledRun {
-  explicit ScheduledRun(const std::string& schedule_text) {
+  explicit ScheduledRun(const std::string& schedule_text, size_t max_cycles_kept = 0) {
     std::string error;
     sink = std::make_unique<ScheduledSink>(
         *StepSchedule::parse(schedule_text, &error),
@@ -108,7 +110,8 @@ struct ScheduledRun {
           cycles.back()->name = "cycle" + std::to_string(cycles.size() - 1);
           return std::make_unique<FakeCycle>(*cycles.back());
         },
-        [](uint64_t end_ns) { return model::RunSummary{.window_end_unix_ns = end_ns}; }, every_cycle);
+        [](uint64_t end_ns) { return model::RunSummary{.window_end_unix_ns = end_ns}; }, every_cycle,
+        max_cycles_kept);
     sink->begin({});
     sink->thread({.tid = 7, .name = "main", .entry_id = 1});
   }
@@ -121,6 +124,8 @@ struct ScheduledRun {
     const model::Operator name{"ProfilerStep#" + std::to_string(step), "", model::RangeKind::kUserAnnotation};
     sink->op({7, range, name});
   }
+
+  std::vector<std::string> written() const { return {sink->written().begin(), sink->written().end()}; }
 
   static std::vector<std::string> names(const CycleRecord& cycle) {
     std::vector<std::string> names;
@@ -139,12 +144,12 @@ TEST(ScheduledSink, WritesEachCycleOfTheRecordingStepsOnceItsLastStepCloses) {
   for (uint64_t step = 0; step < 12; ++step) {
     run.run_step(step, 100 * step);
     if (step == 3) {
-      ASSERT_EQ(run.sink->written(), std::vector<std::string>{"cycle0"});  // written at step 3's end
+      ASSERT_EQ(run.written(), std::vector<std::string>{"cycle0"});  // written at step 3's end
       EXPECT_FALSE(run.sink->done());
     }
   }
   EXPECT_TRUE(run.sink->done());
-  EXPECT_EQ(run.sink->written(), (std::vector<std::string>{"cycle0", "cycle1"}));
+  EXPECT_EQ(run.written(), (std::vector<std::string>{"cycle0", "cycle1"}));
   run.sink->finish({});
   EXPECT_EQ(run.sink->written().size(), 2u) << "nothing after the last cycle";
 }
@@ -180,7 +185,7 @@ TEST(ScheduledSink, AStopMidCycleWritesWhatItHasAndPythonSpansBeginWithTheCycle)
   const CycleRecord& cycle = *run.cycles.back();
   run.sink->finish({.window_end_unix_ns = 190});
   EXPECT_TRUE(cycle.committed);
-  EXPECT_EQ(run.sink->written(), std::vector<std::string>{"cycle0"});
+  EXPECT_EQ(run.written(), std::vector<std::string>{"cycle0"});
   ASSERT_EQ(cycle.recorded.python_spans.size(), 1u);
   EXPECT_EQ(cycle.recorded.python_spans[0].span.start_ns, 100u) << "cut to where its first step began";
   EXPECT_EQ(cycle.recorded.summary.window_end_unix_ns, 190u);
@@ -193,6 +198,58 @@ TEST(ScheduledSink, KeepsNothingOfStepsThatDoNotRecord) {
   EXPECT_TRUE(run.every_cycle.ops.empty());
   run.sink->finish({});
   EXPECT_TRUE(run.sink->written().empty());
+}
+
+TEST(ScheduledSink, WithMaxFilesOnlyTheLastCyclesStayOnDisk) {
+  ScheduledRun run("wait=1,warmup=0,active=1", 2);
+  for (uint64_t step = 0; step < 10; ++step) run.run_step(step, 100 * step);
+  ASSERT_EQ(run.cycles.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    SCOPED_TRACE(run.cycles[i]->name);
+    EXPECT_TRUE(run.cycles[i]->committed);
+    EXPECT_EQ(run.cycles[i]->removed, i < 3) << "removed once two newer cycles were written";
+  }
+  EXPECT_EQ(run.written(), (std::vector<std::string>{"cycle3", "cycle4"}));
+  EXPECT_EQ(run.sink->cycles_removed(), 3u);
+  EXPECT_EQ(run.every_cycle.ops.size(), 10u) << "the table still sees every cycle";
+}
+
+TEST(ScheduledSink, RangesOfNoNumberedStepAreInNoCycle) {
+  ScheduledRun run("wait=0,warmup=0,active=2");
+  model::OpSpan partial{.start_ns = 1, .end_ns = 5, .operator_index = 0, .step = model::OpSpan::kNoStep};
+  run.sink->op({7, partial, ScheduledRun::kOp});
+  EXPECT_TRUE(run.cycles.empty());
+  run.run_step(0, 10);
+  ASSERT_EQ(run.cycles.size(), 1u);
+  EXPECT_EQ(ScheduledRun::names(*run.cycles[0]), (std::vector<std::string>{"aten::mm", "ProfilerStep#0"}));
+}
+
+// ---- where windows of ops go (--max-overhead with --schedule) ---------------------------------
+
+TEST(StepSchedule, NamesEachCyclesRecordedStepsAndTheNextCycleNotBegun) {
+  std::string error;
+  const StepSchedule schedule = *StepSchedule::parse("wait=2,warmup=1,active=3,repeat=2,skip_first=4", &error);
+  EXPECT_EQ(schedule.first_recorded_step(0), 7u);
+  EXPECT_EQ(schedule.last_recorded_step(0), 9u);
+  EXPECT_EQ(schedule.first_recorded_step(1), 13u);
+  EXPECT_EQ(schedule.last_recorded_step(1), 15u);
+  for (uint64_t step = 0; step < 20; ++step) {
+    SCOPED_TRACE(step);
+    const std::optional<uint64_t> next = schedule.next_cycle_after(step);
+    const std::optional<uint64_t> expected = step < 7 ? 0 : step < 13 ? std::optional<uint64_t>(1) : std::nullopt;
+    EXPECT_EQ(next, expected);
+    // Agrees with the schedule: the cycle's first recorded step is the first one after `step`
+    // that records after one that does not.
+    auto records = [&](uint64_t at) {
+      const StepSchedule::Action action = schedule.action(at);
+      return action == StepSchedule::Action::kRecord || action == StepSchedule::Action::kRecordAndSave;
+    };
+    if (next) {
+      uint64_t first = step + 1;
+      while (!records(first) || records(first - 1)) ++first;
+      EXPECT_EQ(schedule.first_recorded_step(*next), first);
+    }
+  }
 }
 
 }  // namespace

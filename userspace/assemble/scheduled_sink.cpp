@@ -12,11 +12,12 @@ bool is_step_range(const model::ClosedOp& op) {
 }  // namespace
 
 ScheduledSink::ScheduledSink(StepSchedule schedule, CycleFactory make_cycle, SummarySoFar summary_so_far,
-                             model::TraceSink& every_cycle)
+                             model::TraceSink& every_cycle, size_t max_cycles_kept)
     : schedule_(schedule),
       make_cycle_(std::move(make_cycle)),
       summary_so_far_(std::move(summary_so_far)),
-      every_cycle_(every_cycle) {}
+      every_cycle_(every_cycle),
+      max_cycles_kept_(max_cycles_kept) {}
 
 void ScheduledSink::begin(const model::SessionInfo& session) {
   session_ = session;
@@ -30,6 +31,7 @@ void ScheduledSink::thread(const model::ThreadInfo& thread) {
 }
 
 bool ScheduledSink::keeps_step(uint64_t step) const {
+  if (step == model::OpSpan::kNoStep) return false;
   const StepSchedule::Action action = schedule_.action(step);
   return action == StepSchedule::Action::kRecord || action == StepSchedule::Action::kRecordAndSave;
 }
@@ -107,7 +109,14 @@ void ScheduledSink::end_cycle(const model::RunSummary& summary) {
   cycle_->output->commit();
   written_.push_back(cycle_->output->written());
   last_ended_ = cycle_->index;
+  if (max_cycles_kept_ > 0) kept_.push_back(std::move(cycle_->output));
   cycle_.reset();
+  while (max_cycles_kept_ > 0 && kept_.size() > max_cycles_kept_) {
+    kept_.front()->remove();
+    kept_.pop_front();
+    written_.pop_front();
+    ++cycles_removed_;
+  }
 }
 
 }  // namespace tprof

@@ -2,11 +2,13 @@
 // arrive from the closer stamped with the step they ran in (OpSpan::step); this sink passes on
 // those of recording steps only, to the sinks of the cycle they belong to, and ends each cycle
 // (its files written and renamed into place) once its last step has closed, as torch saves a
-// cycle at RECORD_AND_SAVE. Python spans, flows and GPU activity go to the cycle open when they
+// cycle at RECORD_AND_SAVE. Ranges of no numbered step (model::OpSpan::kNoStep) are in no
+// cycle. Python spans, flows and GPU activity go to the cycle open when they
 // arrive, python spans cut to begin with it. Memory: one cycle's sinks and the thread list.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -27,15 +29,18 @@ class ScheduledSink final : public model::TraceSink {
     virtual model::TraceSink& sink() = 0;
     virtual void commit() = 0;           // after finish(): the files take their final names
     virtual std::string written() const = 0;  // "a.pt.trace.json and execution_trace/a.et.json"
+    virtual void remove() = 0;           // after commit(): its files are deleted (--max-files)
   };
   // Makes the next cycle's output when its first range arrives.
   using CycleFactory = std::function<std::unique_ptr<Cycle>()>;
   // The end-of-run facts as they stand, for a cycle that ends while recording goes on.
   using SummarySoFar = std::function<model::RunSummary(uint64_t cycle_end_unix_ns)>;
   // `every_cycle` (the table, folded stacks) sees what every cycle sees, and the session's
-  // begin and finish.
+  // begin and finish. `max_cycles_kept` (--max-files; 0: all): once a cycle is written, the
+  // files of the cycles older than that many are removed, so that a schedule repeating until
+  // stopped keeps a bounded disk.
   ScheduledSink(StepSchedule schedule, CycleFactory make_cycle, SummarySoFar summary_so_far,
-                model::TraceSink& every_cycle);
+                model::TraceSink& every_cycle, size_t max_cycles_kept = 0);
 
   void begin(const model::SessionInfo& session) override;
   void thread(const model::ThreadInfo& thread) override;
@@ -47,8 +52,9 @@ class ScheduledSink final : public model::TraceSink {
   void flush() override;
   void finish(const model::RunSummary& summary) override;
 
-  // Cycles written so far, and what each wrote.
-  const std::vector<std::string>& written() const { return written_; }
+  // What each cycle still on disk wrote, oldest first; and how many were removed.
+  const std::deque<std::string>& written() const { return written_; }
+  uint64_t cycles_removed() const { return cycles_removed_; }
   // The schedule's last cycle (repeat=R) has been written: nothing more will be kept.
   bool done() const { return last_ended_ && schedule_.finished_after(*last_ended_ + 1); }
 
@@ -70,7 +76,10 @@ class ScheduledSink final : public model::TraceSink {
   std::vector<model::ThreadInfo> threads_;
   std::vector<model::DeviceProperties> devices_;
   std::optional<OpenCycle> cycle_;
-  std::vector<std::string> written_;
+  const size_t max_cycles_kept_;
+  std::deque<std::unique_ptr<Cycle>> kept_;  // written, on disk; with --max-files only
+  std::deque<std::string> written_;
+  uint64_t cycles_removed_ = 0;
   std::optional<uint64_t> last_ended_;  // the index of the last cycle written
 };
 

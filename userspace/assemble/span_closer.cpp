@@ -179,6 +179,7 @@ void SpanCloser::begin_next_step(ThreadState& state, uint64_t start_ns, const St
   state.steps.push_back(std::move(step));
   state.ranges_in_step = false;
   step_thread_ = state.tid;
+  before_windows_first_boundary_ = false;
 }
 
 void SpanCloser::end_steps(ThreadState& state, uint64_t end_ns) {
@@ -276,7 +277,7 @@ void SpanCloser::finish(uint64_t stop_monotonic_ns) {
 
 void SpanCloser::process(uint32_t tid, OpEvent& event) {
   if (event.window_edge != OpWindowEdge::kNone) {
-    window_edge(event.window_edge, clock_.to_unix(event.monotonic_ns));
+    window_edge(event.window_edge, clock_.to_unix(event.monotonic_ns), event.optimizer_steps);
     return;
   }
   if (outside_windows(event)) {
@@ -312,7 +313,7 @@ void SpanCloser::enter(ThreadState& state, OpEvent& event) {
                           : !state.steps.empty() ? state.steps.back().span.record_id
                                                  : 0;
   span.operator_index = event.op_id;
-  span.step = last_step_number_;
+  span.step = before_windows_first_boundary_ ? model::OpSpan::kNoStep : last_step_number_;
   span.depth = static_cast<uint32_t>(state.open.size());
   span.arguments_recorded = event.has_arguments;
   span.inputs = std::move(event.arguments);
@@ -401,9 +402,9 @@ void SpanCloser::close_ranges_down_to(ThreadState& state, size_t depth, uint64_t
   if (state.open.empty()) flush_observations(state);
 }
 
-void SpanCloser::window_edge(OpWindowEdge edge, uint64_t at_ns) {
+void SpanCloser::window_edge(OpWindowEdge edge, uint64_t at_ns, uint32_t optimizer_steps) {
   if (!ops_in_windows_) return;
-  if (edge == OpWindowEdge::kOpened && !ops_window_open_) open_ops_window(at_ns);
+  if (edge == OpWindowEdge::kOpened && !ops_window_open_) open_ops_window(at_ns, optimizer_steps);
   if (edge == OpWindowEdge::kClosing && ops_window_open_) close_ops_window(at_ns);
 }
 
@@ -419,15 +420,18 @@ bool SpanCloser::outside_windows(const OpEvent& event) const {
 }
 
 // What runs before the window's first boundary is the rest of an iteration begun unseen. While
-// no boundary has ever been seen, the window itself is the step, as one ProfilerStep#0 covers a
-// plain recording without any: ProfilerStep#K for the window K (from 0).
-void SpanCloser::open_ops_window(uint64_t at_ns) {
+// no boundary has ever been seen (in a window, or counted in BPF before it), the window itself
+// is the step, as one ProfilerStep#0 covers a plain recording without any: ProfilerStep#K for
+// the window K (from 0).
+void SpanCloser::open_ops_window(uint64_t at_ns, uint32_t optimizer_steps) {
   ops_window_open_ = true;
+  if (optimizer_steps > 0) boundary_seen_ = true;
   ThreadState& state = thread(step_thread_);
   OpenRange step;
   step.span.start_ns = at_ns;
   step.span.record_id = next_entry_id_++;
-  step.span.step = boundary_seen_ ? last_step_number_ : counts_.op_windows;
+  step.span.step = boundary_seen_ ? model::OpSpan::kNoStep : counts_.op_windows;
+  before_windows_first_boundary_ = boundary_seen_;
   step.window_step = !boundary_seen_;
   if (step.window_step) step.span.operator_index = step_detection_->step_operator(counts_.op_windows);
   state.steps.push_back(std::move(step));

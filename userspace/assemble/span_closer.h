@@ -50,7 +50,7 @@ struct OpEvent {
   uint64_t sequence_counter = UINT64_MAX;
   bool blocked = false;  // samples: its thread went off CPU here, in this stack until it runs again
   // Annotation entries: the Optimizer.step annotations named in the process since tprof came,
-  // this one included; 0: not counted.
+  // this one included; 0: not counted. A window's opening edge: those named so far.
   uint32_t optimizer_steps = 0;
   OpWindowEdge window_edge = OpWindowEdge::kNone;
 };
@@ -255,8 +255,8 @@ class SpanCloser {
   void begin_step_if_iteration_ended(ThreadState& thread, uint64_t at_ns, const StoredStack* stack);
   void begin_step_at_new_invocation(ThreadState& thread, uint64_t at_ns, const StoredStack* stack);
   void note_activity(ThreadState& thread, uint64_t at_ns);
-  void window_edge(OpWindowEdge edge, uint64_t at_ns);
-  void open_ops_window(uint64_t at_ns);
+  void window_edge(OpWindowEdge edge, uint64_t at_ns, uint32_t optimizer_steps);
+  void open_ops_window(uint64_t at_ns, uint32_t optimizer_steps);
   void close_ops_window(uint64_t at_ns);
   bool outside_windows(const OpEvent& event) const;
   bool recorded_all_along(uint32_t operator_index) const;
@@ -270,7 +270,7 @@ class SpanCloser {
   std::optional<StepDetection> step_detection_;
   bool ops_in_windows_ = false;  // record_ops_in_windows
   bool ops_window_open_ = true;
-  bool boundary_seen_ = false;   // some step boundary closed
+  bool boundary_seen_ = false;   // some step boundary closed, or was counted before a window
   FlopsEstimator flops_estimator_;
   uint32_t step_thread_ = 0;       // the thread whose steps are open (the one that trains)
   struct HeldStep {
@@ -280,6 +280,8 @@ class SpanCloser {
   };
   std::optional<HeldStep> held_step_;  // ended, waiting to see whether the next step is one
   uint64_t last_step_number_ = 0;  // the N of the open ProfilerStep#N
+  // In a window of ops until its first boundary: ranges belong to no numbered step (kNoStep).
+  bool before_windows_first_boundary_ = false;
   // --step-function: the last stack that showed the step function, its thread, and the step
   // function's depth there (from the outermost frame).
   struct StepFrame {

@@ -62,6 +62,14 @@ StepSchedule::Action StepSchedule::action(uint64_t step) const {
   return in_cycle < steps_per_cycle - 1 ? Action::kRecord : Action::kRecordAndSave;
 }
 
+std::optional<uint64_t> StepSchedule::next_cycle_after(uint64_t running) const {
+  const uint64_t steps_per_cycle = wait + warmup + active;
+  const uint64_t first_offset = skip_first + wait + warmup;
+  const uint64_t cycle = running < first_offset ? 0 : (running - first_offset) / steps_per_cycle + 1;
+  if (finished_after(cycle)) return std::nullopt;
+  return cycle;
+}
+
 std::string StepSchedule::describe() const {
   return "wait=" + std::to_string(wait) + ",warmup=" + std::to_string(warmup) + ",active=" + std::to_string(active) +
          ",repeat=" + std::to_string(repeat) + ",skip_first=" + std::to_string(skip_first);

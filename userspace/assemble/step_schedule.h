@@ -29,6 +29,12 @@ struct StepSchedule {
   uint64_t cycle(uint64_t step) const { return (step - skip_first) / (wait + warmup + active); }
   // Whether `cycles` completed cycles are all there will be.
   bool finished_after(uint64_t cycles) const { return repeat > 0 && cycles >= repeat; }
+  // The first and the last step `cycle` records (kRecord, then kRecordAndSave).
+  uint64_t first_recorded_step(uint64_t cycle) const { return skip_first + cycle * (wait + warmup + active) + wait + warmup; }
+  uint64_t last_recorded_step(uint64_t cycle) const { return first_recorded_step(cycle) + active - 1; }
+  // The first cycle none of whose recorded steps has begun while step `running` runs; none once
+  // repeat=R cycles are all past.
+  std::optional<uint64_t> next_cycle_after(uint64_t running) const;
   std::string describe() const;  // "wait=1,warmup=1,active=2,repeat=2,skip_first=0"
 };
 

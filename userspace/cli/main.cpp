@@ -48,6 +48,8 @@ constexpr const char* kAttachFooter =
     "  sudo tprof attach 12345 --schedule wait=1,warmup=1,active=2,repeat=3 --output-dir traces/\n"
     "                                    # 3 cycles of 2 steps, a trace each, then detach\n"
     "  sudo tprof attach 12345 --max-overhead 5% -d 60  # exact steps now and then, at <= 5% cost\n"
+    "  sudo tprof attach 12345 --max-overhead 2% --schedule wait=50,warmup=1,active=3 \\\n"
+    "       --max-files 5 --output-dir traces/         # for hours: a trace per cycle, the last 5 kept\n"
     "\nWith several targets each gets its own files, named after its host, pid and rank (RANK in\n"
     "its environment), with one baseTimeNanoseconds and distributedInfo filled in, so that HTA\n"
     "analyses the ranks together. Recording stops when all of them have exited.\n"
@@ -67,7 +69,10 @@ constexpr const char* kAttachFooter =
     "has recorded one whole step (written as ProfilerStep#N with its real N: the steps between\n"
     "windows are counted, not recorded), and closed once the budget is spent. Putting the\n"
     "probes in and out costs tprof CPU time, counted too. Between windows the trace holds GPU\n"
-    "activity only; the summary says how many steps were exact.\n"
+    "activity only; the summary says how many steps were exact. With --schedule too, each window\n"
+    "is for one of the schedule's cycles: it opens during the cycle's wait or warmup steps if the\n"
+    "budget allows (a cycle it cannot pay for is skipped), stays until the cycle's last step has\n"
+    "ended, and the cycle's steps are written as one trace; --max-files bounds the disk.\n"
     "\nRecording stops at --duration, on Ctrl-C/SIGTERM, or when the target exits; whatever\n"
     "was recorded is then written. Events the ring buffer could not hold are counted and\n"
     "reported (raise --buffer-mb if any are dropped).\n"
@@ -221,9 +226,14 @@ const CLI::Validator kRegularExpression(
     "REGEX");
 
 void add_recording_options(CLI::App& command, tprof::AttachOptions& options, RecordingFlags& flags) {
-  command.add_option("-d,--duration", flags.duration_s, "Stop after this many seconds (default: until Ctrl-C)")
+  command.add_option("-d,--duration", flags.duration_s,
+                     "Stop after this many seconds; 0: until Ctrl-C (the default), for scripts that always pass one")
       ->check(kFinite)
-      ->check(CLI::Range(0.001, 1e7));
+      ->check(CLI::Range(0.0, 1e7))
+      ->check([](const std::string& text) -> std::string {
+        const double seconds = std::strtod(text.c_str(), nullptr);
+        return seconds == 0 || seconds >= 0.001 ? "" : "at least 0.001 s, or 0 for until Ctrl-C: " + text;
+      });
   command.add_option("-o,--output", options.output_path,
                      "Trace file; a .gz suffix compresses it (default: <host>_<pid>.<unix_ns>.pt.trace.json)");
   command.add_option("--et", options.execution_trace_path,
@@ -285,7 +295,7 @@ void add_recording_options(CLI::App& command, tprof::AttachOptions& options, Rec
 }
 
 void apply_recording_flags(const CLI::App& command, const RecordingFlags& flags, tprof::AttachOptions& options) {
-  if (command.count("--duration") > 0) options.duration_s = flags.duration_s;
+  if (command.count("--duration") > 0 && flags.duration_s > 0) options.duration_s = flags.duration_s;
   options.ring_buffer_bytes = flags.buffer_mb << 20;
   options.python_stacks = !flags.no_python;
   options.record_shapes = !flags.no_shapes;
@@ -427,12 +437,16 @@ int main(int argc, char** argv) {
       "[MODULE:]NAME: a step (ProfilerStep#N) is one call of this Python function, named by its "
       "qualified or plain name (Trainer.train_step, train_step; MODULE as in train:train_step), "
       "instead of ending at each Optimizer.step");
+  attach->add_option("--max-files", options.max_files,
+                     "With --schedule: keep the files of only the last N cycles, removing older ones as "
+                     "each new cycle is written, so that a schedule repeating until stopped (repeat=0) "
+                     "keeps a bounded disk")
+      ->check(CLI::Range(1, 1000000))
+      ->needs(schedule);
   add_recording_options(*attach, options, flags);
   schedule->excludes("--output");
-  // Not yet: windows of ops know steps by Optimizer.step only, and a scheduled cycle needs
-  // every step of it.
+  // Not yet: windows of ops know steps by Optimizer.step only.
   step_function->excludes("--max-overhead");
-  schedule->excludes("--max-overhead");
 
   std::vector<std::string> command;
   CLI::App* record = app.add_subcommand(

@@ -85,8 +85,10 @@ class Recordings {
     return true;
   }
 
-  // --schedule: every target still running has written its schedule's last cycle.
+  // --schedule: every target still running has written its schedule's last cycle (or, under
+  // --max-overhead, no window is open and none of the schedule's cycles is still to come).
   bool all_schedules_done() const {
+    if (scheduled_windows_done_) return true;
     bool any = false;
     for (const auto& recording : recordings_) {
       if (recording->schedule_done()) {
@@ -129,9 +131,16 @@ class Recordings {
     TargetRecording& recording = *recordings_.front();
     std::optional<OverheadBudget::Reading> reading = budget_reading(recording);
     if (!reading) return;
-    switch (overhead_budget_->decide(*reading, recording.op_window_open())) {
+    const bool open = recording.op_window_open();
+    const std::optional<OverheadBudget::Scheduled> scheduled = scheduled_window(*reading, open);
+    if (scheduled && scheduled->none_left) scheduled_windows_done_ = true;
+    switch (overhead_budget_->decide(*reading, open, scheduled)) {
       case OverheadBudget::Decision::kOpen:
         moving_probes_ns_ += cpu_time_of([&] { recording.open_op_window(); });
+        // The cycle whose steps have not begun once the probes are in: on a loop faster than
+        // putting them in (~0.2 s), the one due may have begun meanwhile, and the window then
+        // waits for the next.
+        if (options_.schedule) window_cycle_ = options_.schedule->next_cycle_after(recording.optimizer_steps());
         if ((reading = budget_reading(recording))) overhead_budget_->opened(*reading);
         break;
       case OverheadBudget::Decision::kClose:
@@ -139,6 +148,24 @@ class Recordings {
         break;
       case OverheadBudget::Decision::kKeep: break;
     }
+  }
+
+  // --schedule: where the one window stands in the schedule's steps, counted by the
+  // Optimizer.step calls begun so far, n. Step N runs from the end of the N-th call, so step n
+  // may have begun, and a step L has surely ended once call L + 2 has begun. The probes go in
+  // for the next cycle from the last step before its warmup steps (which then cover putting
+  // them in, as torch's warmup covers starting its profiler).
+  std::optional<OverheadBudget::Scheduled> scheduled_window(const OverheadBudget::Reading& reading, bool open) const {
+    if (!options_.schedule) return std::nullopt;
+    const StepSchedule& schedule = *options_.schedule;
+    const uint64_t begun = reading.optimizer_steps;
+    if (open)
+      return OverheadBudget::Scheduled{
+          .cycle_recorded = !window_cycle_ || begun >= schedule.last_recorded_step(*window_cycle_) + 2};
+    const std::optional<uint64_t> next = schedule.next_cycle_after(begun);
+    return OverheadBudget::Scheduled{
+        .cycle_due = next && schedule.first_recorded_step(*next) <= begun + schedule.warmup + 1,
+        .none_left = !next};
   }
 
   std::optional<OverheadBudget::Reading> budget_reading(TargetRecording& recording) {
@@ -312,6 +339,9 @@ class Recordings {
   // --max-overhead: tprof's CPU spent putting the probes in and out, counted as the target's:
   // it competes for the target's CPUs (on the 2-vCPU test VM, ~0.3 s a window).
   double moving_probes_ns_ = 0;
+  // --max-overhead with --schedule: the cycle the open window is for, and whether none is left.
+  std::optional<uint64_t> window_cycle_;
+  bool scheduled_windows_done_ = false;
 };
 
 // The pids named and those --match finds, each once, in order.

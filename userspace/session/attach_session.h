@@ -41,6 +41,9 @@ struct AttachOptions {
   // --schedule: keep only the steps torch.profiler.schedule would record, and write each cycle
   // into output_directory as tensorboard_trace_handler would; none: one trace of everything.
   std::optional<StepSchedule> schedule;
+  // --max-files: with --schedule, the files of only the last this many cycles stay on disk;
+  // 0: all of them.
+  size_t max_files = 0;
   // --step-function [MODULE:]NAME: a step is a call of that Python function; empty: each
   // Optimizer.step ends one.
   std::string step_function;

@@ -14,7 +14,8 @@ double OverheadBudget::allowance_ns(uint64_t target_cpu_ns) const {
   return static_cast<double>(target_cpu_ns) * max_slowdown_ / (1 + max_slowdown_);
 }
 
-OverheadBudget::Decision OverheadBudget::decide(const Reading& reading, bool window_open) {
+OverheadBudget::Decision OverheadBudget::decide(const Reading& reading, bool window_open,
+                                               const std::optional<Scheduled>& scheduled) {
   const double allowance = allowance_ns(reading.target_cpu_ns);
   if (!window_open) {
     if (closing_measured_) {
@@ -23,6 +24,7 @@ OverheadBudget::Decision OverheadBudget::decide(const Reading& reading, bool win
       close_cost_ns_ = std::max(reading.probe_cost_ns - cost_at_close_ns_, 0.0);
       closing_measured_ = false;
     }
+    if (scheduled && !scheduled->cycle_due) return Decision::kKeep;
     if (allowance - reading.probe_cost_ns < window_cost_ns_) return Decision::kKeep;
     cost_before_open_ns_ = reading.probe_cost_ns;
     return Decision::kOpen;
@@ -37,7 +39,8 @@ OverheadBudget::Decision OverheadBudget::decide(const Reading& reading, bool win
   const bool too_dear = reading.probe_cost_ns - cost_at_open_ns_ >
                         allowance_ns(reading.target_cpu_ns - std::min(reading.target_cpu_ns, cpu_at_open_ns_));
   const bool spent = reading.probe_cost_ns + close_cost_ns_ >= allowance;
-  if (!overdrawn && !((whole_step || timed_out) && (too_dear || spent))) return Decision::kKeep;
+  const bool done = scheduled ? scheduled->cycle_recorded || timed_out : (whole_step || timed_out) && (too_dear || spent);
+  if (!overdrawn && !done) return Decision::kKeep;
   cost_at_close_ns_ = reading.probe_cost_ns;
   closing_measured_ = true;
   return Decision::kClose;

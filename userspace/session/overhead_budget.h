@@ -6,10 +6,13 @@
 // opens once the slowdown allowed so far covers what the last window cost (putting the probes
 // in and taking them out included). Once it holds one whole step (or after a fixed time while
 // no step is known) it closes if its probes cost more than the budget's rate or the budget is
-// spent; and at once if it overdraws.
+// spent; and at once if it overdraws. With --schedule a window opens only for a cycle still to
+// come, and stays until that cycle's last step has ended (or it overdraws): the budget then
+// skips the cycles it cannot pay for.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 namespace tprof {
 
@@ -36,11 +39,18 @@ class OverheadBudget {
     uint64_t optimizer_steps = 0;   // Optimizer.step calls (counted in BPF, without the lag)
   };
   enum class Decision { kKeep, kOpen, kClose };
+  // --schedule: the schedule, not the budget, says how long a window stays; the budget says
+  // whether one may open, and closes it early only if it overdraws.
+  struct Scheduled {
+    bool cycle_due = false;       // a cycle none of whose steps has begun is about to
+    bool none_left = false;       // and none is: the schedule's repeat=R cycles are past
+    bool cycle_recorded = false;  // the open window's cycle has ended its last step
+  };
 
   // `max_slowdown`: 0.05 keeps the target at least 1/1.05 of its detached speed.
   explicit OverheadBudget(double max_slowdown) : max_slowdown_(max_slowdown) {}
 
-  Decision decide(const Reading& reading, bool window_open);
+  Decision decide(const Reading& reading, bool window_open, const std::optional<Scheduled>& scheduled = {});
   // The window decide() asked for is open now, every probe in.
   void opened(const Reading& reading);
 

@@ -48,6 +48,7 @@
 #include "userspace/session/output_files.h"
 #include "userspace/session/target_process.h"
 #include "userspace/session/torch_library_plan.h"
+#include "userspace/session/session_sinks.h"
 #include "userspace/session/trace_file_sinks.h"
 #include "userspace/loader/unique_fd.h"
 #include "userspace/session/attach_timings.h"
@@ -187,90 +188,6 @@ model::SessionInfo session_info(const TargetProcess& target, const std::optional
   if (python) session.python_version = python->version.to_string();
   return session;
 }
-
-// One --schedule cycle's files, named as tensorboard_trace_handler names them, and their writers.
-class CycleOutput final : public ScheduledSink::Cycle {
- public:
-  CycleOutput(const std::string& trace_path, const AttachOptions& options)
-      : files_(trace_path, options), sinks_(files_) {}
-  model::TraceSink& sink() override { return sinks_.sink(); }
-  void commit() override { sinks_.commit(); }
-  std::string written() const override { return sinks_.written(); }
-
- private:
-  TraceFiles files_;
-  TraceFileSinks sinks_;
-};
-
-// Every sink of a session: the trace files (one set, or one per --schedule cycle), the table's
-// totals and the folded stacks.
-class SessionSinks {
- public:
-  SessionSinks(OutputFiles& outputs, const AttachOptions& options, const TargetProcess& target,
-               ScheduledSink::SummarySoFar summary_so_far)
-      : outputs_(outputs), totals_(options.summary.group_by_shape) {
-    std::vector<model::TraceSink*> sinks{&totals_, &unknown_values_};
-    if (outputs.stacks) {
-      stacks_.emplace(*outputs.stacks);
-      sinks.push_back(&*stacks_);
-    }
-    if (outputs.whole) {
-      whole_.emplace(*outputs.whole);
-      sinks.push_back(&whole_->sink());
-    }
-    fan_out_.emplace(std::move(sinks));
-    if (!options.schedule) return;
-    scheduled_.emplace(
-        *options.schedule,
-        [&options, &target] {
-          return std::make_unique<CycleOutput>(default_output_path(options.output_directory, target, unix_now_ns()),
-                                               options);
-        },
-        std::move(summary_so_far), *fan_out_);
-  }
-  model::TraceSink& sink() { return scheduled_ ? static_cast<model::TraceSink&>(*scheduled_) : *fan_out_; }
-  const OperatorTotalsSink& totals() const { return totals_; }
-  const UnknownValuesSink& unknown_values() const { return unknown_values_; }
-  // --schedule with repeat=R: the last cycle is written.
-  bool schedule_done() const { return scheduled_ && scheduled_->done(); }
-
-  // At most once per kFlushPeriodNs: what was handed on so far reaches the partial files.
-  void flush_if_due(uint64_t now_ns) {
-    if (now_ns - last_flush_ns_ < kFlushPeriodNs) return;
-    sink().flush();
-    last_flush_ns_ = now_ns;
-  }
-
-  void commit() {
-    if (whole_) whole_->commit();
-    if (outputs_.stacks) outputs_.stacks->commit();
-  }
-
-  std::string written() const {
-    std::vector<std::string> parts;
-    if (whole_) parts.push_back(whole_->written());
-    if (scheduled_) {
-      for (const std::string& cycle : scheduled_->written()) parts.push_back(cycle);
-      if (scheduled_->written().empty()) parts.push_back("no trace (no scheduled step was recorded)");
-    }
-    if (outputs_.stacks) parts.push_back(outputs_.stacks->path());
-    std::string text;
-    for (size_t i = 0; i < parts.size(); ++i) text += (i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ") + parts[i];
-    return text;
-  }
-
- private:
-  static constexpr uint64_t kFlushPeriodNs = 1'000'000'000;
-
-  OutputFiles& outputs_;
-  std::optional<TraceFileSinks> whole_;
-  std::optional<exporters::FoldedStacksWriter> stacks_;
-  OperatorTotalsSink totals_;
-  UnknownValuesSink unknown_values_;
-  std::optional<model::FanOutSink> fan_out_;
-  std::optional<ScheduledSink> scheduled_;
-  uint64_t last_flush_ns_ = 0;
-};
 
 // Strings the CUPTI library points tprof at: GPU names, and kernel names, which are C++ names
 // (templates make them long).
@@ -496,7 +413,7 @@ class RecordingPipeline {
     model::RunSummary summary = summary_at(clock.to_unix(stop_ns), losses);
     if (work.traps)
       summary.probe_cost = probe_cost(*work.traps, work.programs, work.moving_probes_ns, work.sample_hz, target_cpu_ns);
-    if (max_overhead_) summary.op_windows = op_windows(summary);
+    if (max_overhead_) summary.op_windows = op_windows(summary);  // with the estimate now
     sinks_.sink().finish(summary);
     sinks_.commit();
     return summary;
@@ -560,6 +477,7 @@ class RecordingPipeline {
     summary.arguments_lost = losses.arguments_unreadable;
     summary.python_timeline_lost = closer_.counts().python_timeline_lost;
     if (device_correlator_) summary.device_records_dropped = device_correlator_->counts().dropped_by_cupti;
+    if (max_overhead_) summary.op_windows = op_windows(summary);  // so far: a --schedule cycle's too
     return summary;
   }
 
@@ -580,6 +498,7 @@ class RecordingPipeline {
     OpEvent event;
     event.monotonic_ns = monotonic_ns;
     event.window_edge = edge;
+    event.optimizer_steps = static_cast<uint32_t>(probes_.optimizer_steps());
     closer_.add(0, std::move(event));
   }
   uint64_t exact_steps_ended() const { return closer_.counts().exact_steps_ended; }
