@@ -43,7 +43,7 @@ class OverheadBudget {
   // whether one may open, and closes it early only if it overdraws.
   struct Scheduled {
     bool cycle_due = false;       // a cycle none of whose steps has begun is about to
-    bool none_left = false;       // and none is: the schedule's repeat=R cycles are past
+    bool none_left = false;       // no cycle is left: the schedule's repeat=R cycles are past
     bool cycle_recorded = false;  // the open window's cycle has ended its last step
   };
 
