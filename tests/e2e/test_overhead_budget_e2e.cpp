@@ -172,6 +172,9 @@ TEST(OverheadBudget, UnderAScheduleEachCycleIsATraceOfItsWholeStepsAndMaxFilesKe
     const TraceJson trace = load_trace(path);
     EXPECT_GE(trace.at("tprof_summary").at("op_windows").at("windows").get<uint64_t>(), 1u);
     const std::vector<Step> steps = steps_of(trace);
+    std::string names;
+    for (const Step& step : steps) names += step.name + " ";
+    SCOPED_TRACE(names);
     // The stop may cut the newest cycle short: written with what it has, as torch writes its
     // recording at exit (a cut step is a partial one).
     const bool newest = path == trace_files.back();

@@ -224,7 +224,39 @@ TEST(ScheduledSink, RangesOfNoNumberedStepAreInNoCycle) {
   EXPECT_EQ(ScheduledRun::names(*run.cycles[0]), (std::vector<std::string>{"aten::mm", "ProfilerStep#0"}));
 }
 
+// A window's close cut off part of the next cycle's first step: that cycle holds no whole
+// step, and its files are removed rather than written.
+TEST(ScheduledSink, ACycleWithoutAWholeStepIsNotKept) {
+  ScheduledRun run("wait=1,warmup=0,active=1");
+  run.run_step(1, 100);
+  model::OpSpan op{.start_ns = 301, .end_ns = 309, .operator_index = 0, .step = 3};
+  run.sink->op({7, op, ScheduledRun::kOp});
+  model::OpSpan cut{.start_ns = 300, .end_ns = 310, .operator_index = 1, .step = 3};
+  run.sink->op({7, cut, {"Partial step (cut off by a window's end)", "", model::RangeKind::kUserAnnotation}});
+  run.run_step(5, 500);
+  ASSERT_EQ(run.cycles.size(), 3u);
+  EXPECT_FALSE(run.cycles[0]->removed);
+  EXPECT_TRUE(run.cycles[1]->removed) << "only a cut-off step";
+  EXPECT_FALSE(run.cycles[2]->removed);
+  EXPECT_EQ(run.written(), (std::vector<std::string>{"cycle0", "cycle2"}));
+  EXPECT_EQ(run.sink->cycles_without_steps(), 1u);
+  EXPECT_EQ(run.sink->cycles_removed(), 0u);
+}
+
 // ---- where windows of ops go (--max-overhead with --schedule) ---------------------------------
+
+// A window closes when neither step that may be running records, where the schedule has such
+// moments.
+TEST(StepSchedule, TellsWhenNoRecordedStepRuns) {
+  std::string error;
+  const StepSchedule schedule = *StepSchedule::parse("wait=2,warmup=1,active=2", &error);  // cycles of 5
+  std::vector<uint64_t> quiet;
+  for (uint64_t begun = 0; begun < 10; ++begun)
+    if (schedule.between_recorded_steps(begun)) quiet.push_back(begun);
+  EXPECT_EQ(quiet, (std::vector<uint64_t>{0, 1, 2, 6, 7}));  // steps 3-4 and 8-9 record
+  const StepSchedule back_to_back = *StepSchedule::parse("wait=0,warmup=1,active=2", &error);
+  for (uint64_t begun = 0; begun < 6; ++begun) EXPECT_TRUE(back_to_back.between_recorded_steps(begun)) << begun;
+}
 
 TEST(StepSchedule, NamesEachCyclesRecordedStepsAndTheNextCycleNotBegun) {
   std::string error;

@@ -31,9 +31,7 @@ void ScheduledSink::thread(const model::ThreadInfo& thread) {
 }
 
 bool ScheduledSink::keeps_step(uint64_t step) const {
-  if (step == model::OpSpan::kNoStep) return false;
-  const StepSchedule::Action action = schedule_.action(step);
-  return action == StepSchedule::Action::kRecord || action == StepSchedule::Action::kRecordAndSave;
+  return step != model::OpSpan::kNoStep && schedule_.records(step);
 }
 
 // The sink of the cycle `step` belongs to, begun now if it is a later one than the open cycle
@@ -62,8 +60,9 @@ void ScheduledSink::op(const model::ClosedOp& op) {
   if (!sink) return;
   sink->op(op);
   every_cycle_.op(op);
-  if (is_step_range(op) && schedule_.action(op.span.step) == StepSchedule::Action::kRecordAndSave)
-    end_cycle(summary_so_far_(op.span.end_ns));
+  if (!is_step_range(op)) return;
+  ++cycle_->whole_steps;
+  if (schedule_.action(op.span.step) == StepSchedule::Action::kRecordAndSave) end_cycle(summary_so_far_(op.span.end_ns));
 }
 
 void ScheduledSink::python_span(uint32_t tid, const model::PythonSpan& span) {
@@ -104,11 +103,19 @@ void ScheduledSink::finish(const model::RunSummary& summary) {
   every_cycle_.finish(summary);
 }
 
+// A cycle that holds no whole step (only the part of one that a window of ops or the stop cut
+// off) is no trace of the schedule's steps: its files go, and it takes no place of --max-files.
 void ScheduledSink::end_cycle(const model::RunSummary& summary) {
   cycle_->output->sink().finish(summary);
   cycle_->output->commit();
-  written_.push_back(cycle_->output->written());
   last_ended_ = cycle_->index;
+  if (cycle_->whole_steps == 0) {
+    cycle_->output->remove();
+    ++cycles_without_steps_;
+    cycle_.reset();
+    return;
+  }
+  written_.push_back(cycle_->output->written());
   if (max_cycles_kept_ > 0) kept_.push_back(std::move(cycle_->output));
   cycle_.reset();
   while (max_cycles_kept_ > 0 && kept_.size() > max_cycles_kept_) {

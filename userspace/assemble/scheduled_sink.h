@@ -3,8 +3,8 @@
 // those of recording steps only, to the sinks of the cycle they belong to, and ends each cycle
 // (its files written and renamed into place) once its last step has closed, as torch saves a
 // cycle at RECORD_AND_SAVE. Ranges of no numbered step (model::OpSpan::kNoStep) are in no
-// cycle. Python spans, flows and GPU activity go to the cycle open when they
-// arrive, python spans cut to begin with it. Memory: one cycle's sinks and the thread list.
+// cycle, and a cycle that ends without a whole step is not kept. Python spans, flows and GPU
+// activity go to the cycle open when they arrive, python spans cut to begin with it. Memory: one cycle's sinks and the thread list.
 #pragma once
 
 #include <cstdint>
@@ -55,6 +55,8 @@ class ScheduledSink final : public model::TraceSink {
   // What each cycle still on disk wrote, oldest first; and how many were removed.
   const std::deque<std::string>& written() const { return written_; }
   uint64_t cycles_removed() const { return cycles_removed_; }
+  // Cycles ended without a whole step (a part cut off), whose files were removed at once.
+  uint64_t cycles_without_steps() const { return cycles_without_steps_; }
   // The schedule's last cycle (repeat=R) has been written: nothing more will be kept.
   bool done() const { return last_ended_ && schedule_.finished_after(*last_ended_ + 1); }
 
@@ -63,6 +65,7 @@ class ScheduledSink final : public model::TraceSink {
     uint64_t index = 0;
     uint64_t start_unix_ns = 0;  // python spans are cut to begin here
     std::unique_ptr<Cycle> output;
+    uint64_t whole_steps = 0;    // ProfilerStep ranges passed on
   };
   bool keeps_step(uint64_t step) const;
   model::TraceSink* cycle_sink_for(uint64_t step, uint64_t start_unix_ns);
@@ -80,6 +83,7 @@ class ScheduledSink final : public model::TraceSink {
   std::deque<std::unique_ptr<Cycle>> kept_;  // written, on disk; with --max-files only
   std::deque<std::string> written_;
   uint64_t cycles_removed_ = 0;
+  uint64_t cycles_without_steps_ = 0;
   std::optional<uint64_t> last_ended_;  // the index of the last cycle written
 };
 

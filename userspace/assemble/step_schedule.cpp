@@ -70,6 +70,16 @@ std::optional<uint64_t> StepSchedule::next_cycle_after(uint64_t running) const {
   return cycle;
 }
 
+bool StepSchedule::records(uint64_t step) const {
+  const Action done = action(step);
+  return done == Action::kRecord || done == Action::kRecordAndSave;
+}
+
+bool StepSchedule::between_recorded_steps(uint64_t begun) const {
+  if (wait + warmup < 2) return true;
+  return !records(begun) && (begun == 0 || !records(begun - 1));
+}
+
 std::string StepSchedule::describe() const {
   return "wait=" + std::to_string(wait) + ",warmup=" + std::to_string(warmup) + ",active=" + std::to_string(active) +
          ",repeat=" + std::to_string(repeat) + ",skip_first=" + std::to_string(skip_first);

@@ -35,6 +35,12 @@ struct StepSchedule {
   // The first cycle none of whose recorded steps has begun while step `running` runs; none once
   // repeat=R cycles are all past.
   std::optional<uint64_t> next_cycle_after(uint64_t running) const;
+  // Whether step `step` records (kRecord or kRecordAndSave).
+  bool records(uint64_t step) const;
+  // Whether, once Optimizer.step calls have begun `begun` times (step `begun` - 1 or `begun`
+  // runs), no recorded step runs: a window of ops closed now cuts none. Always, when cycles
+  // have fewer than 2 steps between their recorded ones (there is no such moment to wait for).
+  bool between_recorded_steps(uint64_t begun) const;
   std::string describe() const;  // "wait=1,warmup=1,active=2,repeat=2,skip_first=0"
 };
 

@@ -159,9 +159,12 @@ class Recordings {
     if (!options_.schedule) return std::nullopt;
     const StepSchedule& schedule = *options_.schedule;
     const uint64_t begun = reading.optimizer_steps;
+    // It closes between recorded steps, so as not to cut one of the next cycle (the 20 ms
+    // between readings may be several steps).
     if (open)
       return OverheadBudget::Scheduled{
-          .cycle_recorded = !window_cycle_ || begun >= schedule.last_recorded_step(*window_cycle_) + 2};
+          .cycle_recorded = (!window_cycle_ || begun >= schedule.last_recorded_step(*window_cycle_) + 2) &&
+                            schedule.between_recorded_steps(begun)};
     const std::optional<uint64_t> next = schedule.next_cycle_after(begun);
     return OverheadBudget::Scheduled{
         .cycle_due = next && schedule.first_recorded_step(*next) <= begun + schedule.warmup + 1,

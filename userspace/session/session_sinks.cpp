@@ -72,6 +72,9 @@ std::string SessionSinks::written() const {
     if (scheduled_->cycles_removed() > 0)
       parts.back() += " (the last " + std::to_string(scheduled_->written().size()) + " cycles: " +
                       group_thousands(scheduled_->cycles_removed()) + " older ones removed for --max-files)";
+    if (scheduled_->cycles_without_steps() > 0)
+      parts.back() += "; " + group_thousands(scheduled_->cycles_without_steps()) +
+                      " cycles cut off before a whole step were not kept";
   }
   if (outputs_.stacks) parts.push_back(outputs_.stacks->path());
   std::string text;

@@ -7,9 +7,6 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "exporters/chrome_trace_writer.h"
-#include "exporters/execution_trace_writer.h"
-#include "exporters/folded_stacks_writer.h"
 #include "exporters/output_file.h"
 #include "model/trace_model.h"
 #include "model/trace_sink.h"
@@ -25,8 +22,6 @@
 #include "userspace/loader/trap_calibration.h"
 #include "userspace/loader/exit_probes.h"
 #include "userspace/loader/spill_probes.h"
-#include "userspace/cli/op_summary.h"
-#include "userspace/cli/unknown_values.h"
 #include "userspace/loader/op_tracer.h"
 #include "userspace/session/op_selection.h"
 #include "userspace/session/overhead_budget.h"
@@ -37,7 +32,6 @@
 #include "userspace/assemble/python_stack_store.h"
 #include "userspace/loader/python_walker_config.h"
 #include "userspace/assemble/range_operators.h"
-#include "userspace/assemble/scheduled_sink.h"
 #include "userspace/loader/range_probes.h"
 #include "userspace/session/recording_loop.h"
 #include "userspace/session/run_report.h"
@@ -48,8 +42,8 @@
 #include "userspace/session/output_files.h"
 #include "userspace/session/target_process.h"
 #include "userspace/session/torch_library_plan.h"
+#include "userspace/cli/op_summary.h"
 #include "userspace/session/session_sinks.h"
-#include "userspace/session/trace_file_sinks.h"
 #include "userspace/loader/unique_fd.h"
 #include "userspace/session/attach_timings.h"
 #include "userspace/assemble/wall_clock.h"
