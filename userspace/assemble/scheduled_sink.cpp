@@ -97,7 +97,7 @@ void ScheduledSink::flush() {
 }
 
 // A cycle cut short by the stop is written too, as torch writes the one recording when its
-// profiler exits.
+// profiler exits, if it holds a whole step (see end_cycle).
 void ScheduledSink::finish(const model::RunSummary& summary) {
   if (cycle_) end_cycle(summary);
   every_cycle_.finish(summary);
