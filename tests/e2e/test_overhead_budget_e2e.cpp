@@ -178,7 +178,9 @@ TEST(OverheadBudget, UnderAScheduleEachCycleIsATraceOfItsWholeStepsAndMaxFilesKe
     // The stop may cut the newest cycle short: written with what it has, as torch writes its
     // recording at exit (a cut step is a partial one).
     const bool newest = path == trace_files.back();
-    if (!newest) ASSERT_EQ(steps.size(), 2u) << "the cycle's 2 active steps, nothing else";
+    if (!newest) {
+      ASSERT_EQ(steps.size(), 2u) << "the cycle's 2 active steps, nothing else";
+    }
     ASSERT_FALSE(steps.empty());
     std::optional<uint64_t> first;
     for (const Step& step : steps) {
@@ -189,7 +191,9 @@ TEST(OverheadBudget, UnderAScheduleEachCycleIsATraceOfItsWholeStepsAndMaxFilesKe
       EXPECT_LE(number - *first, 1u) << step.name << " in the cycle of ProfilerStep#" << *first;
       EXPECT_EQ(step.ranges, usual) << step.name << " is a whole step";
     }
-    if (!newest) EXPECT_EQ(steps[1].name, "ProfilerStep#" + std::to_string(*first + 1));
+    if (!newest) {
+      EXPECT_EQ(steps[1].name, "ProfilerStep#" + std::to_string(*first + 1));
+    }
   }
 }
 

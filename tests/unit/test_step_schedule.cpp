@@ -101,7 +101,7 @@ struct FakeCycle final : ScheduledSink::Cycle {
 };
 
 struct ScheduledRun {
-  explicit ScheduledRun(const std::string& schedule_text, size_t max_cycles_kept = 0) {
+  explicit ScheduledRun(const std::string& schedule_text, size_t max_cycles_kept = 0, bool whole_cycles_only = false) {
     std::string error;
     sink = std::make_unique<ScheduledSink>(
         *StepSchedule::parse(schedule_text, &error),
@@ -111,7 +111,7 @@ struct ScheduledRun {
           return std::make_unique<FakeCycle>(*cycles.back());
         },
         [](uint64_t end_ns) { return model::RunSummary{.window_end_unix_ns = end_ns}; }, every_cycle,
-        max_cycles_kept);
+        max_cycles_kept, whole_cycles_only);
     sink->begin({});
     sink->thread({.tid = 7, .name = "main", .entry_id = 1});
   }
@@ -241,6 +241,23 @@ TEST(ScheduledSink, ACycleWithoutAWholeStepIsNotKept) {
   EXPECT_EQ(run.written(), (std::vector<std::string>{"cycle0", "cycle2"}));
   EXPECT_EQ(run.sink->cycles_without_steps(), 1u);
   EXPECT_EQ(run.sink->cycles_removed(), 0u);
+}
+
+// --max-overhead: a window opened after a cycle's first step began holds only the rest of that
+// cycle; such a cycle is not kept, but the one the stop cuts is.
+TEST(ScheduledSink, WithWholeCyclesOnlyACycleMissingAStepIsNotKeptUnlessTheStopCutIt) {
+  ScheduledRun run("wait=1,warmup=0,active=2", 0, /*whole_cycles_only=*/true);
+  run.run_step(2, 200);  // cycle 0's second step only (step 1 was partial)
+  run.run_step(4, 400);  // cycle 1, whole
+  run.run_step(5, 500);
+  run.run_step(7, 700);  // cycle 2's first step, then the stop
+  run.sink->finish({.window_end_unix_ns = 800});
+  ASSERT_EQ(run.cycles.size(), 3u);
+  EXPECT_TRUE(run.cycles[0]->removed) << "missing its first step";
+  EXPECT_FALSE(run.cycles[1]->removed);
+  EXPECT_FALSE(run.cycles[2]->removed) << "cut by the stop: written with what it has";
+  EXPECT_EQ(run.written(), (std::vector<std::string>{"cycle1", "cycle2"}));
+  EXPECT_EQ(run.sink->cycles_without_steps(), 1u);
 }
 
 // ---- where windows of ops go (--max-overhead with --schedule) ---------------------------------

@@ -12,12 +12,13 @@ bool is_step_range(const model::ClosedOp& op) {
 }  // namespace
 
 ScheduledSink::ScheduledSink(StepSchedule schedule, CycleFactory make_cycle, SummarySoFar summary_so_far,
-                             model::TraceSink& every_cycle, size_t max_cycles_kept)
+                             model::TraceSink& every_cycle, size_t max_cycles_kept, bool whole_cycles_only)
     : schedule_(schedule),
       make_cycle_(std::move(make_cycle)),
       summary_so_far_(std::move(summary_so_far)),
       every_cycle_(every_cycle),
-      max_cycles_kept_(max_cycles_kept) {}
+      max_cycles_kept_(max_cycles_kept),
+      whole_cycles_only_(whole_cycles_only) {}
 
 void ScheduledSink::begin(const model::SessionInfo& session) {
   session_ = session;
@@ -99,17 +100,18 @@ void ScheduledSink::flush() {
 // A cycle cut short by the stop is written too, as torch writes the one recording when its
 // profiler exits, if it holds a whole step (see end_cycle).
 void ScheduledSink::finish(const model::RunSummary& summary) {
-  if (cycle_) end_cycle(summary);
+  if (cycle_) end_cycle(summary, /*at_stop=*/true);
   every_cycle_.finish(summary);
 }
 
 // A cycle that holds no whole step (only the part of one that a window of ops or the stop cut
 // off) is no trace of the schedule's steps: its files go, and it takes no place of --max-files.
-void ScheduledSink::end_cycle(const model::RunSummary& summary) {
+void ScheduledSink::end_cycle(const model::RunSummary& summary, bool at_stop) {
   cycle_->output->sink().finish(summary);
   cycle_->output->commit();
   last_ended_ = cycle_->index;
-  if (cycle_->whole_steps == 0) {
+  const bool missing_steps = whole_cycles_only_ && !at_stop && cycle_->whole_steps < schedule_.active;
+  if (cycle_->whole_steps == 0 || missing_steps) {
     cycle_->output->remove();
     ++cycles_without_steps_;
     cycle_.reset();

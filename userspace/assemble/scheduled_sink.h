@@ -39,8 +39,11 @@ class ScheduledSink final : public model::TraceSink {
   // begin and finish. `max_cycles_kept` (--max-files; 0: all): once a cycle is written, the
   // files of the cycles older than that many are removed, so that a schedule repeating until
   // stopped keeps a bounded disk.
+  // `whole_cycles_only` (--max-overhead): a cycle is kept only with all its active steps, as a
+  // window of ops may open after a cycle's first step began (it then waits for the next cycle)
+  // or close before its last (overdrawn); except the one the stop cuts, kept as torch keeps it.
   ScheduledSink(StepSchedule schedule, CycleFactory make_cycle, SummarySoFar summary_so_far,
-                model::TraceSink& every_cycle, size_t max_cycles_kept = 0);
+                model::TraceSink& every_cycle, size_t max_cycles_kept = 0, bool whole_cycles_only = false);
 
   void begin(const model::SessionInfo& session) override;
   void thread(const model::ThreadInfo& thread) override;
@@ -55,7 +58,8 @@ class ScheduledSink final : public model::TraceSink {
   // What each cycle still on disk wrote, oldest first; and how many were removed.
   const std::deque<std::string>& written() const { return written_; }
   uint64_t cycles_removed() const { return cycles_removed_; }
-  // Cycles ended without a whole step (a part cut off), whose files were removed at once.
+  // Cycles ended without a whole step (a part cut off), or without all their steps where
+  // whole_cycles_only, whose files were removed at once.
   uint64_t cycles_without_steps() const { return cycles_without_steps_; }
   // The schedule's last cycle (repeat=R) has been written: nothing more will be kept.
   bool done() const { return last_ended_ && schedule_.finished_after(*last_ended_ + 1); }
@@ -69,7 +73,7 @@ class ScheduledSink final : public model::TraceSink {
   };
   bool keeps_step(uint64_t step) const;
   model::TraceSink* cycle_sink_for(uint64_t step, uint64_t start_unix_ns);
-  void end_cycle(const model::RunSummary& summary);
+  void end_cycle(const model::RunSummary& summary, bool at_stop = false);
 
   StepSchedule schedule_;
   CycleFactory make_cycle_;
@@ -80,6 +84,7 @@ class ScheduledSink final : public model::TraceSink {
   std::vector<model::DeviceProperties> devices_;
   std::optional<OpenCycle> cycle_;
   const size_t max_cycles_kept_;
+  const bool whole_cycles_only_;
   std::deque<std::unique_ptr<Cycle>> kept_;  // written, on disk; with --max-files only
   std::deque<std::string> written_;
   uint64_t cycles_removed_ = 0;

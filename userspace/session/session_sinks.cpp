@@ -49,7 +49,7 @@ SessionSinks::SessionSinks(OutputFiles& outputs, const AttachOptions& options, c
         return std::make_unique<CycleOutput>(default_output_path(options.output_directory, target, unix_now_ns()),
                                              options);
       },
-      std::move(summary_so_far), *fan_out_, options.max_files);
+      std::move(summary_so_far), *fan_out_, options.max_files, /*whole_cycles_only=*/options.max_overhead.has_value());
 }
 
 void SessionSinks::flush_if_due(uint64_t now_ns) {
@@ -74,7 +74,7 @@ std::string SessionSinks::written() const {
                       group_thousands(scheduled_->cycles_removed()) + " older ones removed for --max-files)";
     if (scheduled_->cycles_without_steps() > 0)
       parts.back() += "; " + group_thousands(scheduled_->cycles_without_steps()) +
-                      " cycles cut off before a whole step were not kept";
+                      " cycles without all their steps (cut off) were not kept";
   }
   if (outputs_.stacks) parts.push_back(outputs_.stacks->path());
   std::string text;
