@@ -126,6 +126,14 @@ def measure(loop, budget, seconds, detached, directory):
     }
 
 
+def print_table(lines, markdown_path):
+    """Prints a markdown table's lines, and writes them to `markdown_path` if one is given."""
+    print("\n".join(lines))
+    if markdown_path:
+        with open(markdown_path, "w") as file:
+            file.write("\n".join(lines) + "\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=60)
@@ -152,10 +160,7 @@ def main():
         lines.append(f"| {row['loop']} | {row['budget']:g}% | {100 * row['slowdown']:.1f}% | {estimate} "
                      f"| {row['windows']} | {row['exact_steps']} ({row['steps_seen']}) | {row['longest_gap_s']:.1f} s "
                      f"| {least} |")
-    print("\n".join(lines))
-    if args.markdown:
-        with open(args.markdown, "w") as file:
-            file.write("\n".join(lines) + "\n")
+    print_table(lines, args.markdown)
 
 
 if __name__ == "__main__":

@@ -18,11 +18,13 @@ import os
 import re
 import resource
 import subprocess
+import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TPROF = os.path.join(REPO, "build", "tprof")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from overhead_budget import REPO, TPROF, print_table  # noqa: E402
+
 LOOP = os.path.join(REPO, "tests", "workloads", "train_loop.py")
 
 OUTPUTS = [
@@ -101,10 +103,7 @@ def main():
     finally:
         loop.kill()
         loop.wait()
-    print("\n".join(lines))
-    if args.markdown:
-        with open(args.markdown, "w") as file:
-            file.write("\n".join(lines) + "\n")
+    print_table(lines, args.markdown)
 
 
 if __name__ == "__main__":
