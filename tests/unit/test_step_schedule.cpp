@@ -239,7 +239,7 @@ TEST(ScheduledSink, ACycleWithoutAWholeStepIsNotKept) {
   EXPECT_TRUE(run.cycles[1]->removed) << "only a cut-off step";
   EXPECT_FALSE(run.cycles[2]->removed);
   EXPECT_EQ(run.written(), (std::vector<std::string>{"cycle0", "cycle2"}));
-  EXPECT_EQ(run.sink->cycles_without_steps(), 1u);
+  EXPECT_EQ(run.sink->cycles_not_kept(), 1u);
   EXPECT_EQ(run.sink->cycles_removed(), 0u);
 }
 
@@ -257,7 +257,7 @@ TEST(ScheduledSink, WithWholeCyclesOnlyACycleMissingAStepIsNotKeptUnlessTheStopC
   EXPECT_FALSE(run.cycles[1]->removed);
   EXPECT_FALSE(run.cycles[2]->removed) << "cut by the stop: written with what it has";
   EXPECT_EQ(run.written(), (std::vector<std::string>{"cycle1", "cycle2"}));
-  EXPECT_EQ(run.sink->cycles_without_steps(), 1u);
+  EXPECT_EQ(run.sink->cycles_not_kept(), 1u);
 }
 
 // ---- where windows of ops go (--max-overhead with --schedule) ---------------------------------
@@ -289,13 +289,9 @@ TEST(StepSchedule, NamesEachCyclesRecordedStepsAndTheNextCycleNotBegun) {
     EXPECT_EQ(next, expected);
     // Agrees with the schedule: the cycle's first recorded step is the first one after `step`
     // that records after one that does not.
-    auto records = [&](uint64_t at) {
-      const StepSchedule::Action action = schedule.action(at);
-      return action == StepSchedule::Action::kRecord || action == StepSchedule::Action::kRecordAndSave;
-    };
     if (next) {
       uint64_t first = step + 1;
-      while (!records(first) || records(first - 1)) ++first;
+      while (!schedule.records(first) || schedule.records(first - 1)) ++first;
       EXPECT_EQ(schedule.first_recorded_step(*next), first);
     }
   }

@@ -113,7 +113,7 @@ void ScheduledSink::end_cycle(const model::RunSummary& summary, bool at_stop) {
   const bool missing_steps = whole_cycles_only_ && !at_stop && cycle_->whole_steps < schedule_.active;
   if (cycle_->whole_steps == 0 || missing_steps) {
     cycle_->output->remove();
-    ++cycles_without_steps_;
+    ++cycles_not_kept_;
     cycle_.reset();
     return;
   }

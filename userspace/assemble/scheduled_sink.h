@@ -60,7 +60,7 @@ class ScheduledSink final : public model::TraceSink {
   uint64_t cycles_removed() const { return cycles_removed_; }
   // Cycles ended without a whole step (a part cut off), or without all their steps where
   // whole_cycles_only, whose files were removed at once.
-  uint64_t cycles_without_steps() const { return cycles_without_steps_; }
+  uint64_t cycles_not_kept() const { return cycles_not_kept_; }
   // The schedule's last cycle (repeat=R) has been written: nothing more will be kept.
   bool done() const { return last_ended_ && schedule_.finished_after(*last_ended_ + 1); }
 
@@ -88,7 +88,7 @@ class ScheduledSink final : public model::TraceSink {
   std::deque<std::unique_ptr<Cycle>> kept_;  // written, on disk; with --max-files only
   std::deque<std::string> written_;
   uint64_t cycles_removed_ = 0;
-  uint64_t cycles_without_steps_ = 0;
+  uint64_t cycles_not_kept_ = 0;
   std::optional<uint64_t> last_ended_;  // the index of the last cycle written
 };
 

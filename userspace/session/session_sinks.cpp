@@ -72,8 +72,8 @@ std::string SessionSinks::written() const {
     if (scheduled_->cycles_removed() > 0)
       parts.back() += " (the last " + std::to_string(scheduled_->written().size()) + " cycles: " +
                       group_thousands(scheduled_->cycles_removed()) + " older ones removed for --max-files)";
-    if (scheduled_->cycles_without_steps() > 0)
-      parts.back() += "; " + group_thousands(scheduled_->cycles_without_steps()) +
+    if (scheduled_->cycles_not_kept() > 0)
+      parts.back() += "; " + group_thousands(scheduled_->cycles_not_kept()) +
                       " cycles without all their steps (cut off) were not kept";
   }
   if (outputs_.stacks) parts.push_back(outputs_.stacks->path());
