@@ -11,8 +11,11 @@ with `tprof attach --max-overhead P% -d --seconds` for --seconds, then detached 
   recall     - per exact step, the share of the ranges torch's own profiler (legacy) records in
                one step of the same loop that the step holds, name by name; the least over steps
 
+A budget of 0 is the control: the same stretches with nothing attached, whose "slowdown" is
+the noise of this measurement on the machine.
+
 Usage (root): /usr/bin/python3 bench/overhead_budget.py [--seconds 60] [--detached 20]
-              [--loops small,compute] [--budgets 1,5,20] [--markdown FILE]
+              [--loops small,compute] [--budgets 0,1,5,20] [--markdown FILE]
 """
 import argparse
 import bisect
@@ -95,11 +98,16 @@ def measure(loop, budget, seconds, detached, directory):
         time.sleep(detached)
         trace_path = os.path.join(directory, f"{loop}-{budget}.pt.trace.json")
         attach_start = time.monotonic()
-        result = subprocess.run([TPROF, "attach", str(target.pid), f"--max-overhead={budget}%", "-d", str(seconds),
-                                 "-o", trace_path, "--no-et", "--force", "-q"], capture_output=True, text=True)
+        if budget == 0:  # the control: nothing attached, so what it measures is the method's noise
+            time.sleep(seconds)
+            trace_path = None
+        else:
+            result = subprocess.run([TPROF, "attach", str(target.pid), f"--max-overhead={budget}%", "-d",
+                                     str(seconds), "-o", trace_path, "--no-et", "--force", "-q"],
+                                    capture_output=True, text=True)
+            if result.returncode != 0:
+                raise SystemExit(f"tprof failed: {result.stderr.strip()}")
         attach_end = time.monotonic()
-        if result.returncode != 0:
-            raise SystemExit(f"tprof failed: {result.stderr.strip()}")
         time.sleep(detached)
         after = time.monotonic()
         # Attached: from when the probes are surely in (planning takes up to a second) to the stop.
@@ -107,8 +115,10 @@ def measure(loop, budget, seconds, detached, directory):
         detached_rate = (target.rate(before, attach_start) + target.rate(attach_end + 0.5, after)) / 2
     finally:
         target.stop()
-    with open(trace_path) as file:
-        trace = json.load(file)
+    trace = {"traceEvents": [], "tprof_summary": {}}
+    if trace_path:
+        with open(trace_path) as file:
+            trace = json.load(file)
     windows = trace["tprof_summary"].get("op_windows", {})
     steps = exact_steps(trace)
     starts = [start for start, _ in steps]
@@ -139,7 +149,7 @@ def main():
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--detached", type=float, default=20)
     parser.add_argument("--loops", default="small,compute")
-    parser.add_argument("--budgets", default="1,5,20")
+    parser.add_argument("--budgets", default="0,1,5,20")
     parser.add_argument("--markdown")
     args = parser.parse_args()
     if os.geteuid() != 0:
@@ -157,7 +167,8 @@ def main():
     for row in rows:
         estimate = f"{100 * row['estimate']:.1f}%" if row["estimate"] is not None else "none"
         least = f"{row['least_recall']:.3f}" if row["least_recall"] is not None else "no step"
-        lines.append(f"| {row['loop']} | {row['budget']:g}% | {100 * row['slowdown']:.1f}% | {estimate} "
+        budget = f"{row['budget']:g}%" if row["budget"] else "not attached"
+        lines.append(f"| {row['loop']} | {budget} | {100 * row['slowdown']:.1f}% | {estimate} "
                      f"| {row['windows']} | {row['exact_steps']} ({row['steps_seen']}) | {row['longest_gap_s']:.1f} s "
                      f"| {least} |")
     print_table(lines, args.markdown)

@@ -574,9 +574,11 @@ void append_probe_cost(std::string& out, const model::ProbeCost& cost) {
 void append_op_windows(std::string& out, const model::OpWindows& windows) {
   char text[256];
   std::snprintf(text, sizeof(text),
-                ", \"op_windows\": {\"max_overhead\": %.4f, \"windows\": %llu, \"exact_steps\": %llu, "
-                "\"steps_seen\": %llu",
+                ", \"op_windows\": {\"max_overhead\": %.4f, \"windows\": %llu, \"most_sites_linked\": %llu, "
+                "\"sites_attached\": %llu, \"exact_steps\": %llu, \"steps_seen\": %llu",
                 windows.max_slowdown, static_cast<unsigned long long>(windows.windows),
+                static_cast<unsigned long long>(windows.most_sites_linked),
+                static_cast<unsigned long long>(windows.sites_attached),
                 static_cast<unsigned long long>(windows.exact_steps),
                 static_cast<unsigned long long>(windows.steps_seen));
   out += text;

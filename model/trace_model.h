@@ -308,6 +308,10 @@ struct ProbeCost {
 struct OpWindows {
   double max_slowdown = 0;        // the budget: 0.05 for 5%
   uint64_t windows = 0;           // windows of ops opened
+  // Probe sites: the most one window linked (the ops called so far, their returns, the node
+  // classes seen), and all that were attached for windows.
+  uint64_t most_sites_linked = 0;
+  uint64_t sites_attached = 0;
   uint64_t exact_steps = 0;       // ProfilerSteps: whole steps a window saw (windows, without any)
   uint64_t steps_seen = 0;        // Optimizer.step calls while recording (counted in BPF)
   std::optional<double> estimated_slowdown;  // from probe_cost; none without it

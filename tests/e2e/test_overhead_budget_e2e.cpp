@@ -98,7 +98,7 @@ TEST(OverheadBudget, EveryProfilerStepIsAWholeStepAndNoOpIsWrittenBetweenWindows
   const std::unique_ptr<ChildProcess> training = start_endless_training(scratch.path());
   const std::map<std::string, int> usual = usual_step(training->pid(), scratch.path());
 
-  // At 20%, the first window (its cost guessed at 300 ms) opens after 1.8 s of the loop's CPU.
+  // At 20%, the first window (its cost guessed at 100 ms) opens after 0.6 s of the loop's CPU.
   const fs::path trace_path = scratch.path() / "budget.pt.trace.json";
   const std::string console = attach(training->pid(), trace_path, {"--duration", "8", "--max-overhead", "20%"});
   EXPECT_NE(console.find("ops in windows (--max-overhead 20%): "), std::string::npos) << console;
@@ -114,6 +114,10 @@ TEST(OverheadBudget, EveryProfilerStepIsAWholeStepAndNoOpIsWrittenBetweenWindows
   EXPECT_GE(windows.at("windows").get<uint64_t>(), 1u);
   const auto seen = windows.at("steps_seen").get<uint64_t>();
   EXPECT_GT(seen, exact.size()) << "the steps between windows are counted";
+  // Windows probe only the ops the loop has called (a few hundred of torch's ~3,000), yet each
+  // step below holds every range a plain recording, which probes all, finds.
+  EXPECT_LT(windows.at("most_sites_linked").get<uint64_t>(), windows.at("sites_attached").get<uint64_t>() / 2)
+      << windows.dump();
 
   uint64_t last_number = 0;
   for (const Step* step : exact) {
@@ -147,7 +151,7 @@ TEST(OverheadBudget, UnderAScheduleEachCycleIsATraceOfItsWholeStepsAndMaxFilesKe
   const std::unique_ptr<ChildProcess> training = start_endless_training(scratch.path());
   const std::map<std::string, int> usual = usual_step(training->pid(), scratch.path());
 
-  // At 50% a window (~0.5 s of tprof's CPU on the test VM) opens every second or two.
+  // At 50% a window (tens of ms of tprof's CPU on the test VM) opens for each cycle it can.
   const fs::path traces = scratch.path() / "cycles";
   fs::create_directory(traces);
   const std::string console = attach(training->pid(), {"--duration", "12", "--max-overhead", "50%", "--schedule",

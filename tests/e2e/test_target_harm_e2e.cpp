@@ -281,7 +281,8 @@ TEST(TargetHarmAttachCycles, AttachAndDetachTwentyTimesWhileExceptionsAreInFligh
 // --max-overhead puts the per-op probes in and takes them out again and again within one
 // attach: windows of ops come and go with exceptions in flight (time windows here: the loop
 // has no optimizer). At 5% its windows cost more than 5% of the time they are open, so they
-// close after 50 ms: 3 windows in 20 s on the 2-vCPU test VM.
+// close after 50 ms: ~95 windows in 20 s on the 2-vCPU test VM, each probing only the ops the
+// loop has called.
 TEST(TargetHarmAttachCycles, WindowsOfOpsComeAndGoWhileExceptionsAreInFlight) {
   if (!testing::has_tracing_capabilities())
     GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; target safety is NOT tested ***";

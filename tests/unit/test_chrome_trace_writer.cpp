@@ -299,7 +299,8 @@ TEST_F(ChromeTraceWriterTest, TheSummaryCarriesTheWindowsOfOps) {
       .estimate_ns = 301'884'000,
       .target_cpu_ns = 6'000'000'000};
   trace.summary.op_windows = model::OpWindows{
-      .max_slowdown = 0.05, .windows = 4, .exact_steps = 12, .steps_seen = 9'000, .estimated_slowdown = 0.0529};
+      .max_slowdown = 0.05, .windows = 4, .most_sites_linked = 310, .sites_attached = 7'300, .exact_steps = 12,
+      .steps_seen = 9'000, .estimated_slowdown = 0.0529};
   const ordered_json document = ordered_json::parse(write_trace(trace));
   const ordered_json& cost = document["tprof_summary"]["probe_cost"];
   EXPECT_EQ(cost["interrupt_ns"], 33000);
@@ -308,6 +309,8 @@ TEST_F(ChromeTraceWriterTest, TheSummaryCarriesTheWindowsOfOps) {
   const ordered_json& windows = document["tprof_summary"]["op_windows"];
   EXPECT_DOUBLE_EQ(windows["max_overhead"].get<double>(), 0.05);
   EXPECT_EQ(windows["windows"], 4);
+  EXPECT_EQ(windows["most_sites_linked"], 310);
+  EXPECT_EQ(windows["sites_attached"], 7300);
   EXPECT_EQ(windows["exact_steps"], 12);
   EXPECT_EQ(windows["steps_seen"], 9000);
   EXPECT_DOUBLE_EQ(windows["estimated_slowdown"].get<double>(), 0.0529);

@@ -49,5 +49,20 @@ TEST(OpSelection, ASharedReturnStaysWhileOneOfItsFunctionsIsProbed) {
   EXPECT_EQ(probed_return_offsets(returns, [](uint32_t) { return true; }), (std::vector<uint64_t>{0x10, 0x20, 0x30}));
 }
 
+TEST(OpSelection, CalledOpsKeepsTheSelectedOnesTheTargetCalledAndTheirSites) {
+  // Ops 0..3 at sites 0x100..0x400; --ops left op 1 out; the target called ops 1, 2 and 3.
+  const SelectedOps selected{.sites = {"libtorch_cpu.so", {0x100, 0x300, 0x400}, {0, 2, 3}},
+                             .probed = {true, false, true, true},
+                             .left_out = 1};
+  const SelectedOps called = called_ops(selected, {false, true, true, true});
+  EXPECT_EQ(called.probed, (std::vector<bool>{false, false, true, true}));
+  EXPECT_EQ(called.left_out, 2u);
+  EXPECT_EQ(called.sites.binary_path, "libtorch_cpu.so");
+  EXPECT_EQ(called.sites.offsets, (std::vector<unsigned long>{0x300, 0x400}));
+  EXPECT_EQ(called.sites.cookies, (std::vector<uint64_t>{2, 3}));
+  EXPECT_TRUE(called.probes(7)) << "an op id past the plan's (a CUDA API call) stays probed";
+  EXPECT_TRUE(called_ops(selected, {}).sites.offsets.empty()) << "nothing called yet";
+}
+
 }  // namespace
 }  // namespace tprof

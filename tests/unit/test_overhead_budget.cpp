@@ -24,12 +24,12 @@ TEST(OverheadBudget, TheSlowdownIsTheCostOverTheTimeWithoutIt) {
   EXPECT_DOUBLE_EQ(OverheadBudget::slowdown(0, 0), 0);
 }
 
-// At 5%, what the probes may cost by t is t * 0.05 / 1.05: the first window (300 ms, its cost
-// unknown yet) waits for 6.3 s of the target's CPU.
+// At 5%, what the probes may cost by t is t * 0.05 / 1.05: the first window (100 ms, its cost
+// unknown yet) waits for 2.1 s of the target's CPU.
 TEST(OverheadBudget, TheFirstWindowWaitsUntilTheAllowancePaysForIt) {
   OverheadBudget budget(0.05);
-  EXPECT_EQ(budget.decide(at(6.0, 0), false), Decision::kKeep);
-  EXPECT_EQ(budget.decide(at(6.4, 0), false), Decision::kOpen);
+  EXPECT_EQ(budget.decide(at(2.0, 0), false), Decision::kKeep);
+  EXPECT_EQ(budget.decide(at(2.2, 0), false), Decision::kOpen);
 }
 
 // A window of a small-op loop costs far more than the budget's rate: it closes once it holds a

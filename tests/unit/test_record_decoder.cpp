@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <unordered_set>
 #include <vector>
 
 #include <algorithm>
@@ -256,6 +257,13 @@ TEST_F(RecordDecoderTest, AutogradRangesPairPerThreadAndKeepTheNodesSequenceNumb
   EXPECT_EQ(spans[1].sequence_number, 9);
   EXPECT_TRUE(spans[0].unwound);
   EXPECT_TRUE(spans[1].unwound);
+}
+
+TEST_F(RecordDecoderTest, RemembersTheVtablesOfTheNodesSeenByEitherRecord) {
+  decoder_.decode(bytes_of(head(OP_RECORD_EVALUATE_ENTER, 7, 10), autograd_node{.node = 1, .vptr = 200}));
+  decoder_.decode(bytes_of(head(OP_RECORD_NODE_ENTER, 7, 11), autograd_node{.node = 2, .vptr = 300}));
+  decoder_.decode(bytes_of(head(OP_RECORD_EVALUATE_ENTER, 7, 12), autograd_node{.node = 3, .vptr = 200}));
+  EXPECT_EQ(decoder_.node_vtables(), (std::unordered_set<uint64_t>{200, 300}));
 }
 
 TEST_F(RecordDecoderTest, StackSamplesGoToTheCloserWithTheirStack) {

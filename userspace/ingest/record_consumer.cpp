@@ -272,6 +272,7 @@ void RecordDecoder::consume(const op_record& head, const unsigned char* payload,
       const auto node = payload_as<autograd_node>(payload, payload_size);
       if (!node) break;
       const bool is_node = head.kind == OP_RECORD_NODE_ENTER;
+      if (node_vtables_.size() < kMaxNodeVtablesKept) node_vtables_.insert(node->vptr);
       event.op_id = callbacks_.node_operator(
           node->vptr, is_node ? model::RangeKind::kBackwardNode : model::RangeKind::kBackwardEvaluate);
       // torch gives both ranges the node's sequence number and forward thread.

@@ -71,6 +71,11 @@ class RecordDecoder {
 
   uint64_t records() const { return records_; }
   uint64_t python_samples() const { return python_samples_; }
+
+  // The vtables (runtime vptrs) of the autograd nodes the target was seen to run, from
+  // evaluate_function's records too: --max-overhead's windows probe only their classes' apply().
+  static constexpr size_t kMaxNodeVtablesKept = 1 << 16;
+  const std::unordered_set<uint64_t>& node_vtables() const { return node_vtables_; }
   uint64_t malformed_records() const { return malformed_; }
   // Spill-probe records whose op entry was not the thread's last record (attached between
   // the two probes, or the entry record was lost).
@@ -99,6 +104,7 @@ class RecordDecoder {
   op_arguments arguments_;  // the record being decoded, copied out of the ring buffer
   python_stack stack_;      // likewise, for a stack record
   std::unordered_set<uint32_t> seen_threads_;
+  std::unordered_set<uint64_t> node_vtables_;
   // Annotation handle (its RecordFunction's address) -> operator index, while open.
   std::unordered_map<uint64_t, uint32_t> open_annotations_;
   // Per thread: the operator indices of the evaluate_function and node ranges open there.

@@ -171,8 +171,8 @@ bool TargetProbes::write_settings() {
                               BPF_ANY) == 0;
 }
 
-void TargetProbes::add_op_probe(const bpf_program* program, const UprobeSites& sites) {
-  OpProbe& probe = op_probes_.emplace_back(OpProbe{program, {}, {}});
+void TargetProbes::add_op_probe(const bpf_program* program, const UprobeSites& sites, NarrowedSites narrowed_by) {
+  OpProbe& probe = op_probes_.emplace_back(OpProbe{program, {}, narrowed_by, {}});
   if (op_probes_in_windows_) {
     probe.sites = sites;
     return;
@@ -186,13 +186,19 @@ void TargetProbes::add_op_probe(const bpf_program* program, const UprobeSites& s
 // probes linked one kind after another would run for a kind's whole attach. Removing a link
 // also waits for a grace period (40-80 ms a link there) once its sites are gone; in parallel
 // those waits overlap.
-void TargetProbes::link_op_probes() {
-  if (op_probes_linked_ || !op_probes_in_windows_) return;
+uint64_t TargetProbes::link_op_probes(const WindowSites& narrowed) {
+  if (op_probes_linked_ || !op_probes_in_windows_) return 0;
   std::vector<std::future<BpfLink>> links;
-  for (const OpProbe& probe : op_probes_)
-    links.push_back(std::async(std::launch::async, [this, &probe] {
-      return attach_uprobe_multi(probe.program, pid_, probe.sites);
+  uint64_t linked_sites = 0;
+  for (const OpProbe& probe : op_probes_) {
+    const UprobeSites& sites =
+        probe.narrowed_by && narrowed.*probe.narrowed_by ? *(narrowed.*probe.narrowed_by) : probe.sites;
+    linked_sites += sites.offsets.size();
+    links.push_back(std::async(std::launch::async, [this, &probe, &sites]() -> BpfLink {
+      if (sites.offsets.empty()) return {};  // none of its functions ran yet
+      return attach_uprobe_multi(probe.program, pid_, sites);
     }));
+  }
   std::exception_ptr failure;
   for (size_t index = 0; index < links.size(); ++index) {
     try {
@@ -202,9 +208,15 @@ void TargetProbes::link_op_probes() {
     }
   }
   op_probes_linked_ = true;
-  if (!failure) return;
+  if (!failure) return linked_sites;
   unlink_op_probes();
   std::rethrow_exception(failure);
+}
+
+uint64_t TargetProbes::op_probe_sites() const {
+  uint64_t sites = 0;
+  for (const OpProbe& probe : op_probes_) sites += probe.sites.offsets.size();
+  return sites;
 }
 
 void TargetProbes::unlink_op_probes() noexcept {
@@ -221,10 +233,12 @@ void TargetProbes::unlink_op_probes() noexcept {
   op_probes_linked_ = false;
 }
 
-void TargetProbes::attach_ops(const UprobeSites& sites) { add_op_probe(skeleton().progs.op_enter, sites); }
+void TargetProbes::attach_ops(const UprobeSites& sites) {
+  add_op_probe(skeleton().progs.op_enter, sites, &WindowSites::op_entries);
+}
 
 void TargetProbes::attach_exits(const UprobeSites& returns, const UprobeSites& catches) {
-  if (!returns.offsets.empty()) add_op_probe(skeleton().progs.range_return, returns);
+  if (!returns.offsets.empty()) add_op_probe(skeleton().progs.range_return, returns, &WindowSites::returns);
   if (!catches.offsets.empty()) add_op_probe(skeleton().progs.exception_caught, catches);
 }
 
@@ -236,7 +250,8 @@ void TargetProbes::set_op_plan(uint32_t op_id, const op_plan& plan) {
 }
 
 void TargetProbes::attach_spilled_arguments(const UprobeSites& sites) {
-  if (!sites.offsets.empty()) add_op_probe(skeleton().progs.op_spilled_arguments, sites);
+  if (!sites.offsets.empty())
+    add_op_probe(skeleton().progs.op_spilled_arguments, sites, &WindowSites::spilled_arguments);
 }
 
 void TargetProbes::attach_annotations(const UprobeSites& name_kernels, const UprobeSites& constructor,
@@ -254,7 +269,7 @@ void TargetProbes::attach_annotations(const UprobeSites& name_kernels, const Upr
 
 void TargetProbes::attach_autograd(const UprobeSites& evaluate_function, const UprobeSites& node_apply) {
   add_op_probe(skeleton().progs.evaluate_enter, evaluate_function);
-  if (!node_apply.offsets.empty()) add_op_probe(skeleton().progs.node_enter, node_apply);
+  if (!node_apply.offsets.empty()) add_op_probe(skeleton().progs.node_enter, node_apply, &WindowSites::node_applies);
 }
 
 void TargetProbes::attach_api_calls(const UprobeSites& entries, const UprobeSites& returns) {

@@ -144,10 +144,17 @@ class TargetProbes {
   // optimizer's steps), CUDA API calls and the stack sampler stay. Call before attaching: those probes
   // are then kept unlinked until link_op_probes().
   void keep_op_probes_for_windows() { op_probes_in_windows_ = true; }
-  // Links them, exits first as at attach; unlinks them, entries first. No-ops when so already.
-  void link_op_probes();
+  // What a window links in place of every attached site, by probe: fewer sites cost less to put
+  // in and take out (~30 us a site on the test VM). None: that probe's sites as attached.
+  struct WindowSites {
+    std::optional<UprobeSites> op_entries, returns, spilled_arguments, node_applies;
+  };
+  // Links them, exits first as at attach, and says how many sites it linked; unlinks them,
+  // entries first. No-ops when so already.
+  uint64_t link_op_probes(const WindowSites& narrowed = {});
   void unlink_op_probes() noexcept;
   bool op_probes_linked() const { return op_probes_linked_; }
+  uint64_t op_probe_sites() const;  // all that were attached for windows
   // The Optimizer.step annotations named in the target since it became one (BPF counts them).
   uint64_t optimizer_steps() const;
   // CUDA API entry points (cuda_api_probes.h), ranges like ops without arguments or Python
@@ -164,8 +171,10 @@ class TargetProbes {
  private:
   bool write_settings();  // false: the map refused them (errno says why)
   op_tracer& skeleton() const;
-  // Attaches one kind of per-op probe, or keeps it for link_op_probes().
-  void add_op_probe(const bpf_program* program, const UprobeSites& sites);
+  using NarrowedSites = std::optional<UprobeSites> WindowSites::*;
+  // Attaches one kind of per-op probe, or keeps it for link_op_probes(), which links the sites
+  // `narrowed_by` names in its WindowSites where it names some.
+  void add_op_probe(const bpf_program* program, const UprobeSites& sites, NarrowedSites narrowed_by = nullptr);
 
   OpTracer& tracer_;
   const pid_t pid_;
@@ -175,6 +184,7 @@ class TargetProbes {
   struct OpProbe {
     const bpf_program* program;
     UprobeSites sites;  // kept only for windows
+    NarrowedSites narrowed_by;
     BpfLink link;
   };
   std::vector<OpProbe> op_probes_;

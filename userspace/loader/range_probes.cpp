@@ -1,6 +1,9 @@
 #include "userspace/loader/range_probes.h"
 
+#include <array>
 #include <exception>
+#include <set>
+#include <unordered_map>
 
 #include "symbolizer/autograd/sequence_counter.h"
 
@@ -94,6 +97,24 @@ void RangeProbes::attach(TargetProbes& probes) const {
     for (const auto& site : found.autograd.apply_sites) apply_offsets.push_back(site.file_offset);
     probes.attach_autograd(sites({found.autograd.evaluate_function}), sites(apply_offsets));
   }
+}
+
+UprobeSites RangeProbes::node_apply_sites(const std::unordered_set<uint64_t>& vtables,
+                                          const symbolizer::ProcessMemory& memory) const {
+  // Node's virtual functions come first in each vtable, apply() among them (the 1.13 and 2.x
+  // builds have a dozen); a class's own virtuals follow.
+  constexpr size_t kSlotsSearched = 32;
+  std::unordered_map<uint64_t, uint64_t> offset_of_apply;  // runtime address -> file offset
+  for (const auto& site : sites_->autograd.apply_sites)
+    offset_of_apply.emplace(library_.load_address + site.address, site.file_offset);
+  std::set<uint64_t> offsets;
+  std::array<uint64_t, kSlotsSearched> slots{};
+  for (const uint64_t vptr : vtables) {
+    if (!memory.read(vptr, slots.data(), sizeof(slots))) continue;
+    for (const uint64_t slot : slots)
+      if (const auto apply = offset_of_apply.find(slot); apply != offset_of_apply.end()) offsets.insert(apply->second);
+  }
+  return sites({offsets.begin(), offsets.end()});
 }
 
 std::string RangeProbes::node_name(uint64_t vptr) const {

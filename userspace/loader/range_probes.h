@@ -7,12 +7,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include <sys/types.h>
 
 #include "symbolizer/autograd/autograd_sites.h"
 #include "symbolizer/binary/library_index.h"
+#include "symbolizer/binary/process_memory.h"
 #include "symbolizer/autograd/record_function_sites.h"
 #include "symbolizer/autograd/sequence_counter.h"
 #include "symbolizer/binary/vtable_names.h"
@@ -65,6 +67,12 @@ class RangeProbes {
 
   // Attaches every probe that was found.
   void attach(TargetProbes& probes) const;
+  // The apply() sites of the node classes whose vtables (runtime vptrs) the target was seen
+  // to use: an apply() pointer among each vtable's first slots, read from the target's memory
+  // (a class without an override of its own runs its base's). --max-overhead's windows probe
+  // only these after the first.
+  UprobeSites node_apply_sites(const std::unordered_set<uint64_t>& vtables,
+                               const symbolizer::ProcessMemory& memory) const;
 
   // A node's name as torch's profiler shows it, from its runtime vtable pointer; "" if unknown.
   std::string node_name(uint64_t vptr) const;

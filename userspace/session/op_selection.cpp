@@ -77,6 +77,16 @@ UprobeSites sites_of_probed_ops(const UprobeSites& sites, const SelectedOps& sel
   return kept;
 }
 
+SelectedOps called_ops(const SelectedOps& selected, const std::vector<bool>& called) {
+  SelectedOps kept{.sites = {}, .probed = selected.probed, .left_out = 0};
+  for (size_t op_id = 0; op_id < kept.probed.size(); ++op_id) {
+    kept.probed[op_id] = kept.probed[op_id] && op_id < called.size() && called[op_id];
+    if (!kept.probed[op_id]) ++kept.left_out;
+  }
+  kept.sites = sites_of_probed_ops(selected.sites, kept);
+  return kept;
+}
+
 std::string OpSelection::describe() const {
   std::string text;
   auto add = [&](const std::string& part) { text += (text.empty() ? "" : ", ") + part; };

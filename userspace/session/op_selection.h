@@ -48,6 +48,10 @@ SelectedOps select_op_sites(const ProbePlan& plan, const OpSelection& selection)
 // The sites whose cookie is an op id `selected` probes (an op's spilled-double reads).
 UprobeSites sites_of_probed_ops(const UprobeSites& sites, const SelectedOps& selected);
 
+// The ops of `selected` that `called` marks (by op id; symbolizer/aten/op_call_guards.h), with
+// their sites: --max-overhead's windows probe only the ops the target has called so far.
+SelectedOps called_ops(const SelectedOps& selected, const std::vector<bool>& called);
+
 // The ops --no-view-ops leaves out: ones that return a view of their input or read its metadata,
 // and move no data (torch's view ops, and aten::size and its kind).
 bool is_view_op(std::string_view op_name);

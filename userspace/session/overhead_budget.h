@@ -1,8 +1,9 @@
 // --max-overhead P: when the per-op probes go in and out so that what they cost stays within P
 // of the target's run time (issue 24). The probes cost the target a trap at every op's entry and
 // return, a cost set by the machine (1 to 15 us a trap), so the only lever is how long they
-// are in, and how often they are moved: linking and removing thousands of uprobes takes tprof
-// ~0.3 s of CPU a window on the 2-vCPU test VM, which the estimate counts too. A window of ops
+// are in, and how often they are moved: linking and removing uprobes takes tprof's CPU by the
+// site (~0.3 s for all of torch 1.13's ~7,300 on the 2-vCPU test VM; a window links only the
+// ops called so far, TargetRecording::open_op_window), which the estimate counts too. A window of ops
 // opens once the slowdown allowed so far covers what the last window cost (putting the probes
 // in and taking them out included). Once it holds one whole step (or after a fixed time while
 // no step is known) it closes if its probes cost more than the budget's rate or the budget is
@@ -18,8 +19,10 @@ namespace tprof {
 
 class OverheadBudget {
  public:
-  // A window costs this much before the first has been measured (the test VM's, ~6,500 sites).
-  static constexpr double kFirstWindowCostNs = 300e6;
+  // A window costs this much before the first has been measured: on the test VM, ~40 ms of
+  // tprof's CPU for the first window's ~1,400 sites (every autograd node class's), and a few
+  // steps' traps; more on a loop that has called more ops.
+  static constexpr double kFirstWindowCostNs = 100e6;
   // While no step is known, windows are this long.
   static constexpr uint64_t kTimedWindowNs = 50'000'000;
   // A window may spend what this much of the target's CPU time allows ahead of its allowance.

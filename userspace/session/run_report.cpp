@@ -53,7 +53,11 @@ void report_op_windows(Console& console, const model::OpWindows& windows) {
   char text[64];
   std::snprintf(text, sizeof(text), "%g%%", 100.0 * windows.max_slowdown);
   std::string line = std::string("ops in windows (--max-overhead ") + text + "): " + group_thousands(windows.windows) +
-                     (windows.windows == 1 ? " window, " : " windows, ");
+                     (windows.windows == 1 ? " window" : " windows");
+  if (windows.sites_attached > 0)
+    line += " (at most " + group_thousands(windows.most_sites_linked) + " of " +
+            group_thousands(windows.sites_attached) + " probe sites linked: the ops called so far)";
+  line += ", ";
   line += windows.steps_seen == 0
               ? "each a ProfilerStep (no Optimizer.step seen)"
               : group_thousands(windows.exact_steps) + " exact ProfilerSteps of " + group_thousands(windows.steps_seen) +

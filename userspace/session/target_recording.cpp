@@ -12,7 +12,10 @@
 #include "model/trace_sink.h"
 #include "python_stack.h"
 #include "symbolizer/aten/flops.h"
+#include "symbolizer/aten/op_call_guards.h"
+#include "symbolizer/binary/elf_file.h"
 #include "symbolizer/binary/process_memory.h"
+#include "symbolizer/binary/section_map.h"
 #include "symbolizer/python/python_runtime.h"
 #include "userspace/ingest/argument_decoder.h"
 #include "userspace/cli/console.h"
@@ -292,6 +295,44 @@ void plan_range_probes(AttachPlan& plan, const TargetProcess& target, Console& c
   }
 }
 
+// --max-overhead: the sites of the ops the target has called (`called`, by op id) and, unless
+// `every_node_class`, of the node classes whose vtables it was seen to use: their entries,
+// doubles and `ret`s (Engine::evaluate_function's too: a single site).
+TargetProbes::WindowSites sites_called_so_far(const AttachPlan& plan, const std::vector<bool>& called,
+                                              bool every_node_class,
+                                              const std::unordered_set<uint64_t>& node_vtables,
+                                              const symbolizer::ProcessMemory& memory) {
+  TargetProbes::WindowSites sites;
+  if (!plan.ops) return sites;
+  const OpProbes& ops = *plan.ops;
+  const SelectedOps kept = called_ops(ops.selected, called);
+  sites.op_entries = kept.sites;
+  if (!plan.spills.sites.offsets.empty()) sites.spilled_arguments = sites_of_probed_ops(plan.spills.sites, kept);
+  std::unordered_set<uint64_t> applies;  // file offsets
+  if (!every_node_class && plan.range_probes) {
+    sites.node_applies = plan.range_probes->node_apply_sites(node_vtables, memory);
+    applies.insert(sites.node_applies->offsets.begin(), sites.node_applies->offsets.end());
+  }
+  if (!plan.exits) return sites;
+  // Function i < the op count is op i, then evaluate_function, then each node class's apply().
+  const size_t op_count = ops.library_plan->plan.operators.size();
+  const auto& apply_sites = ops.library_plan->ranges->autograd.apply_sites;
+  const auto returns = probed_return_offsets(ops.library_plan->returns, [&](uint32_t function) {
+    if (function <= op_count) return function == op_count || kept.probes(function);
+    const size_t apply = function - op_count - 1;
+    return every_node_class || (apply < apply_sites.size() && applies.contains(apply_sites[apply].file_offset));
+  });
+  sites.returns = UprobeSites{plan.exits->returns.binary_path, {returns.begin(), returns.end()},
+                              std::vector<uint64_t>(returns.size(), 0)};
+  return sites;
+}
+
+// --max-overhead: the first-call guard of each op (symbolizer/aten/op_call_guards.h), by op id.
+std::vector<uint64_t> find_op_call_guards(const OpProbes& ops) {
+  const symbolizer::ElfFile elf(ops.library.host_path);
+  return symbolizer::find_op_call_guards(symbolizer::SectionMap(elf), ops.library_plan->plan.addresses);
+}
+
 // Attaches every planned probe but the CUPTI library's; they stay silent until
 // start_recording(). Exits before entries, like the partners they are. The stack sampler
 // serves every target; it is attached with the first that has Python stacks (0 Hz: none).
@@ -443,6 +484,8 @@ class RecordingPipeline {
     const SpanCloser::Counts& counts = closer_.counts();
     model::OpWindows windows{.max_slowdown = *max_overhead_,
                              .windows = counts.op_windows,
+                             .most_sites_linked = most_sites_linked_,
+                             .sites_attached = sites_attached_,
                              .exact_steps = counts.steps,
                              .steps_seen = probes_.optimizer_steps(),
                              .estimated_slowdown = std::nullopt};
@@ -487,8 +530,11 @@ class RecordingPipeline {
 
   uint64_t records() const { return decoder_.records(); }
 
-  // --max-overhead: the per-op probes went in (all linked) or out (all removed) at `monotonic_ns`.
-  void op_window_edge(OpWindowEdge edge, uint64_t monotonic_ns) {
+  // --max-overhead: the per-op probes went in (`sites.first` of the `sites.second` attached
+  // linked) or out (all removed) at `monotonic_ns`.
+  void op_window_edge(OpWindowEdge edge, uint64_t monotonic_ns, std::pair<uint64_t, uint64_t> sites = {}) {
+    most_sites_linked_ = std::max(most_sites_linked_, sites.first);
+    sites_attached_ = std::max(sites_attached_, sites.second);
     OpEvent event;
     event.monotonic_ns = monotonic_ns;
     event.window_edge = edge;
@@ -496,6 +542,7 @@ class RecordingPipeline {
     closer_.add(0, std::move(event));
   }
   uint64_t exact_steps_ended() const { return closer_.counts().exact_steps_ended; }
+  const std::unordered_set<uint64_t>& node_vtables() const { return decoder_.node_vtables(); }
 
  private:
   SpanCloser::StackLookup stack_lookup(const AttachPlan& plan, const OpTracer& tracer) {
@@ -578,6 +625,8 @@ class RecordingPipeline {
   std::unordered_map<uint32_t, std::string> thread_names_;
   std::vector<model::Operator> operators_;
   std::optional<ArgumentDecoder> argument_decoder_;
+  uint64_t most_sites_linked_ = 0;  // --max-overhead: by one window
+  uint64_t sites_attached_ = 0;
   RangeOperators range_operators_;
   SessionSinks sinks_;
   SpanCloser closer_;
@@ -629,6 +678,11 @@ struct TargetRecording::State {
   std::optional<uint64_t> cpu_at_begin_ns;
   std::optional<uint64_t> cpu_latest_ns;
   uint64_t cpu_read_ns = 0;
+  // --max-overhead: each op's first-call guard (link-time; symbolizer/aten/op_call_guards.h),
+  // found while planning, and the windows opened.
+  std::optional<std::vector<uint64_t>> op_call_guards;
+  uint64_t windows_opened = 0;
+  bool said_guards_unreadable = false;
 };
 
 // What planning tells of the target waits until its probes are in (attach()): a target that
@@ -653,6 +707,7 @@ void TargetRecording::prepare() {
   s.outputs.emplace(s.options, s.target);  // fails now, not after recording
   try {
     plan_range_probes(s.plan, s.target, s.console);
+    if (s.options.max_overhead && s.plan.ops) s.op_call_guards = find_op_call_guards(*s.plan.ops);
   } catch (const std::exception&) {
     rethrow_saying_if_exited(s.target, s.console);
   }
@@ -756,8 +811,20 @@ void TargetRecording::attach_device_activity() {
 // record while going in or out is partial, and dropped.
 void TargetRecording::open_op_window() {
   State& s = *state_;
-  s.probes->link_op_probes();
-  s.pipeline->op_window_edge(OpWindowEdge::kOpened, monotonic_now_ns());
+  const symbolizer::ProcessMemory memory(s.target.pid());
+  bool unreadable = false;
+  const std::vector<bool> called =
+      s.op_call_guards
+          ? symbolizer::read_called_ops(memory, s.plan.ops->library.load_address, *s.op_call_guards, &unreadable)
+          : std::vector<bool>{};
+  if (unreadable && !std::exchange(s.said_guards_unreadable, true))
+    s.console.line(
+        errno_message("warning: cannot read which ops the target has called; windows probe every op", errno));
+  const TargetProbes::WindowSites sites =
+      sites_called_so_far(s.plan, called, s.windows_opened == 0, s.pipeline->node_vtables(), memory);
+  ++s.windows_opened;
+  const uint64_t linked = s.probes->link_op_probes(sites);
+  s.pipeline->op_window_edge(OpWindowEdge::kOpened, monotonic_now_ns(), {linked, s.probes->op_probe_sites()});
 }
 
 void TargetRecording::close_op_window() {

@@ -74,6 +74,8 @@ class TargetRecording {
   // The stack sampler's rate on the target's CPUs; 0: no sampler (no Python stacks).
   uint32_t sample_hz() const;
   // --max-overhead: links or removes the per-op probes (a window of ops opens or closes now).
+  // A window links the sites of the ops the target has called so far, and those of the
+  // autograd node classes an earlier window saw run (the first: every class's).
   void open_op_window();
   void close_op_window();
   bool op_window_open() const;
