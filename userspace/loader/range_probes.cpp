@@ -101,8 +101,10 @@ void RangeProbes::attach(TargetProbes& probes) const {
 
 UprobeSites RangeProbes::node_apply_sites(const std::unordered_set<uint64_t>& vtables,
                                           const symbolizer::ProcessMemory& memory) const {
-  // Node's virtual functions come first in each vtable, apply() among them (the 1.13 and 2.x
-  // builds have a dozen); a class's own virtuals follow.
+  // Node's virtual functions come first in each vtable, apply() among them, and a class's own
+  // follow: the first 32 slots hold apply() on torch 1.13, 2.6 and 2.14 (later windows' steps
+  // hold every node range: e2e OverheadBudget.*, bench/budget_torch_roots.py). A class whose
+  // apply() is not found has its evaluate_function range, not its node range.
   constexpr size_t kSlotsSearched = 32;
   std::unordered_map<uint64_t, uint64_t> offset_of_apply;  // runtime address -> file offset
   for (const auto& site : sites_->autograd.apply_sites)
