@@ -111,7 +111,8 @@ def main():
 
     cycles = re.search(r"(\d[\d,]*) older ones removed", console)
     estimate = re.search(r"estimated slowdown ([\d.]+)%", console)
-    windows = re.search(r"(\d[\d,]*) windows, (\d[\d,]*) exact ProfilerSteps of (\d[\d,]*) steps", console)
+    windows = re.search(r"(\d[\d,]*) windows?(?: \([^)]*\))?, (\d[\d,]*) exact ProfilerSteps of (\d[\d,]*) steps",
+                        console)
     recalls, steps_on_disk = [], 0
     for name in sorted(os.listdir(directory)):
         if name.endswith(".pt.trace.json"):
