@@ -9,8 +9,9 @@
 namespace tprof::symbolizer {
 namespace {
 
-// The guard test and the __cxa_guard_acquire call come within the prologue's first few dozen
-// instructions (the 1.13 build's add.Tensor: the 12th and 14th).
+// The guard test comes within the first few dozen instructions (the 1.13 build's add.Tensor:
+// the 12th), and the __cxa_guard_acquire call right after it or a few instructions into the
+// out-of-line block a conditional jump leads to (the 1.13 build's fft_ifft2).
 constexpr int kInstructionsSearched = 48;
 constexpr int kInstructionsAtABranch = 8;
 
@@ -31,11 +32,13 @@ std::optional<RipOperand> rip_operand(const cs_insn* instruction) {
   return std::nullopt;
 }
 
-// Decodes up to `count` instructions from `address` on, noting the rip-relative bytes tested and
-// the addresses taken, and where conditional jumps lead.
+// What scan() noted: the rip-relative bytes tested, the addresses taken, and where
+// conditional jumps lead.
 struct Scan {
   std::set<uint64_t> bytes_tested, addresses_taken, branch_targets;
 };
+
+// Decodes up to `count` instructions from `address` on, to the first jmp or ret.
 void scan(X86Disassembler& disassembler, const SectionMap& sections, uint64_t address, int count, Scan& found) {
   for (; count > 0; --count) {
     const cs_insn* instruction = disassembler.decode(address, sections.bytes_at(address));
