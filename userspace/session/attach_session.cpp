@@ -138,7 +138,7 @@ class Recordings {
       case OverheadBudget::Decision::kOpen:
         moving_probes_ns_ += cpu_time_of([&] { recording.open_op_window(); });
         // The cycle whose steps have not begun once the probes are in: on a loop faster than
-        // putting them in (~0.1 s for the first window, tens of ms after), the one due may have
+        // putting them in (tens of ms, more for the first window), the one due may have
         // begun meanwhile, and the window then waits for the next.
         if (options_.schedule) window_cycle_ = options_.schedule->next_cycle_after(recording.optimizer_steps());
         if ((reading = budget_reading(recording))) overhead_budget_->opened(*reading);
