@@ -4,8 +4,13 @@
 For each loop of bench/budget_target.py (small: ~170 tiny ops a step; compute: a conv net,
 milliseconds an op) and each budget P, a fresh target runs detached for --detached seconds,
 with `tprof attach --max-overhead P% -d --seconds` for --seconds, then detached again. It reports:
-  slowdown   - the steps' rate detached (mean of before and after) over their rate attached, less 1
-  estimate   - tprof's own estimate (tprof_summary.op_windows.estimated_slowdown)
+  slowdown   - the steps' rate detached (mean of before and after) over their rate attached, less 1,
+               +- twice its standard error: from the spread of the rate over 5 s chunks of each
+               stretch (on the test VM the rate of a loop left alone moves ~8% from one 10 s to the
+               next, so a 60 s run cannot resolve a point of slowdown)
+  estimate   - tprof's own estimate (tprof_summary.op_windows.estimated_slowdown): where the target
+               steps, the windows' cost measured from its CPU per step inside against outside them
+  traps      - what the trap estimate alone would have said (op_windows.step_cost's estimated_*)
   exact      - ProfilerSteps written (whole steps a window saw), windows, and the longest stretch
                of the attached time without one
   recall     - per exact step, the share of the ranges torch's own profiler (legacy) records in
@@ -22,6 +27,7 @@ import bisect
 import collections
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -66,6 +72,11 @@ class Target:
         (t0, s0), (t1, s1) = self.samples[first], self.samples[last]
         return (s1 - s0) / (t1 - t0)
 
+    def chunk_rates(self, start, end, chunk=5.0):
+        """The rate over each whole `chunk` seconds of [start, end]."""
+        count = int((end - start) // chunk)
+        return [self.rate(start + i * chunk, start + (i + 1) * chunk) for i in range(count)]
+
     def stop(self):
         self.process.kill()
         self.process.wait()
@@ -84,6 +95,24 @@ def exact_steps(trace):
         inside = ranges[bisect.bisect_left(starts, step["ts"]):bisect.bisect_right(starts, end)]
         found.append((step["ts"] / 1e6, collections.Counter(e["name"] for e in inside if e["ts"] + e["dur"] <= end)))
     return found
+
+
+def slowdown_error(detached, attached, ratio):
+    """Twice the standard error of detached/attached - 1, from the chunks' rates of each side."""
+    if len(detached) < 2 or len(attached) < 2:
+        return None
+    relative = [statistics.stdev(side) / statistics.mean(side) / len(side) ** 0.5 for side in (detached, attached)]
+    return 2 * ratio * (relative[0] ** 2 + relative[1] ** 2) ** 0.5
+
+
+def traps_alone(summary):
+    """The slowdown the trap estimate alone gives, where the windows' cost was measured by steps."""
+    cost = summary.get("op_windows", {}).get("step_cost")
+    cpu = summary.get("probe_cost", {}).get("target_cpu_ns", 0)
+    if not cost or not cpu:
+        return None
+    estimate = cost["estimated_inside_ns"] + cost["estimated_outside_ns"]
+    return estimate / (cpu - estimate)
 
 
 def recall(step, reference):
@@ -113,6 +142,8 @@ def measure(loop, budget, seconds, detached, directory):
         # Attached: from when the probes are surely in (planning takes up to a second) to the stop.
         attached_rate = target.rate(attach_start + 2, attach_end - 0.5)
         detached_rate = (target.rate(before, attach_start) + target.rate(attach_end + 0.5, after)) / 2
+        error = slowdown_error(target.chunk_rates(before, attach_start) + target.chunk_rates(attach_end + 0.5, after),
+                               target.chunk_rates(attach_start + 2, attach_end - 0.5), detached_rate / attached_rate)
     finally:
         target.stop()
     trace = {"traceEvents": [], "tprof_summary": {}}
@@ -128,7 +159,9 @@ def measure(loop, budget, seconds, detached, directory):
     return {
         "loop": loop, "budget": budget,
         "slowdown": detached_rate / attached_rate - 1,
+        "error": error,
         "estimate": windows.get("estimated_slowdown"),
+        "traps_alone": traps_alone(trace["tprof_summary"]),
         "windows": windows.get("windows", 0), "exact_steps": len(steps),
         "steps_seen": windows.get("steps_seen", 0), "longest_gap_s": longest_gap,
         "least_recall": min((recall(counts, target.reference) for _, counts in steps), default=None),
@@ -161,16 +194,17 @@ def main():
                 row = measure(loop, float(budget), args.seconds, args.detached, directory)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
-    lines = ["| loop | --max-overhead | measured slowdown | tprof's estimate | windows | exact steps (of seen) "
-             "| longest stretch without one | least recall vs torch.profiler |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| loop | --max-overhead | measured slowdown (+- 2 SE) | tprof's estimate | traps alone | windows "
+             "| exact steps (of seen) | longest stretch without one | least recall vs torch.profiler |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    percent = lambda value: f"{100 * value:.1f}%" if value is not None else "none"  # noqa: E731
     for row in rows:
-        estimate = f"{100 * row['estimate']:.1f}%" if row["estimate"] is not None else "none"
         least = f"{row['least_recall']:.3f}" if row["least_recall"] is not None else "no step"
         budget = f"{row['budget']:g}%" if row["budget"] else "not attached"
-        lines.append(f"| {row['loop']} | {budget} | {100 * row['slowdown']:.1f}% | {estimate} "
-                     f"| {row['windows']} | {row['exact_steps']} ({row['steps_seen']}) | {row['longest_gap_s']:.1f} s "
-                     f"| {least} |")
+        error = f" +- {100 * row['error']:.1f}" if row["error"] is not None else ""
+        lines.append(f"| {row['loop']} | {budget} | {100 * row['slowdown']:.1f}%{error} | {percent(row['estimate'])} "
+                     f"| {percent(row['traps_alone'])} | {row['windows']} | {row['exact_steps']} ({row['steps_seen']}) "
+                     f"| {row['longest_gap_s']:.1f} s | {least} |")
     print_table(lines, args.markdown)
 
 

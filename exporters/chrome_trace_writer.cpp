@@ -572,7 +572,7 @@ void append_probe_cost(std::string& out, const model::ProbeCost& cost) {
 
 // `"op_windows": {...}`: --max-overhead's windows and coverage (model::OpWindows).
 void append_op_windows(std::string& out, const model::OpWindows& windows) {
-  char text[256];
+  char text[512];
   std::snprintf(text, sizeof(text),
                 ", \"op_windows\": {\"max_overhead\": %.4f, \"windows\": %llu, \"most_sites_linked\": %llu, "
                 "\"sites_attached\": %llu, \"exact_steps\": %llu, \"steps_seen\": %llu",
@@ -582,6 +582,16 @@ void append_op_windows(std::string& out, const model::OpWindows& windows) {
                 static_cast<unsigned long long>(windows.exact_steps),
                 static_cast<unsigned long long>(windows.steps_seen));
   out += text;
+  if (const auto& cost = windows.step_cost) {
+    std::snprintf(text, sizeof(text),
+                  ", \"step_cost\": {\"steps_inside\": %llu, \"steps_outside\": %llu, \"cpu_inside_ns\": %llu, "
+                  "\"cpu_outside_ns\": %llu, \"excess_inside_ns\": %.0f, \"estimated_inside_ns\": %.0f, "
+                  "\"estimated_outside_ns\": %.0f}",
+                  static_cast<unsigned long long>(cost->steps_inside), static_cast<unsigned long long>(cost->steps_outside),
+                  static_cast<unsigned long long>(cost->cpu_inside_ns), static_cast<unsigned long long>(cost->cpu_outside_ns),
+                  cost->excess_inside_ns, cost->estimated_inside_ns, cost->estimated_outside_ns);
+    out += text;
+  }
   if (windows.estimated_slowdown) {
     std::snprintf(text, sizeof(text), ", \"estimated_slowdown\": %.4f", *windows.estimated_slowdown);
     out += text;

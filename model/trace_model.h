@@ -314,7 +314,23 @@ struct OpWindows {
   uint64_t sites_attached = 0;
   uint64_t exact_steps = 0;       // ProfilerSteps: whole steps a window saw (windows, without any)
   uint64_t steps_seen = 0;        // Optimizer.step calls while recording (counted in BPF)
-  std::optional<double> estimated_slowdown;  // from probe_cost; none without it
+  // The target's CPU per Optimizer.step inside windows against outside them (StepCostMeter):
+  // what the windows cost the target, measured. None without enough steps on each side.
+  struct StepCost {
+    uint64_t steps_inside = 0;
+    uint64_t steps_outside = 0;
+    uint64_t cpu_inside_ns = 0;
+    uint64_t cpu_outside_ns = 0;
+    double excess_inside_ns = 0;     // cpu_inside less steps_inside at the outside rate
+    double estimated_inside_ns = 0;  // the trap estimate of the same, for comparison
+    double estimated_outside_ns = 0; // the probes left in between windows (trap estimate)
+    // What the probes cost the target: a negative excess is noise.
+    double cost_ns() const { return estimated_outside_ns + (excess_inside_ns > 0 ? excess_inside_ns : 0); }
+  };
+  std::optional<StepCost> step_cost;
+  // estimated_outside + excess_inside where step_cost is known, else probe_cost's estimate, over
+  // the target's CPU time less it; none without either.
+  std::optional<double> estimated_slowdown;
 };
 
 // What is known only when recording ends: the window's end and everything that was lost.

@@ -284,7 +284,7 @@ TEST_F(ChromeTraceWriterTest, TheSummaryCarriesTheTrapsTheKernelCounted) {
 }
 
 // --max-overhead: the windows, the exact steps of all seen, the sampler's and the probes'
-// moving costs, and the estimated slowdown.
+// moving costs, the cost measured from the CPU per step, and the estimated slowdown.
 TEST_F(ChromeTraceWriterTest, TheSummaryCarriesTheWindowsOfOps) {
   model::Trace trace = make_sample_trace();
   trace.summary.probe_cost = model::ProbeCost{
@@ -300,7 +300,11 @@ TEST_F(ChromeTraceWriterTest, TheSummaryCarriesTheWindowsOfOps) {
       .target_cpu_ns = 6'000'000'000};
   trace.summary.op_windows = model::OpWindows{
       .max_slowdown = 0.05, .windows = 4, .most_sites_linked = 310, .sites_attached = 7'300, .exact_steps = 12,
-      .steps_seen = 9'000, .estimated_slowdown = 0.0529};
+      .steps_seen = 9'000,
+      .step_cost = model::OpWindows::StepCost{.steps_inside = 40, .steps_outside = 8'960, .cpu_inside_ns = 16'000'000,
+                                              .cpu_outside_ns = 896'000'000, .excess_inside_ns = 12'000'000,
+                                              .estimated_inside_ns = 6'000'000, .estimated_outside_ns = 9'000'000},
+      .estimated_slowdown = 0.0529};
   const ordered_json document = ordered_json::parse(write_trace(trace));
   const ordered_json& cost = document["tprof_summary"]["probe_cost"];
   EXPECT_EQ(cost["interrupt_ns"], 33000);
@@ -314,6 +318,14 @@ TEST_F(ChromeTraceWriterTest, TheSummaryCarriesTheWindowsOfOps) {
   EXPECT_EQ(windows["exact_steps"], 12);
   EXPECT_EQ(windows["steps_seen"], 9000);
   EXPECT_DOUBLE_EQ(windows["estimated_slowdown"].get<double>(), 0.0529);
+  const ordered_json& step_cost = windows["step_cost"];
+  EXPECT_EQ(step_cost["steps_inside"], 40);
+  EXPECT_EQ(step_cost["steps_outside"], 8960);
+  EXPECT_EQ(step_cost["cpu_inside_ns"], 16000000);
+  EXPECT_EQ(step_cost["cpu_outside_ns"], 896000000);
+  EXPECT_EQ(step_cost["excess_inside_ns"], 12000000);
+  EXPECT_EQ(step_cost["estimated_inside_ns"], 6000000);
+  EXPECT_EQ(step_cost["estimated_outside_ns"], 9000000);
 }
 
 TEST_F(ChromeTraceWriterTest, EachEventSitsOnItsOwnLine) {

@@ -12,14 +12,6 @@ namespace {
 constexpr const char* kCppRuntimePrefix = "libstdc++.so";
 constexpr const char* kBeginCatch = "__cxa_begin_catch";
 
-UprobeSites sites_in(const std::string& binary_path, const std::set<uint64_t>& offsets) {
-  UprobeSites sites;
-  sites.binary_path = binary_path;
-  sites.offsets.assign(offsets.begin(), offsets.end());
-  sites.cookies.assign(offsets.size(), 0);  // range_return finds its range by stack pointer
-  return sites;
-}
-
 // __cxa_begin_catch of the libstdc++ the target has mapped; no offsets when there is none.
 UprobeSites catch_sites(const TargetProcess& target) {
   const auto runtime = target.find_mapped_library(kCppRuntimePrefix);
@@ -29,10 +21,15 @@ UprobeSites catch_sites(const TargetProcess& target) {
   const symbolizer::DefinedSymbols symbols(elf);
   const uint64_t offset = symbolizer::probe_offset(symbols.find(kBeginCatch), sections);
   if (offset == 0) return {};
-  return sites_in(runtime->host_path, {offset});
+  return exit_sites(runtime->host_path, {offset});
 }
 
 }  // namespace
+
+UprobeSites exit_sites(const std::string& binary_path, const std::vector<uint64_t>& offsets) {
+  // No cookies: range_return finds its range by stack pointer, and a catch needs none.
+  return UprobeSites{binary_path, offsets, std::vector<uint64_t>(offsets.size(), 0)};
+}
 
 ReturnSites plan_return_sites(const symbolizer::LibraryIndex& index, const std::vector<uint64_t>& function_addresses) {
   const symbolizer::FunctionBounds bounds(index.elf, index.sections);
@@ -58,7 +55,7 @@ std::vector<uint64_t> probed_return_offsets(const ReturnSites& returns, const st
 
 ExitProbes plan_exit_probes(const std::string& torch_host_path, const std::vector<uint64_t>& return_offsets,
                             const TargetProcess& target) {
-  return {sites_in(torch_host_path, {return_offsets.begin(), return_offsets.end()}), catch_sites(target)};
+  return {exit_sites(torch_host_path, return_offsets), catch_sites(target)};
 }
 
 }  // namespace tprof

@@ -36,6 +36,9 @@ struct ReturnSites {
 // has no unwind table to find function bounds in.
 ReturnSites plan_return_sites(const symbolizer::LibraryIndex& index, const std::vector<uint64_t>& function_addresses);
 
+// The exit programs' sites at `offsets` (file offsets in the binary at `binary_path`).
+UprobeSites exit_sites(const std::string& binary_path, const std::vector<uint64_t>& offsets);
+
 // The offsets of the returns of the functions `probed` accepts (by index), each once.
 std::vector<uint64_t> probed_return_offsets(const ReturnSites& returns, const std::function<bool(uint32_t)>& probed);
 

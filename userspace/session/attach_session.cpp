@@ -23,6 +23,7 @@
 #include "userspace/session/process_holder.h"
 #include "userspace/session/recording_loop.h"
 #include "userspace/session/session_tracer.h"
+#include "userspace/session/step_cost_meter.h"
 #include "userspace/session/stop_signals.h"
 #include "userspace/session/target_discovery.h"
 #include "userspace/session/target_recording.h"
@@ -114,12 +115,13 @@ class Recordings {
 
   // What the probes have taken of the one target's CPU so far, estimated as at the end (the
   // status line shows it); none before the calibration and a CPU reading are in, or with
-  // several targets.
+  // several targets. With --max-overhead, as at the last reading of the budget.
   std::optional<double> probe_share_so_far() {
     if (recordings_.size() != 1) return std::nullopt;
     const std::optional<uint64_t> cpu_ns = recordings_.front()->cpu_in_window_ns();
     if (!cpu_ns || *cpu_ns == 0) return std::nullopt;
-    const std::optional<double> cost_ns = probe_cost_so_far_ns(*cpu_ns);
+    const std::optional<double> cost_ns =
+        overhead_budget_ ? std::optional<double>(step_cost_meter_.cost_ns()) : probe_cost_so_far_ns(*cpu_ns);
     if (!cost_ns) return std::nullopt;
     return std::min(1.0, *cost_ns / static_cast<double>(*cpu_ns));
   }
@@ -171,12 +173,16 @@ class Recordings {
         .none_left = !next};
   }
 
+  // The figures the budget decides on. Each reading goes to the step cost meter too, which
+  // gives the cost: measured from the target's CPU per step where it can be.
   std::optional<OverheadBudget::Reading> budget_reading(TargetRecording& recording) {
     const std::optional<uint64_t> cpu_ns = recording.cpu_in_window_ns();
-    const std::optional<double> cost_ns = cpu_ns ? probe_cost_so_far_ns(*cpu_ns) : std::nullopt;
-    if (!cost_ns) return std::nullopt;
+    const std::optional<double> estimate_ns = cpu_ns ? probe_cost_so_far_ns(*cpu_ns) : std::nullopt;
+    if (!estimate_ns) return std::nullopt;
+    step_cost_meter_.add({.target_cpu_ns = *cpu_ns, .steps = recording.optimizer_steps(), .estimated_cost_ns = *estimate_ns},
+                         recording.op_window_open());
     return OverheadBudget::Reading{.now_ns = monotonic_now_ns(),
-                                   .probe_cost_ns = *cost_ns,
+                                   .probe_cost_ns = step_cost_meter_.cost_ns(),
                                    .target_cpu_ns = *cpu_ns,
                                    .exact_steps = recording.exact_steps_ended(),
                                    .optimizer_steps = recording.optimizer_steps()};
@@ -191,7 +197,7 @@ class Recordings {
     (*found)->detach();
     drain_ring_buffer(0);
     (*found)->finish(StopReason::kTargetExeced,
-                     {.traps = trap_costs(), .programs = std::nullopt, .moving_probes_ns = 0, .sample_hz = 0});
+                     {.traps = trap_costs(), .programs = std::nullopt, .moving_probes_ns = 0, .sample_hz = 0, .step_cost = std::nullopt});
     recordings_.erase(found);
   }
 
@@ -203,11 +209,14 @@ class Recordings {
   // Stops and writes out every target; returns what went wrong reading the last records ("" if
   // nothing): the files are written either way.
   std::string stop(StopReason reason) {
+    // The budget's last reading, while the probes are as they were.
+    if (overhead_budget_ && recordings_.size() == 1) budget_reading(*recordings_.front());
     for (const auto& recording : recordings_) recording->detach();
     const TargetRecording::ProbeWork work{.traps = trap_costs(),
                                           .programs = program_work_of_one_target(),
                                           .moving_probes_ns = moving_probes_ns_,
-                                          .sample_hz = recordings_.size() == 1 ? recordings_.front()->sample_hz() : 0};
+                                          .sample_hz = recordings_.size() == 1 ? recordings_.front()->sample_hz() : 0,
+                                          .step_cost = step_cost_meter_.step_cost()};
     std::string fault;
     try {
       drain_ring_buffer(0);
@@ -343,6 +352,7 @@ class Recordings {
   // it competes for the target's CPUs (on the 2-vCPU test VM, ~10 ms a window of the ~180 sites
   // of a small loop's ops, ~140 ms for the first, which links every autograd node class).
   double moving_probes_ns_ = 0;
+  StepCostMeter step_cost_meter_;  // --max-overhead: what the windows cost, measured
   // --max-overhead with --schedule: the cycle the open window is for, and whether none is left.
   std::optional<uint64_t> window_cycle_;
   bool scheduled_windows_done_ = false;

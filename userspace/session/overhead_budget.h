@@ -3,7 +3,8 @@
 // return, a cost set by the machine (1 to 15 us a trap), so the only lever is how long they
 // are in, and how often they are moved: linking and removing uprobes takes tprof's CPU by the
 // site (~0.3 s for all of torch 1.13's ~7,300 on the 2-vCPU test VM; a window links only the
-// ops called so far, TargetRecording::open_op_window), which the estimate counts too. A window of ops
+// ops called so far, TargetRecording::open_op_window), which the estimate counts too. The cost it
+// is given is measured from the target's CPU per step where it steps (StepCostMeter). A window of ops
 // opens once the slowdown allowed so far covers what the last window cost (putting the probes
 // in and taking them out included). Once it holds one whole step (or after a fixed time while
 // no step is known) it closes if its probes cost more than the budget's rate or the budget is
@@ -35,7 +36,8 @@ class OverheadBudget {
   // The cumulative figures of the recording so far.
   struct Reading {
     uint64_t now_ns = 0;            // monotonic
-    // Estimated: traps x calibrated costs + BPF run time + tprof's CPU moving the probes.
+    // StepCostMeter's: measured in windows where the target steps; elsewhere traps x calibrated
+    // costs + BPF run time + tprof's CPU moving the probes.
     double probe_cost_ns = 0;
     uint64_t target_cpu_ns = 0;     // the target's CPU time, probes included
     uint64_t exact_steps = 0;       // whole steps a window saw, once ended (the span closer's)

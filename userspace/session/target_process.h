@@ -39,7 +39,7 @@ class TargetProcess {
   // /proc/PID/task/TID/comm, or "" once the thread is gone.
   std::string thread_name(uint32_t tid) const;
 
-  // The CPU time its threads have used, user and system (/proc/PID/stat); none once it is gone.
+  // The CPU time its threads have used, user and system, in ns; none once it is gone.
   std::optional<uint64_t> cpu_time_ns() const;
 
   // A pidfd that becomes readable when the process exits.

@@ -322,8 +322,7 @@ TargetProbes::WindowSites sites_called_so_far(const AttachPlan& plan, const std:
     const size_t apply = function - op_count - 1;
     return every_node_class || (apply < apply_sites.size() && applies.contains(apply_sites[apply].file_offset));
   });
-  sites.returns = UprobeSites{plan.exits->returns.binary_path, {returns.begin(), returns.end()},
-                              std::vector<uint64_t>(returns.size(), 0)};
+  sites.returns = exit_sites(plan.exits->returns.binary_path, returns);
   return sites;
 }
 
@@ -448,7 +447,7 @@ class RecordingPipeline {
     model::RunSummary summary = summary_at(clock.to_unix(stop_ns), losses);
     if (work.traps)
       summary.probe_cost = probe_cost(*work.traps, work.programs, work.moving_probes_ns, work.sample_hz, target_cpu_ns);
-    if (max_overhead_) summary.op_windows = op_windows(summary);  // with the estimate now
+    if (max_overhead_) summary.op_windows = op_windows(summary, work.step_cost);  // with the estimate now
     sinks_.sink().finish(summary);
     sinks_.commit();
     return summary;
@@ -480,7 +479,8 @@ class RecordingPipeline {
     return cost;
   }
 
-  model::OpWindows op_windows(const model::RunSummary& summary) const {
+  model::OpWindows op_windows(const model::RunSummary& summary,
+                              const std::optional<model::OpWindows::StepCost>& step_cost = std::nullopt) const {
     const SpanCloser::Counts& counts = closer_.counts();
     model::OpWindows windows{.max_slowdown = *max_overhead_,
                              .windows = counts.op_windows,
@@ -488,10 +488,11 @@ class RecordingPipeline {
                              .sites_attached = sites_attached_,
                              .exact_steps = counts.steps,
                              .steps_seen = probes_.optimizer_steps(),
+                             .step_cost = step_cost,
                              .estimated_slowdown = std::nullopt};
-    if (summary.probe_cost && summary.probe_cost->target_cpu_ns > 0)
-      windows.estimated_slowdown =
-          OverheadBudget::slowdown(summary.probe_cost->estimate_ns, summary.probe_cost->target_cpu_ns);
+    if (!summary.probe_cost || summary.probe_cost->target_cpu_ns == 0) return windows;
+    const double cost_ns = step_cost ? step_cost->cost_ns() : summary.probe_cost->estimate_ns;
+    windows.estimated_slowdown = OverheadBudget::slowdown(cost_ns, summary.probe_cost->target_cpu_ns);
     return windows;
   }
 

@@ -60,6 +60,8 @@ class TargetRecording {
     std::optional<OpTracer::ProgramStatistics> programs;
     double moving_probes_ns = 0;  // --max-overhead: tprof's CPU putting the probes in and out
     uint32_t sample_hz = 0;       // the stack sampler's rate; 0: none
+    // --max-overhead: the windows' cost from the target's CPU per step, where it was measured.
+    std::optional<model::OpWindows::StepCost> step_cost;
   };
   // Once the session has drained the ring buffer after detach(): closes what is still open,
   // writes the files and reports on the console, with what the probes cost the target when
