@@ -111,7 +111,7 @@ def traps_alone(summary):
     cpu = summary.get("probe_cost", {}).get("target_cpu_ns", 0)
     if not cost or not cpu:
         return None
-    estimate = cost["estimated_inside_ns"] + cost["estimated_outside_ns"]
+    estimate = cost["estimated_inside_ns"] + cost["estimated_rest_ns"]
     return estimate / (cpu - estimate)
 
 

@@ -586,10 +586,11 @@ void append_op_windows(std::string& out, const model::OpWindows& windows) {
     std::snprintf(text, sizeof(text),
                   ", \"step_cost\": {\"steps_inside\": %llu, \"steps_outside\": %llu, \"cpu_inside_ns\": %llu, "
                   "\"cpu_outside_ns\": %llu, \"excess_inside_ns\": %.0f, \"estimated_inside_ns\": %.0f, "
-                  "\"estimated_outside_ns\": %.0f}",
+                  "\"cpu_in_pauses_ns\": %llu, \"estimated_rest_ns\": %.0f}",
                   static_cast<unsigned long long>(cost->steps_inside), static_cast<unsigned long long>(cost->steps_outside),
                   static_cast<unsigned long long>(cost->cpu_inside_ns), static_cast<unsigned long long>(cost->cpu_outside_ns),
-                  cost->excess_inside_ns, cost->estimated_inside_ns, cost->estimated_outside_ns);
+                  cost->excess_inside_ns, cost->estimated_inside_ns,
+                  static_cast<unsigned long long>(cost->cpu_in_pauses_ns), cost->estimated_rest_ns);
     out += text;
   }
   if (windows.estimated_slowdown) {

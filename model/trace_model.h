@@ -322,13 +322,17 @@ struct OpWindows {
     uint64_t cpu_inside_ns = 0;
     uint64_t cpu_outside_ns = 0;
     double excess_inside_ns = 0;     // cpu_inside less steps_inside at the outside rate
-    double estimated_inside_ns = 0;  // the trap estimate of the same, for comparison
-    double estimated_outside_ns = 0; // the probes left in between windows (trap estimate)
+    // Stretches without steps (an evaluation, a checkpoint), on either side, left out of the
+    // rates above and costed by the trap estimate.
+    uint64_t cpu_in_pauses_ns = 0;
+    double estimated_inside_ns = 0;  // the trap estimate of the windows' steps, for comparison
+    // The trap estimate of the rest: between windows (the step markers), and the pauses.
+    double estimated_rest_ns = 0;
     // What the probes cost the target: a negative excess is noise.
-    double cost_ns() const { return estimated_outside_ns + (excess_inside_ns > 0 ? excess_inside_ns : 0); }
+    double cost_ns() const { return estimated_rest_ns + (excess_inside_ns > 0 ? excess_inside_ns : 0); }
   };
   std::optional<StepCost> step_cost;
-  // estimated_outside + excess_inside where step_cost is known, else probe_cost's estimate, over
+  // step_cost's cost where it is known, else probe_cost's estimate, over
   // the target's CPU time less it; none without either.
   std::optional<double> estimated_slowdown;
 };

@@ -303,7 +303,8 @@ TEST_F(ChromeTraceWriterTest, TheSummaryCarriesTheWindowsOfOps) {
       .steps_seen = 9'000,
       .step_cost = model::OpWindows::StepCost{.steps_inside = 40, .steps_outside = 8'960, .cpu_inside_ns = 16'000'000,
                                               .cpu_outside_ns = 896'000'000, .excess_inside_ns = 12'000'000,
-                                              .estimated_inside_ns = 6'000'000, .estimated_outside_ns = 9'000'000},
+                                              .cpu_in_pauses_ns = 2'000'000'000, .estimated_inside_ns = 6'000'000,
+                                              .estimated_rest_ns = 9'000'000},
       .estimated_slowdown = 0.0529};
   const ordered_json document = ordered_json::parse(write_trace(trace));
   const ordered_json& cost = document["tprof_summary"]["probe_cost"];
@@ -325,7 +326,8 @@ TEST_F(ChromeTraceWriterTest, TheSummaryCarriesTheWindowsOfOps) {
   EXPECT_EQ(step_cost["cpu_outside_ns"], 896000000);
   EXPECT_EQ(step_cost["excess_inside_ns"], 12000000);
   EXPECT_EQ(step_cost["estimated_inside_ns"], 6000000);
-  EXPECT_EQ(step_cost["estimated_outside_ns"], 9000000);
+  EXPECT_EQ(step_cost["cpu_in_pauses_ns"], 2000000000);
+  EXPECT_EQ(step_cost["estimated_rest_ns"], 9000000);
 }
 
 TEST_F(ChromeTraceWriterTest, EachEventSitsOnItsOwnLine) {

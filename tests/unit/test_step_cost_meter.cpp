@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace tprof {
 namespace {
 
@@ -20,6 +22,18 @@ class Loop {
     estimate_ns_ += static_cast<double>(steps) * (probes_in ? estimate_per_step_ns_ : 1'000.0);
     meter.add({.target_cpu_ns = cpu_ns_, .steps = steps_, .estimated_cost_ns = estimate_ns_}, probes_in);
   }
+  // CPU without a step (an evaluation), read every 20 ms, the traps costing `estimate_ns` in all.
+  void pause(StepCostMeter& meter, uint64_t cpu_ns, double estimate_ns, bool probes_in) {
+    constexpr uint64_t kReading = 20'000'000;
+    for (uint64_t spent = 0; spent < cpu_ns; spent += kReading) {
+      const uint64_t now = std::min(kReading, cpu_ns - spent);
+      cpu_ns_ += now;
+      estimate_ns_ += estimate_ns * static_cast<double>(now) / static_cast<double>(cpu_ns);
+      meter.add({.target_cpu_ns = cpu_ns_, .steps = steps_, .estimated_cost_ns = estimate_ns_}, probes_in);
+    }
+  }
+  // The first stretch, begun before the first step seen, is a pause: one step of it.
+  void begin(StepCostMeter& meter) { run(meter, 1, false); }
   double estimate_ns() const { return estimate_ns_; }
 
  private:
@@ -43,6 +57,7 @@ TEST(StepCostMeter, IsTheTrapEstimateUntilEachSideHasEnoughSteps) {
 TEST(StepCostMeter, MeasuresWhatTheWindowsStepsTookAboveTheOthers) {
   StepCostMeter meter;
   Loop loop(100'000, 400'000, 150'000);
+  loop.begin(meter);
   loop.run(meter, 40, false);
   loop.run(meter, 0, true);   // opened: the probes went in after this reading
   loop.run(meter, 4, true);
@@ -55,15 +70,17 @@ TEST(StepCostMeter, MeasuresWhatTheWindowsStepsTookAboveTheOthers) {
   EXPECT_EQ(cost->cpu_inside_ns, 1'600'000u);
   EXPECT_EQ(cost->cpu_outside_ns, 6'000'000u);
   EXPECT_DOUBLE_EQ(cost->excess_inside_ns, 1'200'000.0);
+  EXPECT_EQ(cost->cpu_in_pauses_ns, 100'000u);  // the first stretch's
   EXPECT_DOUBLE_EQ(cost->estimated_inside_ns, 600'000.0);
-  EXPECT_DOUBLE_EQ(cost->estimated_outside_ns, 60'000.0);
-  EXPECT_DOUBLE_EQ(meter.cost_ns(), 1'260'000.0);
+  EXPECT_DOUBLE_EQ(cost->estimated_rest_ns, 61'000.0);
+  EXPECT_DOUBLE_EQ(meter.cost_ns(), 1'261'000.0);
 }
 
 // Where the probes are in at either end of an interval, some were in during it.
 TEST(StepCostMeter, CountsTheIntervalsThatPutTheProbesInOrOutAsInside) {
   StepCostMeter meter;
   Loop loop(100'000, 100'000, 0);
+  loop.begin(meter);
   loop.run(meter, 40, false);
   loop.run(meter, 2, true);   // being put in
   loop.run(meter, 3, false);  // taken out at the reading before
@@ -77,25 +94,83 @@ TEST(StepCostMeter, CountsTheIntervalsThatPutTheProbesInOrOutAsInside) {
 TEST(StepCostMeter, KeepsANegativeExcessButCostsItAsNothing) {
   StepCostMeter meter;
   Loop loop(100'000, 90'000, 0);
+  loop.begin(meter);
   loop.run(meter, 40, false);
   loop.run(meter, 4, true);
   loop.run(meter, 0, false);
   const auto cost = meter.step_cost();
   ASSERT_TRUE(cost.has_value());
   EXPECT_DOUBLE_EQ(cost->excess_inside_ns, -40'000.0);
-  EXPECT_DOUBLE_EQ(meter.cost_ns(), 40'000.0);  // the markers' traps outside
+  EXPECT_DOUBLE_EQ(meter.cost_ns(), 41'000.0);  // the markers' traps outside
+}
+
+// A 5 s evaluation between windows would make a step outside look 5 s dearer, and the windows
+// free: it is left out of the rates, its traps costed by the estimate.
+TEST(StepCostMeter, LeavesAPauseBetweenWindowsOutOfTheRates) {
+  StepCostMeter meter;
+  Loop loop(100'000, 400'000, 150'000);
+  loop.begin(meter);
+  loop.run(meter, 40, false);
+  loop.pause(meter, 5'000'000'000, 2'000.0, false);
+  loop.run(meter, 1, false);  // the first step after it ends the pause's stretch
+  loop.run(meter, 4, true);
+  loop.run(meter, 0, false);
+  const auto cost = meter.step_cost();
+  ASSERT_TRUE(cost.has_value());
+  EXPECT_EQ(cost->steps_outside, 40u);
+  EXPECT_EQ(cost->cpu_outside_ns, 4'000'000u);
+  EXPECT_EQ(cost->cpu_in_pauses_ns, 5'000'200'000u);
+  EXPECT_DOUBLE_EQ(cost->excess_inside_ns, 1'200'000.0);
+  EXPECT_DOUBLE_EQ(cost->estimated_rest_ns, 44'000.0);  // 42 steps' markers and the pause's 2 us
+}
+
+// The same inside a window that stays open across it: the window's steps keep their rate, and
+// the pause's traps count at the estimate.
+TEST(StepCostMeter, LeavesAPauseInsideAWindowOutOfTheRates) {
+  StepCostMeter meter;
+  Loop loop(100'000, 400'000, 150'000);
+  loop.begin(meter);
+  loop.run(meter, 40, false);
+  loop.run(meter, 4, true);
+  loop.pause(meter, 5'000'000'000, 500'000'000.0, true);
+  loop.run(meter, 1, true);
+  loop.run(meter, 0, false);
+  const auto cost = meter.step_cost();
+  ASSERT_TRUE(cost.has_value());
+  EXPECT_EQ(cost->steps_inside, 4u);
+  EXPECT_EQ(cost->cpu_inside_ns, 1'600'000u);
+  EXPECT_DOUBLE_EQ(cost->excess_inside_ns, 1'200'000.0);
+  EXPECT_DOUBLE_EQ(meter.cost_ns(), 1'200'000.0 + 41'000.0 + 500'000'000.0 + 150'000.0);
+}
+
+// A loop of 0.1 ms steps that stalls for 50 ms (more than 10 of its steps) has not paused.
+TEST(StepCostMeter, AShortStallIsNoPause) {
+  StepCostMeter meter;
+  Loop loop(100'000, 400'000, 150'000);
+  loop.begin(meter);
+  loop.run(meter, 40, false);
+  loop.pause(meter, 50'000'000, 0, false);
+  loop.run(meter, 1, false);
+  loop.run(meter, 4, true);
+  loop.run(meter, 0, false);
+  const auto cost = meter.step_cost();
+  ASSERT_TRUE(cost.has_value());
+  EXPECT_EQ(cost->steps_outside, 41u);
+  EXPECT_EQ(cost->cpu_outside_ns, 54'100'000u);
+  EXPECT_EQ(cost->cpu_in_pauses_ns, 100'000u);
 }
 
 // A target's CPU time that went back (a re-read after it exited) is not an interval.
 TEST(StepCostMeter, IgnoresAReadingThatWentBack) {
   StepCostMeter meter;
+  meter.add({.target_cpu_ns = 1'000'000, .steps = 10, .estimated_cost_ns = 0}, false);  // the first stretch
   meter.add({.target_cpu_ns = 5'000'000, .steps = 50, .estimated_cost_ns = 0}, false);
   meter.add({.target_cpu_ns = 4'000'000, .steps = 50, .estimated_cost_ns = 0}, true);
   meter.add({.target_cpu_ns = 6'000'000, .steps = 60, .estimated_cost_ns = 0}, true);
   const auto cost = meter.step_cost();
   ASSERT_TRUE(cost.has_value());
   EXPECT_EQ(cost->cpu_inside_ns, 2'000'000u);
-  EXPECT_EQ(cost->cpu_outside_ns, 5'000'000u);
+  EXPECT_EQ(cost->cpu_outside_ns, 4'000'000u);
 }
 
 }  // namespace
