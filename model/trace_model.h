@@ -325,11 +325,16 @@ struct OpWindows {
     // Stretches without steps (an evaluation, a checkpoint), on either side, left out of the
     // rates above and costed by the trap estimate.
     uint64_t cpu_in_pauses_ns = 0;
-    double estimated_inside_ns = 0;  // the trap estimate of the windows' steps, for comparison
+    double estimated_inside_ns = 0;  // the trap estimate of the windows' steps
     // The trap estimate of the rest: between windows (the step markers), and the pauses.
     double estimated_rest_ns = 0;
-    // What the probes cost the target: a negative excess is noise.
-    double cost_ns() const { return estimated_rest_ns + (excess_inside_ns > 0 ? excess_inside_ns : 0); }
+    // What the probes cost the target: the windows' steps at the larger of the measure and the
+    // trap estimate, each of which misses some of it (the measure, what slows the steps between
+    // windows too, such as tprof's own work on a CPU the target shares a core with; the traps,
+    // what slows the target's own code while they fire).
+    double cost_ns() const {
+      return estimated_rest_ns + (excess_inside_ns > estimated_inside_ns ? excess_inside_ns : estimated_inside_ns);
+    }
   };
   std::optional<StepCost> step_cost;
   // step_cost's cost where it is known, else probe_cost's estimate, over

@@ -53,7 +53,7 @@ TEST(StepCostMeter, IsTheTrapEstimateUntilEachSideHasEnoughSteps) {
   EXPECT_DOUBLE_EQ(meter.cost_ns(), loop.estimate_ns());
 }
 
-// The estimate says 150 us a step inside; the steps took 300 us more than outside: the measure wins.
+// The traps say 150 us a step inside; the steps took 300 us more than outside: the measure counts.
 TEST(StepCostMeter, MeasuresWhatTheWindowsStepsTookAboveTheOthers) {
   StepCostMeter meter;
   Loop loop(100'000, 400'000, 150'000);
@@ -74,6 +74,21 @@ TEST(StepCostMeter, MeasuresWhatTheWindowsStepsTookAboveTheOthers) {
   EXPECT_DOUBLE_EQ(cost->estimated_inside_ns, 600'000.0);
   EXPECT_DOUBLE_EQ(cost->estimated_rest_ns, 61'000.0);
   EXPECT_DOUBLE_EQ(meter.cost_ns(), 1'261'000.0);
+}
+
+// The steps measure 50 us dearer in windows, the traps say 200 us: the larger counts.
+TEST(StepCostMeter, CountsTheTrapEstimateWhereItIsTheLarger) {
+  StepCostMeter meter;
+  Loop loop(100'000, 150'000, 200'000);
+  loop.begin(meter);
+  loop.run(meter, 40, false);
+  loop.run(meter, 4, true);
+  loop.run(meter, 0, false);
+  const auto cost = meter.step_cost();
+  ASSERT_TRUE(cost.has_value());
+  EXPECT_DOUBLE_EQ(cost->excess_inside_ns, 200'000.0);
+  EXPECT_DOUBLE_EQ(cost->estimated_inside_ns, 800'000.0);
+  EXPECT_DOUBLE_EQ(meter.cost_ns(), 41'000.0 + 800'000.0);
 }
 
 // Where the probes are in at either end of an interval, some were in during it.

@@ -179,8 +179,9 @@ class Recordings {
     const std::optional<uint64_t> cpu_ns = recording.cpu_in_window_ns();
     const std::optional<double> estimate_ns = cpu_ns ? probe_cost_so_far_ns(*cpu_ns) : std::nullopt;
     if (!estimate_ns) return std::nullopt;
-    step_cost_meter_.add({.target_cpu_ns = *cpu_ns, .steps = recording.optimizer_steps(), .estimated_cost_ns = *estimate_ns},
-                         recording.op_window_open());
+    step_cost_meter_.add(
+        {.target_cpu_ns = *cpu_ns, .steps = recording.optimizer_steps(), .estimated_cost_ns = *estimate_ns},
+        recording.op_window_open());
     return OverheadBudget::Reading{.now_ns = monotonic_now_ns(),
                                    .probe_cost_ns = step_cost_meter_.cost_ns(),
                                    .target_cpu_ns = *cpu_ns,
@@ -197,7 +198,11 @@ class Recordings {
     (*found)->detach();
     drain_ring_buffer(0);
     (*found)->finish(StopReason::kTargetExeced,
-                     {.traps = trap_costs(), .programs = std::nullopt, .moving_probes_ns = 0, .sample_hz = 0, .step_cost = std::nullopt});
+                     {.traps = trap_costs(),
+                      .programs = std::nullopt,
+                      .moving_probes_ns = 0,
+                      .sample_hz = 0,
+                      .step_cost = std::nullopt});
     recordings_.erase(found);
   }
 

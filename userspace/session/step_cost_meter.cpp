@@ -58,10 +58,15 @@ double StepCostMeter::excess_ns() const {
   return static_cast<double>(inside_.cpu_ns) - static_cast<double>(inside_.steps) * outside_per_step;
 }
 
+// The stretch still pending (since the last step) is costed as a pause would be.
+double StepCostMeter::rest_estimate_ns() const {
+  return outside_.estimated_cost_ns + pauses_.estimated_cost_ns + pending_inside_.estimated_cost_ns +
+         pending_outside_.estimated_cost_ns;
+}
+
 double StepCostMeter::cost_ns() const {
   if (const auto measured = step_cost()) return measured->cost_ns();
-  return outside_.estimated_cost_ns + inside_.estimated_cost_ns + pauses_.estimated_cost_ns +
-         pending_inside_.estimated_cost_ns + pending_outside_.estimated_cost_ns;
+  return inside_.estimated_cost_ns + rest_estimate_ns();
 }
 
 std::optional<model::OpWindows::StepCost> StepCostMeter::step_cost() const {
@@ -73,9 +78,7 @@ std::optional<model::OpWindows::StepCost> StepCostMeter::step_cost() const {
                                     .excess_inside_ns = excess_ns(),
                                     .cpu_in_pauses_ns = pauses_.cpu_ns + pending_inside_.cpu_ns + pending_outside_.cpu_ns,
                                     .estimated_inside_ns = inside_.estimated_cost_ns,
-                                    .estimated_rest_ns = outside_.estimated_cost_ns + pauses_.estimated_cost_ns +
-                                                         pending_inside_.estimated_cost_ns +
-                                                         pending_outside_.estimated_cost_ns};
+                                    .estimated_rest_ns = rest_estimate_ns()};
 }
 
 }  // namespace tprof

@@ -1,11 +1,14 @@
-// --max-overhead: what the windows of op probes cost the target, measured rather than estimated.
+// --max-overhead: what the windows of op probes cost the target, measured as well as estimated.
 // The trap estimate (TrapCosts: traps x a trap's cost measured in tprof's own process) counts
 // what the kernel does at each trap, not what else the probes slow (the target's own code,
 // its caches refilled after each trap), and it counts tprof's CPU putting the probes in and out
 // as the target's, though it runs beside it. Where the target calls Optimizer.step, its CPU
 // time per step outside windows is the price of a step without op probes; a window's steps
-// cost more, and the difference is what the window cost, whatever it was spent on. On the
-// test VM the two differ by up to a quarter, either way (docs/BENCHMARKS.md, fourth pass).
+// cost more, and the difference is what the window cost, whatever it was spent on. That misses
+// what slows the steps between windows too (tprof's own work on a CPU that shares a core with
+// the target's). On the test VM the two differ by up to a quarter, either way, and the slowdown
+// measured from outside was often above both (docs/BENCHMARKS.md, fourth pass): the cost is the
+// larger.
 #pragma once
 
 #include <cstdint>
@@ -44,8 +47,8 @@ class StepCostMeter {
   void add(const Sample& sample, bool probes_in);
 
   // What the probes cost the target so far: outside windows and in phases without steps, the
-  // trap estimate (outside: the step markers' traps); inside, the measured excess once both
-  // sides have enough steps, the trap estimate until then.
+  // trap estimate (outside: the step markers' traps); inside, the larger of the measured excess
+  // and the trap estimate once both sides have enough steps, the trap estimate until then.
   double cost_ns() const;
   // The figures behind it; none until the measurement stands.
   std::optional<model::OpWindows::StepCost> step_cost() const;
@@ -54,6 +57,8 @@ class StepCostMeter {
   bool measured() const { return inside_.steps >= kStepsInside && outside_.steps >= kStepsOutside; }
   // The target's CPU in windows above what their steps take outside them (negative: noise).
   double excess_ns() const;
+  // The trap estimate of all but the windows' settled steps.
+  double rest_estimate_ns() const;
 
   struct Side {
     uint64_t cpu_ns = 0;
