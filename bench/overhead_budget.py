@@ -9,7 +9,8 @@ with `tprof attach --max-overhead P% -d --seconds` for --seconds, then detached 
                stretch (on the test VM the rate of a loop left alone moves ~8% from one 10 s to the
                next, so a 60 s run cannot resolve a point of slowdown)
   estimate   - tprof's own estimate (tprof_summary.op_windows.estimated_slowdown): where the target
-               steps, the windows' cost measured from its CPU per step inside against outside them
+               steps, the windows' cost is the larger of the trap estimate and its CPU per step
+               inside them against outside them
   traps      - what the trap estimate alone would have said (op_windows.step_cost's estimated_*)
   exact      - ProfilerSteps written (whole steps a window saw), windows, and the longest stretch
                of the attached time without one
