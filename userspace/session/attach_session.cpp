@@ -120,9 +120,9 @@ class Recordings {
     if (recordings_.size() != 1) return std::nullopt;
     const std::optional<uint64_t> cpu_ns = recordings_.front()->cpu_in_window_ns();
     if (!cpu_ns || *cpu_ns == 0) return std::nullopt;
-    const std::optional<double> cost_ns =
-        overhead_budget_ ? std::optional<double>(step_cost_meter_.cost_ns()) : probe_cost_so_far_ns(*cpu_ns);
+    std::optional<double> cost_ns = probe_cost_so_far_ns(*cpu_ns);
     if (!cost_ns) return std::nullopt;
+    if (overhead_budget_) cost_ns = step_cost_meter_.cost_ns();
     return std::min(1.0, *cost_ns / static_cast<double>(*cpu_ns));
   }
 
