@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <csignal>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <regex>
@@ -50,9 +52,11 @@ StepContents step_contents(const TraceJson& trace) {
   return contents;
 }
 
+// In ns: the trace's us carry 3 decimals, and a ProfilerStep ends where its Optimizer.step
+// ends, which sums of the parsed decimals (even long double) can put an ulp apart.
 struct Slice {
-  long double start = 0;
-  long double end = 0;
+  int64_t start = 0;
+  int64_t end = 0;
 };
 
 // The complete events of `trace` whose category and name `keep` accepts.
@@ -61,8 +65,8 @@ std::vector<Slice> slices_of(const TraceJson& trace,
   std::vector<Slice> slices;
   for (const auto& event : trace.at("traceEvents")) {
     if (event.value("ph", "") != "X" || !keep(event.value("cat", ""), event.at("name").get<std::string>())) continue;
-    const long double start = event.at("ts").get<long double>();
-    slices.push_back({start, start + event.at("dur").get<long double>()});
+    const int64_t start = std::llround(event.at("ts").get<double>() * 1e3);
+    slices.push_back({start, start + std::llround(event.at("dur").get<double>() * 1e3)});
   }
   return slices;
 }
