@@ -52,8 +52,8 @@ StepContents step_contents(const TraceJson& trace) {
   return contents;
 }
 
-// In ns: the trace's us carry 3 decimals, and a ProfilerStep ends where its Optimizer.step
-// ends, which sums of the parsed decimals (even long double) can put an ulp apart.
+// In whole ns: sums of the parsed decimals (doubles, even when read into long double) could put
+// two equal ends an ulp apart.
 struct Slice {
   int64_t start = 0;
   int64_t end = 0;
