@@ -18,8 +18,12 @@ fi
 # Every part runs even when one before it failed, so that one CI run names every failing part.
 failed=()
 # Unit tests two at a time (the machine's cores); the end-to-end tests run one at a time anyway.
-(cd build && ctest --output-on-failure --timeout 900 -j2 -L unit) || failed+=("unit tests (build/, ctest -L unit)")
-(cd build && ctest --output-on-failure --timeout 900 -LE unit) || failed+=("end-to-end tests (build/, ctest -LE unit)")
+# ctest keeps only its last run's failures, so each part's names are read right after it.
+failed_tests() { tr '\n' ' ' <build/Testing/Temporary/LastTestsFailed.log 2>/dev/null; }
+(cd build && ctest --output-on-failure --timeout 900 -j2 -L unit) ||
+  failed+=("unit tests (build/, ctest -L unit): $(failed_tests)")
+(cd build && ctest --output-on-failure --timeout 900 -LE unit) ||
+  failed+=("end-to-end tests (build/, ctest -LE unit): $(failed_tests)")
 bash scripts/sanitize.sh || failed+=("tests under ASan+UBSan (scripts/sanitize.sh, build-asan/)")
 bash scripts/fuzz.sh "${TPROF_FUZZ_SECONDS:-10}" || failed+=("fuzzing (scripts/fuzz.sh, build-fuzz/; reproducers above)")
 if [ ${#failed[@]} -gt 0 ]; then
