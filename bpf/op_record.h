@@ -32,6 +32,8 @@ enum op_record_kind {
 					   * OP_ARGUMENTS_MAX + i) */
 	OP_RECORD_LIST_ELEMENTS = 13,     /* + struct list_elements (op_arguments.h) up to its last element: more
 					   * elements of a list argument of the entry this thread recorded last */
+	OP_RECORD_MEMORY = 15,            /* + struct memory_event: the CPU allocator's block allocated or freed
+					   * (--memory); op_id unused */
 };
 
 /*
@@ -54,7 +56,7 @@ struct op_record {
 };
 
 /* Raised whenever a record's layout or meaning changes; the consumer drops other versions. */
-#define OP_RECORD_ABI_VERSION 7
+#define OP_RECORD_ABI_VERSION 8
 
 /* Why a range ended (open_ranges.bpf.h). */
 enum range_exit_cause {
@@ -98,6 +100,14 @@ struct autograd_node {
 	__u64 vptr;         /* its vtable pointer: names the node's class */
 	__u64 sequence_nr;  /* Node::sequence_nr_; UINT64_MAX when unknown (or AccumulateGrad's) */
 	__u64 thread_id;    /* Node::thread_id_: the forward thread's RecordFunction id; 0 unknown */
+};
+
+/* A block of torch's CPU allocator (c10::ProfiledCPUMemoryReporter, which DefaultCPUAllocator
+ * tells of every block it hands out and takes back, profiler or not). A free's size is not
+ * known here: userspace keeps the addresses it saw allocated, as torch's reporter does. */
+struct memory_event {
+	__u64 address;
+	__u64 bytes;        /* allocations: the block's size; frees: 0 */
 };
 
 /* Each target's counters in the per-CPU `loss_counters` array (targets.bpf.h): what could not

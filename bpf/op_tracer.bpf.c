@@ -12,8 +12,9 @@
  *
  * It also records what torch's RecordFunction would show besides ops: record_function()
  * ranges (annotation_probes.bpf.h) and the autograd engine's backward nodes
- * (autograd_probes.bpf.h); and the GPU activity of the CUPTI injection library, where the
- * target loaded it (device_activity_probes.bpf.h).
+ * (autograd_probes.bpf.h); the GPU activity of the CUPTI injection library, where the
+ * target loaded it (device_activity_probes.bpf.h); and, with --memory, the blocks torch's CPU
+ * allocator hands out and takes back (memory_probes.bpf.h).
  *
  * One object serves every target of a session (targets.bpf.h): each program finds the calling
  * process's settings by its pid, and its records carry that pid, so that userspace splits one
@@ -34,6 +35,7 @@
 #include "autograd_probes.bpf.h"
 #include "device_activity_probes.bpf.h"
 #include "list_elements.bpf.h"
+#include "memory_probes.bpf.h"
 #include "op_record.h"
 #include "open_ranges.bpf.h"
 #include "python_walker.bpf.h"

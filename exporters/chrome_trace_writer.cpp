@@ -354,6 +354,28 @@ void ChromeTraceWriter::append_kernel_args(const model::DeviceActivity& kernel) 
 
 void ChromeTraceWriter::device_properties(const model::DeviceProperties& device) { devices_.push_back(device); }
 
+// formats.md §2.5.11: Kineto's [memory] instant (profiler_kineto.cpp, MemoryEventData), its
+// args in Kineto's order. The TensorBoard plugin's memory view reads these.
+void ChromeTraceWriter::memory(const model::MemoryEvent& event) {
+  line_.assign(R"(  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]")");
+  append_place(session_.pid, event.tid, event.time_ns);
+  line_ += R"(, "args": {"Device Type": )";
+  append_json_integer(line_, static_cast<int>(event.device_type));
+  line_ += R"(, "Device Id": )";
+  append_json_integer(line_, static_cast<int>(event.device_index));
+  line_ += R"(, "Addr": )";
+  append_json_integer(line_, event.address);
+  line_ += R"(, "Bytes": )";
+  append_json_integer(line_, event.bytes);
+  line_ += R"(, "Total Allocated": )";
+  append_json_integer(line_, event.total_allocated);
+  line_ += R"(, "Total Reserved": )";
+  append_json_integer(line_, event.total_reserved);
+  line_ += R"(, "Ev Idx": )";
+  append_json_integer(line_, next_event_index_++);
+  end_slice();
+}
+
 // A runtime or driver call on its thread: External id only inside an op, never a stream (HTA
 // would take it for a GPU event).
 void ChromeTraceWriter::write_api_call(const model::DeviceActivity& call) {
@@ -409,11 +431,7 @@ const std::string& ChromeTraceWriter::call_stack_json(const model::PythonStack& 
     std::string joined;
     for (const model::PythonFrame& frame : stack) {
       if (!joined.empty()) joined += ';';
-      joined += frame.file;
-      joined += '(';
-      joined += std::to_string(frame.line);
-      joined += "): ";
-      joined += frame.function;
+      joined += model::frame_label(frame);
     }
     append_json_string(entry->second, joined);
   }
@@ -600,6 +618,41 @@ void append_op_windows(std::string& out, const model::OpWindows& windows) {
   out += "}";
 }
 
+// The peak's largest holders the summary names; --memory-stacks has them all.
+constexpr size_t kPeakHoldersInSummary = 10;
+
+// `"memory": {...}`: --memory's counts, the peak, and who held it (model::MemorySummary).
+void append_memory_summary(std::string& out, const model::MemorySummary& memory) {
+  char text[512];
+  std::snprintf(text, sizeof(text),
+                ", \"memory\": {\"allocations\": %llu, \"frees\": %llu, \"frees_of_unknown_blocks\": %llu, "
+                "\"blocks_forgotten\": %llu, \"peak_allocated_bytes\": %lld, \"peak_unix_ns\": %llu, "
+                "\"allocated_at_end\": %lld, \"peak_holders\": [",
+                static_cast<unsigned long long>(memory.allocations), static_cast<unsigned long long>(memory.frees),
+                static_cast<unsigned long long>(memory.frees_of_unknown_blocks),
+                static_cast<unsigned long long>(memory.blocks_forgotten),
+                static_cast<long long>(memory.peak_allocated_bytes),
+                static_cast<unsigned long long>(memory.peak_unix_ns), static_cast<long long>(memory.allocated_at_end));
+  out += text;
+  const size_t shown = std::min(memory.peak_holders.size(), kPeakHoldersInSummary);
+  for (size_t i = 0; i < shown; ++i) {
+    const model::MemoryHolder& holder = memory.peak_holders[i];
+    out += i == 0 ? "{\"bytes\": " : ", {\"bytes\": ";
+    append_json_integer(out, holder.bytes);
+    out += ", \"blocks\": ";
+    append_json_integer(out, holder.blocks);
+    out += ", \"op\": ";
+    append_json_string(out, holder.op);
+    out += ", \"stack\": [";
+    for (size_t frame = 0; frame < holder.stack.size(); ++frame) {
+      if (frame > 0) out += ", ";
+      append_json_string(out, model::frame_label(holder.stack[frame]));
+    }
+    out += "]}";
+  }
+  out += "]}";
+}
+
 }  // namespace
 
 // Kineto closes traceEvents with this global instant (output_json.cpp finalizeTrace); being
@@ -636,6 +689,7 @@ std::string chrome_trace_tail(int64_t window_end_relative_ns, const model::RunSu
     }
     if (summary.probe_cost) append_probe_cost(tail, *summary.probe_cost);
     if (summary.op_windows) append_op_windows(tail, *summary.op_windows);
+    if (summary.memory) append_memory_summary(tail, *summary.memory);
   }
   tail += "},\n  \"traceName\": ";
   append_json_string(tail, trace_name);

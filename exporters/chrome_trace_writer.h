@@ -1,8 +1,8 @@
 // Writes a Kineto-compatible Chrome trace (../shared/docs/formats.md §2, §5) as the ranges
 // arrive: Kineto's top-level key order, relative microsecond timestamps with 3 decimals
 // against a 3-month-floored baseTimeNanoseconds, process/thread metadata, cpu_op,
-// user_annotation and python_function slices and fwdbwd flows, one event per line. Events
-// come in the order the sink receives them (ranges as they close); every consumer sorts.
+// user_annotation and python_function slices, fwdbwd flows and [memory] instants, one event
+// per line. Events come in the order the sink receives them (ranges as they close); every consumer sorts.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +54,7 @@ class ChromeTraceWriter final : public model::TraceSink {
   void flow(const model::ForwardBackwardFlow& flow) override;
   void device_activity(const model::DeviceActivity& activity) override;
   void device_properties(const model::DeviceProperties& device) override;
+  void memory(const model::MemoryEvent& event) override;
   void flush() override;
   void finish(const model::RunSummary& summary) override;
 
@@ -81,7 +82,7 @@ class ChromeTraceWriter final : public model::TraceSink {
   model::SessionInfo session_;
   uint64_t base_time_ns_ = 0;
   std::string line_;  // one event at a time, reused so that writing allocates nothing per event
-  uint64_t next_event_index_ = 0;  // "Ev Idx": position among the X events, as PyTorch counts
+  uint64_t next_event_index_ = 0;  // "Ev Idx": position among the CPU events, as PyTorch counts
   std::unordered_map<const model::PythonStack*, std::string> call_stacks_;
   ValueTextCache input_args_;  // the record_shapes args of ops' inputs
   std::set<uint32_t> gpu_devices_;                         // announced GPU processes

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "exporters/output_file.h"
 #include "model/self_time.h"
@@ -31,6 +32,25 @@ class FoldedStacksWriter final : public model::TraceSink {
   OutputFile& out_;
   model::SelfTimes self_times_;
   std::string line_;
+};
+
+// --memory-stacks: the blocks live at the peak (model::MemorySummary::peak_holders) as folded
+// stacks weighted by bytes, one line per place they were allocated: its Python frames, then the
+// innermost range open there ("[no_op]" outside every range). Written at finish.
+class MemoryStacksWriter final : public model::TraceSink {
+ public:
+  static constexpr std::string_view kNoRange = "[no_op]";
+  explicit MemoryStacksWriter(OutputFile& out) : out_(out) {}
+
+  void begin(const model::SessionInfo&) override {}
+  void thread(const model::ThreadInfo&) override {}
+  void op(const model::ClosedOp&) override {}
+  void python_span(uint32_t, const model::PythonSpan&) override {}
+  void flow(const model::ForwardBackwardFlow&) override {}
+  void finish(const model::RunSummary& summary) override;
+
+ private:
+  OutputFile& out_;
 };
 
 }  // namespace tprof::exporters

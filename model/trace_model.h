@@ -131,6 +131,11 @@ struct PythonFrame {
   bool operator==(const PythonFrame&) const = default;
 };
 
+// "file(line): function", as torch's profiler prints a frame (stacksToStr).
+inline std::string frame_label(const PythonFrame& frame) {
+  return frame.file + "(" + std::to_string(frame.line) + "): " + frame.function;
+}
+
 // A call stack, innermost frame first.
 using PythonStack = std::vector<PythonFrame>;
 
@@ -174,6 +179,50 @@ struct OpSpan {
   // the op itself created (not one made by an op it called).
   int64_t sequence_number = -1;
   uint64_t forward_thread = 0;  // backward ranges: the forward thread's RecordFunction id; 0: none
+  // --memory: the bytes of CPU blocks allocated less those freed on its thread while it ran,
+  // as torch's "CPU Mem" counts them: with what it encloses, and without (its "Self CPU Mem").
+  int64_t cpu_memory_bytes = 0;
+  int64_t self_cpu_memory_bytes = 0;
+};
+
+// A block of a device's allocator allocated or freed (--memory): Kineto's [memory] instant event.
+struct MemoryEvent {
+  uint64_t time_ns = 0;           // wall clock
+  uint32_t tid = 0;
+  uint64_t address = 0;
+  int64_t bytes = 0;              // negative for a free
+  // After it: the bytes of the device's blocks tprof saw allocated and not yet freed, as torch's
+  // reporter counts them from when profiling began; and those its allocator holds (0: the CPU's
+  // holds nothing beyond).
+  int64_t total_allocated = 0;
+  int64_t total_reserved = 0;
+  int8_t device_type = 0;         // c10::DeviceType: CPU 0, CUDA 1
+  int8_t device_index = -1;       // -1 for the CPU
+  uint64_t external_id = 0;       // the innermost range open on its thread (an op's record id); 0: none
+  const PythonStack* stack = nullptr;  // the allocating thread's stack (a free: its block's); null: none
+};
+
+// The blocks live at the peak, grouped by where they were allocated (--memory).
+struct MemoryHolder {
+  int64_t bytes = 0;
+  uint64_t blocks = 0;
+  std::string op;       // the innermost range open when they were allocated; "": none
+  PythonStack stack;    // innermost frame first; empty: none recorded
+};
+
+// --memory: what the CPU allocator did while recording.
+struct MemorySummary {
+  uint64_t allocations = 0;       // [memory] events written
+  uint64_t frees = 0;
+  // Frees of blocks tprof never saw allocated (before it came), left out as torch leaves out
+  // those from before profiling began.
+  uint64_t frees_of_unknown_blocks = 0;
+  // Allocations not kept in tprof's address map, which was full: left out, with their frees.
+  uint64_t blocks_forgotten = 0;
+  int64_t peak_allocated_bytes = 0;
+  uint64_t peak_unix_ns = 0;      // when it was first reached; 0: nothing allocated
+  int64_t allocated_at_end = 0;   // seen allocated and still live when recording stopped
+  std::vector<MemoryHolder> peak_holders;  // largest first
 };
 
 // What a GPU activity is, as the CUPTI library reports it (bpf/device_activity.h).
@@ -363,6 +412,7 @@ struct RunSummary {
   bool recovered = false;         // rebuilt by `tprof recover` from a partial file
   std::optional<ProbeCost> probe_cost;  // none when the traps could not be measured
   std::optional<OpWindows> op_windows;  // --max-overhead only
+  std::optional<MemorySummary> memory;  // --memory only
 };
 
 struct Trace {

@@ -1,6 +1,6 @@
 // The interface between the recording pipeline and the exporters: the span closer hands each
 // range on once it is final, and sinks write it out as it comes. A sink sees, in this order:
-// begin; then thread, op, python_span, flow, device_properties, device_activity and flush calls
+// begin; then thread, op, python_span, flow, memory, device_properties, device_activity and flush calls
 // interleaved as recording goes (a thread is announced before any of its ranges); then finish.
 // Ranges arrive as they close, so an enclosing range comes after what it encloses; sinks must
 // not rely on start order.
@@ -50,6 +50,9 @@ class TraceSink {
   // A GPU activity or CUDA API call, once what it links to is known (or never will be). Only
   // the Chrome trace shows them.
   virtual void device_activity(const DeviceActivity&) {}
+  // --memory: a block allocated or freed, in time order, when it happens (before the ranges
+  // around it close).
+  virtual void memory(const MemoryEvent&) {}
   // A GPU's properties, before any of its activity; at most once per device.
   virtual void device_properties(const DeviceProperties&) {}
   // Make everything received so far durable enough to survive a kill of tprof.
@@ -81,6 +84,9 @@ class FanOutSink final : public TraceSink {
   }
   void device_properties(const DeviceProperties& device) override {
     for (TraceSink* sink : sinks_) sink->device_properties(device);
+  }
+  void memory(const MemoryEvent& event) override {
+    for (TraceSink* sink : sinks_) sink->memory(event);
   }
   void flush() override {
     for (TraceSink* sink : sinks_) sink->flush();

@@ -9,27 +9,57 @@ namespace {
 
 // A function's flag test comes first or not at all: look no further than its prologue.
 constexpr int kInstructionsExamined = 4;
+// A prologue that makes its frame and loads the stack protector first is seven instructions
+// from endbr64 to its first test's jump.
+constexpr int kInstructionsExaminedPastFrameSetup = 8;
 
-}  // namespace
+bool writes_any(const X86Disassembler& disassembler, const cs_insn* instruction,
+                std::initializer_list<size_t> registers) {
+  const auto written = disassembler.written_registers(instruction);
+  return std::any_of(registers.begin(), registers.end(), [&](size_t kept) {
+    return std::find(written.begin(), written.end(), kept) != written.end();
+  });
+}
 
-uint64_t conditional_jump_probe_address(const SectionMap& sections, uint64_t function_address,
-                                        size_t kept_register) {
+uint64_t first_conditional_jump(const SectionMap& sections, uint64_t function_address,
+                                std::initializer_list<size_t> kept_registers, int instructions_examined) {
   X86Disassembler disassembler;
   uint64_t address = function_address;
   std::string_view code = sections.bytes_at(address);
-  for (int count = 0; count < kInstructionsExamined && !code.empty(); ++count) {
+  for (int count = 0; count < instructions_examined && !code.empty(); ++count) {
     const cs_insn* instruction = disassembler.decode(address, code);
     if (instruction == nullptr) break;
     if (disassembler.in_group(instruction, CS_GRP_JUMP))
       return instruction->id == X86_INS_JMP ? function_address : address;  // jcc, else give up
     if (disassembler.in_group(instruction, CS_GRP_CALL) || disassembler.in_group(instruction, CS_GRP_RET))
       break;
-    const auto written = disassembler.written_registers(instruction);
-    if (std::find(written.begin(), written.end(), kept_register) != written.end()) break;
+    if (writes_any(disassembler, instruction, kept_registers)) break;
     address += instruction->size;
     code.remove_prefix(instruction->size);
   }
   return function_address;
+}
+
+}  // namespace
+
+uint64_t conditional_jump_probe_address(const SectionMap& sections, uint64_t function_address,
+                                        size_t kept_register) {
+  return first_conditional_jump(sections, function_address, {kept_register}, kInstructionsExamined);
+}
+
+uint64_t emulated_entry_probe_address(const SectionMap& sections, uint64_t function_address,
+                                      std::initializer_list<size_t> kept_registers) {
+  X86Disassembler disassembler;
+  uint64_t address = function_address;
+  std::string_view code = sections.bytes_at(address);
+  const cs_insn* first = disassembler.decode(address, code);
+  if (first != nullptr && first->id == X86_INS_ENDBR64) {
+    address += first->size;
+    code.remove_prefix(first->size);
+    first = disassembler.decode(address, code);
+  }
+  if (first == nullptr || first->id == X86_INS_PUSH) return function_address;
+  return first_conditional_jump(sections, function_address, kept_registers, kInstructionsExaminedPastFrameSetup);
 }
 
 }  // namespace tprof::symbolizer

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include "symbolizer/binary/section_map.h"
 
@@ -19,5 +20,13 @@ namespace tprof::symbolizer {
 // `kept_register` (x86_disassembler.h numbering) or branches; else `function_address` itself.
 uint64_t conditional_jump_probe_address(const SectionMap& sections, uint64_t function_address,
                                         size_t kept_register);
+
+// Where to probe a function whose arguments in `kept_registers` the probe reads: its entry when
+// the first instruction past a leading endbr64 (which uprobe_multi.h skips) is a `push` the
+// kernel emulates; else the first conditional jump among its first eight instructions when
+// nothing before it writes those registers, calls or returns (GCC 16 opens some functions with
+// `sub $N,%rsp` and a stack-protector load before testing an argument); else the entry.
+uint64_t emulated_entry_probe_address(const SectionMap& sections, uint64_t function_address,
+                                      std::initializer_list<size_t> kept_registers);
 
 }  // namespace tprof::symbolizer

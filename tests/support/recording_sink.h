@@ -35,6 +35,7 @@ class RecordingSink final : public model::TraceSink {
   void flow(const model::ForwardBackwardFlow& flow) override { flows.push_back(flow); }
   void device_activity(const model::DeviceActivity& activity) override { device_activities.push_back(activity); }
   void device_properties(const model::DeviceProperties& device) override { devices.push_back(device); }
+  void memory(const model::MemoryEvent& event) override { memory_events.push_back(event); }
   void flush() override { ++flushes; }
   void finish(const model::RunSummary& run) override {
     summary = run;
@@ -57,6 +58,7 @@ class RecordingSink final : public model::TraceSink {
   std::vector<model::ForwardBackwardFlow> flows;
   std::vector<model::DeviceActivity> device_activities;
   std::vector<model::DeviceProperties> devices;
+  std::vector<model::MemoryEvent> memory_events;
   int begins = 0;
   int flushes = 0;
   int finishes = 0;

@@ -751,5 +751,47 @@ TEST_F(ChromeTraceWriterTest, WritesDevicePropertiesAndKernelOccupancy) {
   EXPECT_NE(text.find("\"blocks per SM\": 0.030303031,"), std::string::npos) << "a float's shortest text, as fmt writes it";
 }
 
+TEST_F(ChromeTraceWriterTest, MemoryEventsAreKinetosInstantsWithItsArgsInItsOrder) {
+  const fs::path path = directory_ / "memory.pt.trace.json";
+  OutputFile out(path.string());
+  ChromeTraceWriter writer(out, "memory.pt.trace.json");
+  model::Trace trace = make_sample_trace();
+  writer.begin(trace.session);
+  writer.memory({.time_ns = at(1'500), .tid = kPid, .address = 140208011132928, .bytes = -512,
+                 .total_allocated = 1024, .total_reserved = 0, .device_type = 0, .device_index = -1,
+                 .external_id = 2, .stack = nullptr});
+  model::RunSummary summary = trace.summary;
+  summary.memory = model::MemorySummary{.allocations = 3, .frees = 1, .frees_of_unknown_blocks = 2,
+                                        .blocks_forgotten = 0, .peak_allocated_bytes = 1536,
+                                        .peak_unix_ns = at(1'000), .allocated_at_end = 1024, .peak_holders = {}};
+  summary.memory->peak_holders.push_back(
+      {.bytes = 1024, .blocks = 2, .op = "aten::mm", .stack = {{"train.py", 12, "step", "step"}}});
+  writer.finish(summary);
+  out.commit();
+  const std::string text = read_file(path);
+  EXPECT_NE(text.find(R"(  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 4242, )"
+                      R"("tid": 4242, "ts": )"),
+            std::string::npos)
+      << text;
+  const ordered_json document = ordered_json::parse(text);
+  ordered_json memory;
+  for (const ordered_json& event : document.at("traceEvents"))
+    if (event.value("name", "") == "[memory]") memory = event;
+  ASSERT_FALSE(memory.is_null());
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : memory.at("args").items()) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"Device Type", "Device Id", "Addr", "Bytes", "Total Allocated",
+                                            "Total Reserved", "Ev Idx"}));
+  EXPECT_EQ(memory.at("args").at("Bytes"), -512);
+  EXPECT_EQ(memory.at("args").at("Addr"), 140208011132928);
+  EXPECT_EQ(memory.at("args").at("Device Id"), -1);
+  EXPECT_EQ(memory.at("ts").get<double>(), 1'000'001.75);
+  const ordered_json& summary_json = document.at("tprof_summary").at("memory");
+  EXPECT_EQ(summary_json.at("peak_allocated_bytes"), 1536);
+  EXPECT_EQ(summary_json.at("frees_of_unknown_blocks"), 2);
+  EXPECT_EQ(summary_json.at("peak_holders").at(0).at("op"), "aten::mm");
+  EXPECT_EQ(summary_json.at("peak_holders").at(0).at("stack").at(0), "train.py(12): step");
+}
+
 }  // namespace
 }  // namespace tprof::exporters

@@ -46,5 +46,23 @@ TEST(FoldedStacksWriter, WritesEachRangesStackWeightedBySelfTime) {
             "/w/my_train.py(40):_train_step;/w/model.py(12):_Net.forward;aten::linear 6\n");
 }
 
+TEST(MemoryStacksWriter, WritesThePeaksHoldersWeightedByBytes) {
+  test::ScratchDirectory scratch;
+  const auto path = scratch.path() / "memory.folded";
+  OutputFile out(path.string());
+  MemoryStacksWriter writer(out);
+  model::RunSummary summary;
+  summary.memory = model::MemorySummary{};
+  summary.memory->peak_holders = {
+      {.bytes = 4096, .blocks = 2, .op = "aten::empty", .stack = {{"/w/model.py", 12, "forward"}, {"/w/train.py", 40, "step"}}},
+      {.bytes = 64, .blocks = 1, .op = "", .stack = {{"/w/train.py", 41, "step"}}},
+      {.bytes = 0, .blocks = 0, .op = "aten::gone", .stack = {}}};
+  writer.finish(summary);
+  out.commit();
+  EXPECT_EQ(read_all(path),
+            "/w/train.py(40):_step;/w/model.py(12):_forward;aten::empty 4096\n"
+            "/w/train.py(41):_step;[no_op] 64\n");
+}
+
 }  // namespace
 }  // namespace tprof::exporters

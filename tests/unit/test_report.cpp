@@ -3,6 +3,8 @@
 #include "userspace/cli/report.h"
 
 #include <gtest/gtest.h>
+
+#include <map>
 #include <zlib.h>
 
 #include <filesystem>
@@ -208,6 +210,50 @@ TEST(Report, BrokenTextIsAnErrorNamingTheByte) {
   EXPECT_NE(report_error("[]x").find(": not JSON: "), std::string::npos);
   EXPECT_NE(report_error(R"({"traceEvents": {}})").find("t.json is not a Chrome trace"), std::string::npos);
   EXPECT_NE(report_error("7").find("t.json is not a Chrome trace"), std::string::npos);
+}
+
+// [memory] instants as Kineto writes them: the CPU's towards every range open around them on
+// their thread (ends included) and the innermost's self, outside all ranges towards "[memory]";
+// a device's are left out.
+constexpr const char* kMemoryTrace = R"({"traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "aten::outer", "pid": 7, "tid": 1, "ts": 10.0, "dur": 40.0},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::inner", "pid": 7, "tid": 1, "ts": 20.0, "dur": 10.0},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 7, "tid": 1, "ts": 5.0,
+   "args": {"Device Type": 0, "Device Id": -1, "Addr": 1, "Bytes": 64, "Total Allocated": 64, "Total Reserved": 0}},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 7, "tid": 1, "ts": 15.0,
+   "args": {"Device Type": 0, "Device Id": -1, "Addr": 2, "Bytes": 1000, "Total Allocated": 1064, "Total Reserved": 0}},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 7, "tid": 1, "ts": 30.0,
+   "args": {"Device Type": 0, "Device Id": -1, "Addr": 3, "Bytes": 400, "Total Allocated": 1464, "Total Reserved": 0}},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 7, "tid": 1, "ts": 40.0,
+   "args": {"Device Type": 1, "Device Id": 0, "Addr": 4, "Bytes": 9999, "Total Allocated": 9999, "Total Reserved": 0}},
+  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 7, "tid": 2, "ts": 20.0,
+   "args": {"Device Type": 0, "Device Id": -1, "Addr": 5, "Bytes": 8, "Total Allocated": 1472, "Total Reserved": 0}}
+]})";
+
+TEST(Report, MemoryEventsGiveTorchsCpuMemColumns) {
+  test::ScratchDirectory scratch;
+  const auto path = scratch.path() / "memory.json";
+  std::ofstream(path) << kMemoryTrace;
+  const OperatorTotalsTable table = totals_from_trace(path.string(), false);
+  EXPECT_TRUE(table.shows_memory());
+  std::map<std::string, OperatorTotals> rows;
+  for (const OperatorTotals& row : table.rows({.sort = "cpu_memory_usage", .row_limit = 10, .group_by_shape = false}))
+    rows[row.name] = row;
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows["aten::outer"].cpu_memory_bytes, 1400);
+  EXPECT_EQ(rows["aten::outer"].self_cpu_memory_bytes, 1000);
+  EXPECT_EQ(rows["aten::inner"].cpu_memory_bytes, 400) << "an event at the end of a range is inside it";
+  EXPECT_EQ(rows["aten::inner"].self_cpu_memory_bytes, 400);
+  EXPECT_EQ(rows["[memory]"].cpu_memory_bytes, 72) << "outside every range, on either thread";
+  EXPECT_EQ(rows["[memory]"].calls, 2u);
+}
+
+TEST(Report, AMemoryEventWithoutBytesIsAnError) {
+  test::ScratchDirectory scratch;
+  const auto path = scratch.path() / "memory.json";
+  std::ofstream(path) << R"({"traceEvents": [{"ph": "i", "name": "[memory]", "pid": 7, "tid": 1, "ts": 5.0,
+    "args": {"Bytes": "many"}}]})";
+  EXPECT_THROW(totals_from_trace(path.string(), false), std::exception);
 }
 
 }  // namespace

@@ -887,6 +887,95 @@ TEST(SpanCloser, CountsOpsWithoutTheirPythonStack) {
   EXPECT_EQ(c.closer.counts().stacks_not_copied, 2u) << "op 2's stack and the sample's";
 }
 
+OpEvent memory_event(uint64_t ns, uint64_t address, uint64_t bytes) {
+  OpEvent event{ns};
+  event.is_memory = true;
+  event.memory_address = address;
+  event.memory_bytes = bytes;
+  return event;
+}
+OpEvent allocated(uint64_t ns, uint64_t address, uint64_t bytes) { return memory_event(ns, address, bytes); }
+OpEvent freed(uint64_t ns, uint64_t address) { return memory_event(ns, address, 0); }
+
+TEST(SpanCloser, MemoryCountsTowardsEveryRangeOpenOnItsThreadAndTheInnermostsSelf) {
+  Closer c;
+  c.closer.track_memory();
+  c.add_all(1, {allocated(50, 0x9000, 64), enter(100, 0), allocated(110, 0x1000, 1000), enter(120, 1),
+                allocated(130, 0x2000, 400), leave(150, 1), freed(160, 0x1000), leave(200, 0), freed(210, 0x2000),
+                freed(220, 0x7777)});
+  c.add_all(2, {enter(115, 2), allocated(125, 0x3000, 8), leave(135, 2)});
+  c.closer.advance(UINT64_MAX);
+  ASSERT_EQ(c.sink.ops.size(), 3u);
+  std::map<uint32_t, model::OpSpan> by_operator;
+  for (const auto& op : c.sink.ops) by_operator[op.span.operator_index] = op.span;
+  EXPECT_EQ(by_operator[0].cpu_memory_bytes, 400) << "1000 + 400 allocated, 1000 freed inside it";
+  EXPECT_EQ(by_operator[0].self_cpu_memory_bytes, 0);
+  EXPECT_EQ(by_operator[1].cpu_memory_bytes, 400);
+  EXPECT_EQ(by_operator[1].self_cpu_memory_bytes, 400);
+  EXPECT_EQ(by_operator[2].cpu_memory_bytes, 8) << "another thread's allocations are not op 0's";
+
+  const auto& events = c.sink.memory_events;
+  ASSERT_EQ(events.size(), 6u) << "the free of a block never seen allocated is left out";
+  const std::vector<int64_t> bytes = {64, 1000, 8, 400, -1000, -400};
+  const std::vector<int64_t> totals = {64, 1064, 1072, 1472, 472, 72};
+  const std::vector<uint64_t> enclosing = {0, by_operator[0].record_id, by_operator[2].record_id,
+                                           by_operator[1].record_id, by_operator[0].record_id, 0};
+  for (size_t i = 0; i < events.size(); ++i) {
+    SCOPED_TRACE("event " + std::to_string(i));
+    EXPECT_EQ(events[i].bytes, bytes[i]);
+    EXPECT_EQ(events[i].total_allocated, totals[i]);
+    EXPECT_EQ(events[i].external_id, enclosing[i]);
+    EXPECT_EQ(events[i].device_type, 0);
+    EXPECT_EQ(events[i].device_index, -1);
+  }
+  EXPECT_EQ(events[1].time_ns, 1110u);
+  EXPECT_EQ(events[1].address, 0x1000u);
+
+  const auto summary = c.closer.memory_summary();
+  ASSERT_TRUE(summary);
+  EXPECT_EQ(summary->allocations, 4u);
+  EXPECT_EQ(summary->frees, 2u);
+  EXPECT_EQ(summary->frees_of_unknown_blocks, 1u);
+  EXPECT_EQ(summary->peak_allocated_bytes, 1472);
+  EXPECT_EQ(summary->allocated_at_end, 72);
+  ASSERT_EQ(summary->peak_holders.size(), 4u);
+  EXPECT_EQ(summary->peak_holders[0].op, "aten::op0");
+  EXPECT_EQ(summary->peak_holders[0].bytes, 1000);
+  EXPECT_EQ(summary->peak_holders[1].op, "aten::op1");
+  EXPECT_EQ(summary->peak_holders[3].op, "aten::op2");
+  EXPECT_EQ(summary->peak_holders[2].op, "") << "64 bytes allocated outside every range";
+}
+
+TEST(SpanCloser, WithoutTrackMemoryNoMemoryIsKept) {
+  Closer c;
+  c.add_all(1, {enter(100, 0), allocated(110, 0x1000, 1000), leave(200, 0)});
+  c.closer.finish(300);
+  EXPECT_TRUE(c.sink.memory_events.empty());
+  EXPECT_FALSE(c.closer.memory_summary());
+  EXPECT_EQ(c.sink.ops.at(0).span.cpu_memory_bytes, 0);
+}
+
+TEST(OperatorTotals, MemoryColumnsAndTheMemoryRowAsTorchPrintsThem) {
+  OperatorTotalsTable table;
+  table.show_memory();
+  table.add("aten::empty", "", 1'000, 1'000, 0, 3 << 20, 3 << 20);
+  table.add("aten::empty", "", 1'000, 1'000, 0, -(1 << 19), -(1 << 19));
+  table.add_unattributed_memory(-2048);
+  const std::string text =
+      format_summary_table(table, {.sort = "self_cpu_memory_usage", .row_limit = 10, .group_by_shape = false});
+  EXPECT_NE(text.find("CPU time avg       CPU Mem  Self CPU Mem    # of Calls"), std::string::npos) << text;
+  EXPECT_NE(text.find("2.50 Mb       2.50 Mb             2"), std::string::npos) << text;
+  EXPECT_NE(text.find("-2.00 Kb      -2.00 Kb             1"), std::string::npos) << text;
+  const auto rows = table.rows({.sort = "self_cpu_memory_usage", .row_limit = 10, .group_by_shape = false});
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].name, "aten::empty");
+  EXPECT_EQ(rows[1].name, "[memory]");
+  EXPECT_TRUE(is_summary_sort_key("cpu_memory_usage"));
+  EXPECT_EQ(format_memory(512), "512 b");
+  EXPECT_EQ(format_memory(-1536), "-1.50 Kb");
+  EXPECT_EQ(format_memory(int64_t{3} << 30), "3.00 Gb");
+}
+
 TEST(OperatorTotals, SubtractChildrenFromSelfTime) {
   std::vector<model::Operator> operators = {{"aten::a", ""}, {"aten::b", ""}};
   Closer c(operators);

@@ -62,6 +62,11 @@ def parse_args(description=__doc__):
                              "export its Kineto Chrome trace to FILE, then exit without waiting; with "
                              "--execution-trace-out, the same run also records torch's Execution Trace "
                              "(the profiler's execution_trace_observer) to that FILE (torch 2.x)")
+    parser.add_argument("--memory-reference-out", metavar="FILE",
+                        help="run the steps under torch's profiler with profile_memory=True (legacy on "
+                             "torch 1.x, Kineto on 2.x), write every [memory] event's bytes, their peak "
+                             "and each op's CPU Mem and Self CPU Mem to FILE as JSON and exit without "
+                             "waiting")
     parser.add_argument("--with-stack", action="store_true",
                         help="with --kineto-trace-out, also pass with_stack=True and with_modules=True "
                              "to torch.profiler.profile (off by default: Debian's torch 2.6 segfaults "
@@ -161,6 +166,52 @@ def autograd_events(events):
             if event.name.startswith(EVALUATE_FUNCTION) or event.name in node_names]
 
 
+def profiled_memory(run_steps):
+    """torch's own profile_memory=True over the steps: every memory event's bytes (negative for
+    a free) in time order, the peak of their running total, and per op name its CPU Mem and Self
+    CPU Mem summed over its calls (key_averages). On torch 1.x the legacy profiler, whose raw
+    records hold every memory event (its parsed events keep only those outside every range); on
+    2.x Kineto, whose exported trace holds them as [memory] instants."""
+    if int(torch.__version__.split(".")[0]) < 2:
+        import torch.autograd.profiler_legacy as legacy
+        captured = []
+        disable = legacy._disable_profiler_legacy
+
+        def keep_records():
+            records = disable()
+            captured.append(records)
+            return records
+
+        legacy._disable_profiler_legacy = keep_records
+        try:
+            with legacy.profile(profile_memory=True) as profiler:
+                run_steps()
+        finally:
+            legacy._disable_profiler_legacy = disable
+        records = [record for thread in captured[0] for record in thread if record.kind() == "memory_alloc"]
+        records.sort(key=lambda record: record.start_us())
+        events = [record.cpu_memory_usage() for record in records]
+        averages = profiler.function_events.key_averages()
+    else:
+        import tempfile
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiler:
+            run_steps()
+        with tempfile.NamedTemporaryFile(suffix=".json") as trace:
+            profiler.export_chrome_trace(trace.name)
+            exported = json.load(open(trace.name))
+        memory = sorted((event for event in exported["traceEvents"] if event.get("name") == "[memory]"
+                         and event["args"].get("Device Type", 0) == 0), key=lambda event: event["ts"])
+        events = [event["args"]["Bytes"] for event in memory]
+        averages = profiler.key_averages()
+    total = peak = 0
+    for change in events:
+        total += change
+        peak = max(peak, total)
+    return {"memory_events": events, "peak": peak,
+            "ops": {event.key: [event.cpu_memory_usage, event.self_cpu_memory_usage] for event in averages}}
+
+
 def write_execution_trace(run_steps, path):
     """torch's own Execution Trace of the steps: the reference for tprof's ET."""
     observer = torch.profiler.ExecutionTraceObserver().register_callback(path)
@@ -225,6 +276,12 @@ def run_protocol(args, training_step):
         reference = profiled_events(run_measured_steps)
         reference["torch"] = torch.__version__
         with open(args.reference_out, "w") as out:
+            json.dump(reference, out)
+        return 0
+    if args.memory_reference_out:
+        reference = profiled_memory(run_measured_steps)
+        reference["torch"] = torch.__version__
+        with open(args.memory_reference_out, "w") as out:
             json.dump(reference, out)
         return 0
     if args.kineto_trace_out:

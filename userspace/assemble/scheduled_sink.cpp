@@ -86,6 +86,11 @@ void ScheduledSink::device_activity(const model::DeviceActivity& activity) {
   every_cycle_.device_activity(activity);
 }
 
+void ScheduledSink::memory(const model::MemoryEvent& event) {
+  every_cycle_.memory(event);
+  if (cycle_) cycle_->output->sink().memory(event);
+}
+
 void ScheduledSink::device_properties(const model::DeviceProperties& device) {
   devices_.push_back(device);
   every_cycle_.device_properties(device);

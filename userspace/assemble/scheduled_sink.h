@@ -3,8 +3,9 @@
 // those of recording steps only, to the sinks of the cycle they belong to, and ends each cycle
 // (its files written and renamed into place) once its last step has closed, as torch saves a
 // cycle at RECORD_AND_SAVE. Ranges of no numbered step (model::OpSpan::kNoStep) are in no
-// cycle, and a cycle that ends without a whole step is not kept. Python spans, flows and GPU
-// activity go to the cycle open when they arrive, python spans cut to begin with it. Memory: one cycle's sinks and the thread list.
+// cycle, and a cycle that ends without a whole step is not kept. Python spans, flows, GPU
+// activity and [memory] events go to the cycle open when they arrive, python spans cut to begin
+// with it. It holds one cycle's sinks and the thread list.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +53,7 @@ class ScheduledSink final : public model::TraceSink {
   void flow(const model::ForwardBackwardFlow& flow) override;
   void device_activity(const model::DeviceActivity& activity) override;
   void device_properties(const model::DeviceProperties& device) override;
+  void memory(const model::MemoryEvent& event) override;
   void flush() override;
   void finish(const model::RunSummary& summary) override;
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <tuple>
 
@@ -48,8 +49,8 @@ bool SpanCloser::complete_newest(uint32_t tid, uint32_t op_id, bool exits_too,
   const size_t searched = std::min(inbox_.size(), kRecordsSearched);
   for (size_t back = 1; back <= searched; ++back) {
     Pending& pending = inbox_[inbox_.size() - back];
-    // A stack sample can fall between an op's two probes.
-    if (pending.tid != tid || pending.event.is_sample) continue;
+    // A stack sample can fall between an op's two probes, and so could an allocation.
+    if (pending.tid != tid || pending.event.is_sample || pending.event.is_memory) continue;
     OpEvent& event = pending.event;
     if ((event.is_exit && !exits_too) || event.op_id != op_id || !event.has_arguments) return false;
     complete(event.arguments, event.is_exit);
@@ -286,7 +287,9 @@ void SpanCloser::process(uint32_t tid, OpEvent& event) {
   }
   ThreadState& state = thread(tid);
   state.blocked_stack = nullptr;
-  if (event.is_sample) {
+  if (event.is_memory) {
+    memory(state, event);
+  } else if (event.is_sample) {
     sample(state, event);
   } else if (event.is_exit) {
     exit(state, event);
@@ -512,6 +515,78 @@ void SpanCloser::sample(ThreadState& state, const OpEvent& event) {
   observe(state, {at_ns, at_ns, &stack->frames, false}, nullptr);
   if (state.open.empty()) flush_observations(state);
   if (event.blocked) state.blocked_stack = stack;
+}
+
+void SpanCloser::memory(ThreadState& state, const OpEvent& event) {
+  if (!memory_) return;
+  OpenRange* innermost = !state.open.empty() ? &state.open.back() : !state.steps.empty() ? &state.steps.back() : nullptr;
+  const uint64_t time_ns = clock_.to_unix(event.monotonic_ns);
+  const StoredStack* stack = event.memory_bytes != 0 ? same_frames_as(find_stack(event.python_stack_id)) : nullptr;
+  const std::optional<MemoryLedger::Change> change =
+      event.memory_bytes != 0
+          ? memory_->allocate(event.memory_address, event.memory_bytes,
+                              {stack, innermost ? innermost->span.operator_index : UINT32_MAX}, time_ns)
+          : memory_->free(event.memory_address);
+  if (!change) return;
+  for (OpenRange& step : state.steps) step.span.cpu_memory_bytes += change->bytes;
+  for (OpenRange& range : state.open) range.span.cpu_memory_bytes += change->bytes;
+  if (innermost) innermost->span.self_cpu_memory_bytes += change->bytes;
+  ++(change->bytes > 0 ? memory_allocations_ : memory_frees_);
+  sink_.memory({.time_ns = time_ns,
+                .tid = state.tid,
+                .address = event.memory_address,
+                .bytes = change->bytes,
+                .total_allocated = change->total_allocated,
+                .total_reserved = 0,
+                .device_type = 0,
+                .device_index = -1,
+                .external_id = innermost ? innermost->span.record_id : 0,
+                .stack = stack ? &stack->printable : nullptr});
+}
+
+std::optional<model::MemorySummary> SpanCloser::memory_summary() const {
+  if (!memory_) return std::nullopt;
+  model::MemorySummary summary{.allocations = memory_allocations_,
+                               .frees = memory_frees_,
+                               .frees_of_unknown_blocks = memory_->frees_of_unknown_blocks(),
+                               .blocks_forgotten = memory_->blocks_forgotten(),
+                               .peak_allocated_bytes = memory_->peak_allocated(),
+                               .peak_unix_ns = memory_->peak_time_ns(),
+                               .allocated_at_end = memory_->total_allocated(),
+                               .peak_holders = {}};
+  // Overloads of one op (aten::add.Tensor, aten::add.Scalar) make one group, as in the table.
+  std::map<std::pair<std::string, const StoredStack*>, size_t> index_of;
+  for (const MemoryLedger::Group& group : memory_->peak_holders()) {
+    const std::string op =
+        group.site.operator_index < operators_.size() ? operators_[group.site.operator_index].name : std::string();
+    const auto [entry, is_new] = index_of.try_emplace({op, group.site.stack}, summary.peak_holders.size());
+    if (is_new) {
+      model::MemoryHolder& holder = summary.peak_holders.emplace_back();
+      holder.op = op;
+      if (group.site.stack) holder.stack = group.site.stack->printable;
+    }
+    summary.peak_holders[entry->second].bytes += group.bytes;
+    summary.peak_holders[entry->second].blocks += group.blocks;
+  }
+  std::stable_sort(summary.peak_holders.begin(), summary.peak_holders.end(),
+                   [](const model::MemoryHolder& a, const model::MemoryHolder& b) { return a.bytes > b.bytes; });
+  return summary;
+}
+
+// Stacks are stored per invocation (a frame's address is part of its identity); blocks are
+// grouped by what a person reads: the frames' files, lines and functions.
+const StoredStack* SpanCloser::same_frames_as(const StoredStack* stack) {
+  if (!stack) return nullptr;
+  const auto known = canonical_stacks_.find(stack);
+  if (known != canonical_stacks_.end()) return known->second;
+  std::string text;
+  for (const model::PythonFrame& frame : stack->printable) {
+    text += model::frame_label(frame);
+    text += '\n';
+  }
+  const StoredStack* canonical = stacks_by_text_.try_emplace(std::move(text), stack).first->second;
+  canonical_stacks_.emplace(stack, canonical);
+  return canonical;
 }
 
 // The stored stack a record names; null for none, and counted when the record named one that

@@ -23,6 +23,7 @@
 
 #include "model/trace_model.h"
 #include "model/trace_sink.h"
+#include "userspace/assemble/memory_ledger.h"
 #include "userspace/assemble/python_stack_store.h"
 #include "userspace/assemble/python_timeline.h"
 #include "userspace/assemble/wall_clock.h"
@@ -53,6 +54,11 @@ struct OpEvent {
   // this one included; 0: not counted. A window's opening edge: those named so far.
   uint32_t optimizer_steps = 0;
   OpWindowEdge window_edge = OpWindowEdge::kNone;
+  // --memory: a block of the CPU allocator allocated (memory_bytes > 0, with its thread's
+  // python_stack_id) or freed (memory_bytes 0: sized by the closer's MemoryLedger).
+  bool is_memory = false;
+  uint64_t memory_address = 0;
+  uint64_t memory_bytes = 0;
 };
 
 class SpanCloser {
@@ -161,6 +167,15 @@ class SpanCloser {
     step_thread_ = step_tid;
   }
 
+  // --memory: blocks are sized and totalled by a MemoryLedger as they come, in time order; each
+  // goes to the sink as a model::MemoryEvent and counts towards the CPU Mem of every range open
+  // on its thread (and the Self CPU Mem of the innermost), as torch's legacy profiler counts it.
+  // Frees of blocks allocated before tprof came are left out, as torch leaves out those from
+  // before profiling began.
+  void track_memory() { memory_.emplace(); }
+  // What the allocator did so far, the peak's holders named; none without track_memory().
+  std::optional<model::MemorySummary> memory_summary() const;
+
   // Estimates an op's FLOPs from its inputs at entry (0: none), as with_flops does.
   using FlopsEstimator = std::function<uint64_t(const model::Operator& op, const std::vector<model::Value>& inputs)>;
   void estimate_flops(FlopsEstimator estimator) { flops_estimator_ = std::move(estimator); }
@@ -234,6 +249,8 @@ class SpanCloser {
   void enter(ThreadState& thread, OpEvent& event);
   void exit(ThreadState& thread, OpEvent& event);
   void sample(ThreadState& thread, const OpEvent& event);
+  void memory(ThreadState& thread, const OpEvent& event);
+  const StoredStack* same_frames_as(const StoredStack* stack);
   const StoredStack* find_stack(uint64_t stack_id);
   void close_ranges_down_to(ThreadState& thread, size_t depth, uint64_t counter_at_exit);
   void hand_on(uint32_t tid, const OpenRange& range);
@@ -272,6 +289,13 @@ class SpanCloser {
   bool ops_window_open_ = true;
   bool boundary_seen_ = false;   // some step boundary closed, or was counted before a window
   FlopsEstimator flops_estimator_;
+  std::optional<MemoryLedger> memory_;  // track_memory()
+  uint64_t memory_allocations_ = 0;     // [memory] events handed on
+  uint64_t memory_frees_ = 0;
+  // Per stored stack, the first stored with the same frames (as many entries as the store holds
+  // stacks at most), and that one by its frames' text.
+  std::unordered_map<const StoredStack*, const StoredStack*> canonical_stacks_;
+  std::unordered_map<std::string, const StoredStack*> stacks_by_text_;
   uint32_t step_thread_ = 0;       // the thread whose steps are open (the one that trains)
   struct HeldStep {
     uint32_t tid;

@@ -48,21 +48,42 @@ std::pair<double, std::string> flops_unit(uint64_t smallest) {
 }
 constexpr size_t kMaxShapesWidth = 80;
 
-std::function<uint64_t(const OperatorTotals&)> sort_value(const std::string& key) {
-  if (key == "cpu_time_total") return [](const OperatorTotals& row) { return row.total_ns; };
-  if (key == "cpu_time") return average_ns;
-  if (key == "count") return [](const OperatorTotals& row) { return row.calls; };
-  return [](const OperatorTotals& row) { return row.self_ns; };
+std::function<int64_t(const OperatorTotals&)> sort_value(const std::string& key) {
+  if (key == "cpu_time_total") return [](const OperatorTotals& row) { return static_cast<int64_t>(row.total_ns); };
+  if (key == "cpu_time") return [](const OperatorTotals& row) { return static_cast<int64_t>(average_ns(row)); };
+  if (key == "count") return [](const OperatorTotals& row) { return static_cast<int64_t>(row.calls); };
+  if (key == "cpu_memory_usage") return [](const OperatorTotals& row) { return row.cpu_memory_bytes; };
+  if (key == "self_cpu_memory_usage") return [](const OperatorTotals& row) { return row.self_cpu_memory_bytes; };
+  return [](const OperatorTotals& row) { return static_cast<int64_t>(row.self_ns); };
 }
 
 }  // namespace
 
+std::string format_memory(int64_t bytes) {
+  constexpr double kKb = 1024, kMb = 1024 * kKb, kGb = 1024 * kMb;
+  const double value = static_cast<double>(bytes);
+  const double magnitude = std::abs(value);
+  char text[32];
+  if (magnitude >= kGb) {
+    std::snprintf(text, sizeof(text), "%.2f Gb", value / kGb);
+  } else if (magnitude >= kMb) {
+    std::snprintf(text, sizeof(text), "%.2f Mb", value / kMb);
+  } else if (magnitude >= kKb) {
+    std::snprintf(text, sizeof(text), "%.2f Kb", value / kKb);
+  } else {
+    std::snprintf(text, sizeof(text), "%lld b", static_cast<long long>(bytes));
+  }
+  return text;
+}
+
 bool is_summary_sort_key(const std::string& key) {
-  return key == "self_cpu_time_total" || key == "cpu_time_total" || key == "cpu_time" || key == "count";
+  return key == "self_cpu_time_total" || key == "cpu_time_total" || key == "cpu_time" || key == "count" ||
+         key == "cpu_memory_usage" || key == "self_cpu_memory_usage";
 }
 
 void OperatorTotalsTable::add(const std::string& name, const std::string& input_shapes, uint64_t self_ns,
-                              uint64_t total_ns, uint64_t flops) {
+                              uint64_t total_ns, uint64_t flops, int64_t cpu_memory_bytes,
+                              int64_t self_cpu_memory_bytes) {
   const std::string& shapes = group_by_shape_ ? input_shapes : std::string();
   OperatorTotals& totals = by_key_[shapes.empty() ? name : name + '\n' + shapes];
   if (totals.calls == 0) {
@@ -73,8 +94,12 @@ void OperatorTotalsTable::add(const std::string& name, const std::string& input_
   totals.self_ns += self_ns;
   totals.total_ns += total_ns;
   totals.flops += flops;
+  totals.cpu_memory_bytes += cpu_memory_bytes;
+  totals.self_cpu_memory_bytes += self_cpu_memory_bytes;
   self_ns_total_ += self_ns;
 }
+
+void OperatorTotalsTable::add_unattributed_memory(int64_t bytes) { add("[memory]", "", 0, 0, 0, bytes, bytes); }
 
 std::vector<OperatorTotals> OperatorTotalsTable::rows(const SummaryOptions& options) const {
   std::vector<OperatorTotals> rows;
@@ -82,7 +107,7 @@ std::vector<OperatorTotals> OperatorTotalsTable::rows(const SummaryOptions& opti
   for (const auto& [key, totals] : by_key_) rows.push_back(totals);
   const auto value = sort_value(options.sort);
   std::sort(rows.begin(), rows.end(), [&](const OperatorTotals& a, const OperatorTotals& b) {
-    const uint64_t va = value(a), vb = value(b);
+    const int64_t va = value(a), vb = value(b);
     if (va != vb) return va > vb;
     return a.name != b.name ? a.name < b.name : a.input_shapes < b.input_shapes;
   });
@@ -93,7 +118,12 @@ std::vector<OperatorTotals> OperatorTotalsTable::rows(const SummaryOptions& opti
 std::string format_summary_table(const OperatorTotalsTable& table, const SummaryOptions& options) {
   const std::vector<OperatorTotals> rows = table.rows(options);
   std::vector<std::vector<std::string>> cells = {
-      {"Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg", "# of Calls"}};
+      {"Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"}};
+  if (table.shows_memory()) {
+    cells[0].push_back("CPU Mem");
+    cells[0].push_back("Self CPU Mem");
+  }
+  cells[0].push_back("# of Calls");
   if (table.grouped_by_shape()) cells[0].push_back("Input Shapes");
   uint64_t smallest_flops = 0;
   for (const OperatorTotals& row : rows)
@@ -103,8 +133,12 @@ std::string format_summary_table(const OperatorTotalsTable& table, const Summary
   const uint64_t self_total = table.self_ns_total();
   for (const OperatorTotals& row : rows) {
     cells.push_back({truncated(row.name, kMaxNameWidth), format_percent(row.self_ns, self_total), format_time(row.self_ns),
-                     format_percent(row.total_ns, self_total), format_time(row.total_ns), format_time(average_ns(row)),
-                     std::to_string(row.calls)});
+                     format_percent(row.total_ns, self_total), format_time(row.total_ns), format_time(average_ns(row))});
+    if (table.shows_memory()) {
+      cells.back().push_back(format_memory(row.cpu_memory_bytes));
+      cells.back().push_back(format_memory(row.self_cpu_memory_bytes));
+    }
+    cells.back().push_back(std::to_string(row.calls));
     if (table.grouped_by_shape()) cells.back().push_back(truncated(row.input_shapes, kMaxShapesWidth));
     if (smallest_flops > 0) {
       char flops[32];
@@ -134,7 +168,12 @@ void OperatorTotalsSink::op(const model::ClosedOp& closed) {
   const model::OpSpan& span = closed.span;
   const model::SelfTimes::Times times = self_times_.close(span);
   table_.add(closed.op.name, table_.grouped_by_shape() ? exporters::input_dims_text(span.inputs) : std::string(),
-             times.self_ns, times.total_ns, span.flops);
+             times.self_ns, times.total_ns, span.flops, span.cpu_memory_bytes, span.self_cpu_memory_bytes);
+}
+
+void OperatorTotalsSink::memory(const model::MemoryEvent& event) {
+  table_.show_memory();
+  if (event.external_id == 0) table_.add_unattributed_memory(event.bytes);
 }
 
 }  // namespace tprof

@@ -1,6 +1,7 @@
 // The end-of-run table, as torch.profiler's key_averages().table() prints it: per operator (and
 // input shapes, with group_by_input_shape) the calls, self and total CPU time, their share of
-// all self time, and the average. Totals are gathered as ranges close, or from a saved trace
+// all self time, and the average; and with --memory, as with profile_memory=True, the CPU memory
+// each allocated, with and without what it encloses. Totals are gathered as ranges close, or from a saved trace
 // (`tprof report`).
 #pragma once
 
@@ -21,14 +22,21 @@ struct OperatorTotals {
   uint64_t self_ns = 0;   // time in the op minus time in the ranges it encloses
   uint64_t total_ns = 0;
   uint64_t flops = 0;     // with_flops's estimate, summed over the calls
+  // --memory: CPU bytes allocated less freed while it ran, with what it encloses and without.
+  int64_t cpu_memory_bytes = 0;
+  int64_t self_cpu_memory_bytes = 0;
 };
 
 struct SummaryOptions {
-  // torch's sort_by keys: self_cpu_time_total, cpu_time_total, cpu_time (the average), count.
+  // torch's sort_by keys: self_cpu_time_total, cpu_time_total, cpu_time (the average), count,
+  // and with --memory cpu_memory_usage and self_cpu_memory_usage.
   std::string sort = "self_cpu_time_total";
   size_t row_limit = 10;
   bool group_by_shape = false;  // one row per (name, Input Dims), as group_by_input_shape=True
 };
+
+// torch's _format_memory: "1.50 Mb", "-512 b" (binary units, torch's names).
+std::string format_memory(int64_t bytes);
 
 // Whether `key` is a sort key the table knows.
 bool is_summary_sort_key(const std::string& key);
@@ -39,7 +47,12 @@ class OperatorTotalsTable {
  public:
   explicit OperatorTotalsTable(bool group_by_shape = false) : group_by_shape_(group_by_shape) {}
   void add(const std::string& name, const std::string& input_shapes, uint64_t self_ns, uint64_t total_ns,
-           uint64_t flops = 0);
+           uint64_t flops = 0, int64_t cpu_memory_bytes = 0, int64_t self_cpu_memory_bytes = 0);
+  // A [memory] event outside every range: torch's "[memory]" row counts them as its calls.
+  void add_unattributed_memory(int64_t bytes);
+  // Memory was recorded: the table shows torch's CPU Mem and Self CPU Mem columns.
+  void show_memory() { shows_memory_ = true; }
+  bool shows_memory() const { return shows_memory_; }
   // Sorted by `options.sort` (largest first, then by name), at most `options.row_limit` rows.
   std::vector<OperatorTotals> rows(const SummaryOptions& options) const;
   uint64_t self_ns_total() const { return self_ns_total_; }
@@ -47,6 +60,7 @@ class OperatorTotalsTable {
 
  private:
   bool group_by_shape_;
+  bool shows_memory_ = false;
   std::unordered_map<std::string, OperatorTotals> by_key_;
   uint64_t self_ns_total_ = 0;
 };
@@ -64,6 +78,7 @@ class OperatorTotalsSink final : public model::TraceSink {
   void op(const model::ClosedOp& op) override;
   void python_span(uint32_t, const model::PythonSpan&) override {}
   void flow(const model::ForwardBackwardFlow&) override {}
+  void memory(const model::MemoryEvent& event) override;
   void finish(const model::RunSummary&) override {}
 
   const OperatorTotalsTable& table() const { return table_; }

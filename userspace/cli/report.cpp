@@ -130,6 +130,17 @@ struct Range {
 };
 static_assert(sizeof(Range) == 32, "ReportLimits and the docs count 32 bytes a range");
 
+// A CPU [memory] event: a block allocated (bytes > 0) or freed.
+struct MemoryPoint {
+  int64_t time_ns;
+  int64_t bytes;
+};
+
+struct ThreadEvents {
+  std::vector<Range> ranges;
+  std::vector<MemoryPoint> memory;
+};
+
 // The fields of one event that the table needs, as they arrive.
 struct Event {
   std::optional<std::string> phase, category, name;
@@ -137,6 +148,8 @@ struct Event {
   std::optional<int64_t> start_ns, duration_ns;
   uint64_t flops = 0;
   std::optional<std::string> shapes;  // "Input Dims" as tprof and torch write it: "[[4, 8], [8, 3]]"
+  std::optional<int64_t> bytes;       // a [memory] event's "Bytes"
+  int64_t device_type = 0;            // and its "Device Type": CPU 0
 };
 
 // A ts or dur, in nanoseconds; nullopt past ±kMaxTraceMicroseconds.
@@ -170,8 +183,8 @@ class TraceReader {
   bool key(std::string& name);
   bool parse_error(size_t position, const std::string&, const json::exception& error);
 
-  // The ranges by thread, once the whole text has passed.
-  std::map<uint32_t, std::vector<Range>>& threads();
+  // The ranges and memory events by thread, once the whole text has passed.
+  std::map<uint32_t, ThreadEvents>& threads();
   const DistinctStrings& strings() const { return strings_; }
 
  private:
@@ -188,6 +201,7 @@ class TraceReader {
   void field(const json& scalar);
   void append_dims(const std::string& text);
   void finish_event();
+  void finish_memory_event();
   [[noreturn]] void fail(const std::string& what) const {
     throw Error(path_ + ": byte " + std::to_string(text_.offset()) + ": " + what);
   }
@@ -208,7 +222,7 @@ class TraceReader {
   Event event_;
   size_t ranges_ = 0;
   DistinctStrings strings_;
-  std::map<uint32_t, std::vector<Range>> threads_;  // by the interned "pid\ntid"
+  std::map<uint32_t, ThreadEvents> threads_;  // by the interned "pid\ntid"
 };
 
 bool TraceReader::open(bool array) {
@@ -264,6 +278,10 @@ bool TraceReader::value(const json& scalar) {
     if (!scalar.is_number_unsigned()) fail_event("args.flops is " + scalar.dump() + ", not a count");
     event_.flops = scalar.get<uint64_t>();
   }
+  if (at == 3 && field_ == "args" && (arg_ == "Bytes" || arg_ == "Device Type")) {
+    if (!scalar.is_number_integer()) fail_event("args." + arg_ + " is " + scalar.dump() + ", not an integer");
+    (arg_ == "Bytes" ? event_.bytes.emplace() : event_.device_type) = scalar.get<int64_t>();
+  }
   if (at == 3 && group_by_shape_ && field_ == "args" && arg_ == "Input Dims") event_.shapes = scalar.dump();
   if (at >= 4 && in_input_dims()) append_dims(scalar.dump());
   return true;
@@ -305,6 +323,10 @@ void TraceReader::append_dims(const std::string& text) {
 // A complete event (ph X) of an op or annotation becomes a range; torch 1.13's legacy export
 // writes no cat at all, and every complete event of it is an op or a record_function.
 void TraceReader::finish_event() {
+  if (event_.phase == "i" && event_.name == "[memory]") {
+    finish_memory_event();
+    return;
+  }
   if (event_.phase != "X") return;
   if (event_.category && event_.category != "cpu_op" && event_.category != "user_annotation") return;
   if (!event_.start_ns || !event_.duration_ns) fail_event("a complete event (ph X) without a numeric ts and dur");
@@ -313,8 +335,18 @@ void TraceReader::finish_event() {
     fail("more than " + std::to_string(limits_.max_ranges) + " op and annotation ranges (tprof report's limit)");
   const uint32_t thread = strings_.id(event_.pid + '\n' + event_.tid);
   const std::string shapes = group_by_shape_ ? event_.shapes.value_or("[]") : "";
-  threads_[thread].push_back({*event_.start_ns, *event_.start_ns + *event_.duration_ns, event_.flops,
-                              strings_.id(event_.name.value_or("")), strings_.id(shapes)});
+  threads_[thread].ranges.push_back({*event_.start_ns, *event_.start_ns + *event_.duration_ns, event_.flops,
+                                     strings_.id(event_.name.value_or("")), strings_.id(shapes)});
+}
+
+// Kineto's [memory] instant (profile_memory=True, tprof --memory): the CPU's count towards the
+// table's CPU Mem columns; a device's are left for its own.
+void TraceReader::finish_memory_event() {
+  if (!event_.start_ns || !event_.bytes) fail_event("a [memory] event without a numeric ts and args.Bytes");
+  if (event_.device_type != 0) return;
+  if (++ranges_ > limits_.max_ranges)
+    fail("more than " + std::to_string(limits_.max_ranges) + " op, annotation and memory events (tprof report's limit)");
+  threads_[strings_.id(event_.pid + '\n' + event_.tid)].memory.push_back({*event_.start_ns, *event_.bytes});
 }
 
 bool TraceReader::parse_error(size_t position, const std::string&, const json::exception& error) {
@@ -325,37 +357,64 @@ bool TraceReader::parse_error(size_t position, const std::string&, const json::e
               (detail == std::string::npos ? what : what.substr(detail + 2, 200)));
 }
 
-std::map<uint32_t, std::vector<Range>>& TraceReader::threads() {
+std::map<uint32_t, ThreadEvents>& TraceReader::threads() {
   if (!saw_events_)
     throw Error(path_ + " is not a Chrome trace (a JSON object with a traceEvents array, or an array of events)");
   return threads_;
 }
 
 // One thread's ranges, by start and outermost first, into the table: each one's direct
-// children are the ranges that start inside it while it is the innermost open one.
-void add_thread(std::vector<Range>& ranges, const DistinctStrings& strings, OperatorTotalsTable& table) {
+// children are the ranges that start inside it while it is the innermost open one. A memory
+// event counts towards the CPU Mem of every range open around it (its ts within theirs, ends
+// included, as torch's parsers take them) and the Self CPU Mem of the innermost; outside every
+// range, towards the "[memory]" row.
+void add_thread(ThreadEvents& events, const DistinctStrings& strings, OperatorTotalsTable& table) {
+  std::vector<Range>& ranges = events.ranges;
   std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
     return std::tie(a.start_ns, b.end_ns) < std::tie(b.start_ns, a.end_ns);
   });
+  std::stable_sort(events.memory.begin(), events.memory.end(),
+                   [](const MemoryPoint& a, const MemoryPoint& b) { return a.time_ns < b.time_ns; });
+  if (!events.memory.empty()) table.show_memory();
   struct Open {
     const Range* range;
     uint64_t children_ns;
+    int64_t memory_bytes;
+    int64_t self_memory_bytes;
   };
   std::vector<Open> open;
   const auto close = [&](const Open& entry) {
     const Range& range = *entry.range;
     const auto duration = static_cast<uint64_t>(range.end_ns - range.start_ns);
     table.add(strings.text(range.name), strings.text(range.shapes), duration - std::min(duration, entry.children_ns),
-              duration, range.flops);
+              duration, range.flops, entry.memory_bytes, entry.self_memory_bytes);
   };
-  for (const Range& range : ranges) {
-    while (!open.empty() && open.back().range->end_ns <= range.start_ns) {
+  const auto close_ended_before = [&](int64_t time_ns, bool at_time_too) {
+    while (!open.empty() && (open.back().range->end_ns < time_ns || (at_time_too && open.back().range->end_ns == time_ns))) {
       close(open.back());
       open.pop_back();
     }
+  };
+  size_t next_memory = 0;
+  const auto attribute_memory_before = [&](int64_t limit_ns) {
+    for (; next_memory < events.memory.size() && events.memory[next_memory].time_ns < limit_ns; ++next_memory) {
+      const MemoryPoint& point = events.memory[next_memory];
+      close_ended_before(point.time_ns, false);
+      if (open.empty()) {
+        table.add_unattributed_memory(point.bytes);
+        continue;
+      }
+      for (Open& entry : open) entry.memory_bytes += point.bytes;
+      open.back().self_memory_bytes += point.bytes;
+    }
+  };
+  for (const Range& range : ranges) {
+    attribute_memory_before(range.start_ns);
+    close_ended_before(range.start_ns, true);
     if (!open.empty()) open.back().children_ns += static_cast<uint64_t>(range.end_ns - range.start_ns);
-    open.push_back({&range, 0});
+    open.push_back({&range, 0, 0, 0});
   }
+  attribute_memory_before(INT64_MAX);
   for (auto entry = open.rbegin(); entry != open.rend(); ++entry) close(*entry);
 }
 
@@ -367,9 +426,9 @@ OperatorTotalsTable totals_from_trace(const std::string& path, bool group_by_sha
   TraceReader reader(path, text, group_by_shape, limits);
   json::sax_parse(stream, &reader, json::input_format_t::json, /*strict=*/true);
   OperatorTotalsTable table(group_by_shape);
-  for (auto& [thread, ranges] : reader.threads()) {
-    add_thread(ranges, reader.strings(), table);
-    std::vector<Range>().swap(ranges);
+  for (auto& [thread, events] : reader.threads()) {
+    add_thread(events, reader.strings(), table);
+    events = ThreadEvents{};
   }
   return table;
 }

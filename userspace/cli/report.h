@@ -2,7 +2,8 @@
 // torch.profiler's own (torch 2.x's object with traceEvents, or torch 1.13's export_chrome_trace
 // array of events): every cpu_op and user_annotation (every complete event, in torch 1.13's
 // array, which names no cat), its self time being its duration less that of the ranges
-// directly inside it on its thread.
+// directly inside it on its thread; and where the trace has CPU [memory] events
+// (profile_memory=True, tprof --memory), its CPU Mem and Self CPU Mem from those on its thread.
 #pragma once
 
 #include <cstddef>

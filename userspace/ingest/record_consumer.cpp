@@ -240,6 +240,16 @@ void RecordDecoder::consume(const op_record& head, const unsigned char* payload,
       }
       spans_.add(head.tid, std::move(event));
       return;
+    case OP_RECORD_MEMORY: {
+      const auto block = payload_as<memory_event>(payload, payload_size);
+      if (!block) break;
+      event.op_id = 0;
+      event.is_memory = true;
+      event.memory_address = block->address;
+      event.memory_bytes = block->bytes;
+      spans_.add(head.tid, std::move(event));
+      return;
+    }
     case OP_RECORD_PYTHON_SAMPLE:
       event.is_sample = true;
       event.blocked = head.exit_cause == SAMPLE_BLOCKED;

@@ -284,6 +284,11 @@ void TargetProbes::detach_api_calls() noexcept {
   api_return_links_.clear();
 }
 
+void TargetProbes::attach_memory(const UprobeSites& allocations, const UprobeSites& frees) {
+  memory_free_link_ = attach_uprobe_multi(skeleton().progs.memory_freed, pid_, frees);
+  memory_allocation_link_ = attach_uprobe_multi(skeleton().progs.memory_allocated, pid_, allocations);
+}
+
 void TargetProbes::attach_device_activity(const std::string& library_path) {
   bpf_link* link = bpf_program__attach_usdt(skeleton().progs.device_activity_batch, pid_, library_path.c_str(),
                                             "tprof", "device_activity", nullptr);
@@ -312,6 +317,8 @@ void TargetProbes::detach() noexcept {
   op_probes_.clear();
   op_probes_linked_ = false;
   step_markers_link_ = {};
+  memory_allocation_link_ = {};
+  memory_free_link_ = {};
   detach_api_calls();
   device_activity_link_ = {};
 }

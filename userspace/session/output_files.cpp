@@ -105,6 +105,12 @@ OutputFiles::OutputFiles(const AttachOptions& options, const TargetProcess& targ
       throw Error("--stacks names the trace file itself: " + whole->trace.path());
     stacks.emplace(options.stacks_path, output_file_options(options));
   }
+  if (!options.memory_stacks_path.empty()) {
+    for (const std::string& taken : {whole ? whole->trace.path() : std::string(), options.stacks_path})
+      if (options.memory_stacks_path == taken)
+        throw Error("--memory-stacks names a file tprof writes already: " + taken);
+    memory_stacks.emplace(options.memory_stacks_path, output_file_options(options));
+  }
 }
 
 }  // namespace tprof

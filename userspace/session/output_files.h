@@ -43,6 +43,7 @@ struct OutputFiles {
 
   std::optional<TraceFiles> whole;  // none with --schedule
   std::optional<exporters::OutputFile> stacks;
+  std::optional<exporters::OutputFile> memory_stacks;  // --memory-stacks
 };
 
 }  // namespace tprof

@@ -6,6 +6,7 @@
 
 #include "python_stack.h"
 #include "userspace/cli/console.h"
+#include "userspace/cli/op_summary.h"
 
 namespace tprof {
 namespace {
@@ -29,7 +30,41 @@ std::string step_cost_text(const model::OpWindows::StepCost& cost) {
          " of CPU each, " + microseconds(per_step(cost.cpu_outside_ns, cost.steps_outside)) + " outside them" + text;
 }
 
+// The peak's holders the console lists, and the frames it shows of each (innermost first).
+constexpr size_t kPeakHoldersShown = 5;
+constexpr size_t kFramesShown = 3;
+
+// "aten::empty at train.py(88): step <- train.py(120): main".
+std::string holder_place(const model::MemoryHolder& holder) {
+  std::string text = holder.op.empty() ? "outside every op" : holder.op;
+  for (size_t frame = 0; frame < std::min(holder.stack.size(), kFramesShown); ++frame)
+    text += (frame == 0 ? " at " : " <- ") + model::frame_label(holder.stack[frame]);
+  if (holder.stack.size() > kFramesShown) text += " <- ...";
+  return text;
+}
+
 }  // namespace
+
+void report_memory(Console& console, const model::MemorySummary& memory) {
+  console.line("memory: " + group_thousands(memory.allocations) + " allocations and " +
+               group_thousands(memory.frees) + " frees of CPU blocks; peak " +
+               format_memory(memory.peak_allocated_bytes) + " allocated (of the blocks seen allocated since "
+               "attaching), " + format_memory(memory.allocated_at_end) + " still allocated at the end");
+  if (memory.frees_of_unknown_blocks > 0)
+    console.line("memory: " + group_thousands(memory.frees_of_unknown_blocks) +
+                 " frees of blocks allocated before tprof attached were left out, as torch leaves out those "
+                 "from before profiling began");
+  if (memory.blocks_forgotten > 0)
+    console.line("warning: " + group_thousands(memory.blocks_forgotten) +
+                 " allocations were left out, with their frees: tprof's map of live blocks was full");
+  if (memory.peak_holders.empty()) return;
+  console.line("blocks live at the peak, by where they were allocated (largest first):");
+  for (size_t i = 0; i < std::min(memory.peak_holders.size(), kPeakHoldersShown); ++i) {
+    const model::MemoryHolder& holder = memory.peak_holders[i];
+    console.line("  " + format_memory(holder.bytes) + " in " + group_thousands(holder.blocks) + " blocks: " +
+                 holder_place(holder));
+  }
+}
 
 // "probes: 17,100 traps (7,800 at entries x 0.9 us, 8,900 at rets x 13.0 us, 400 stepped x 15.4
 // us; trap costs measured in tprof's process) + 31 ms in tprof's BPF programs = about 150 ms of

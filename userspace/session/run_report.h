@@ -1,5 +1,5 @@
 // What the console says of a finished recording besides its totals: what the probes cost the
-// target, the GPU side, and why Python stacks went missing.
+// target, the GPU side, memory, and why Python stacks went missing.
 #pragma once
 
 #include "model/trace_model.h"
@@ -14,6 +14,9 @@ void report_probe_cost(Console& console, const model::ProbeCost& cost);
 // --max-overhead: "ops in windows (--max-overhead 5%): 12 windows, 11 exact ProfilerSteps of
 // 540 steps; estimated slowdown 4.6%".
 void report_op_windows(Console& console, const model::OpWindows& windows);
+// --memory: the allocations and frees recorded, the peak, and the largest of the groups of
+// blocks live at it, by where they were allocated.
+void report_memory(Console& console, const model::MemorySummary& memory);
 void report_device_activity(Console& console, const DeviceCorrelator::Counts& counts, const LossCounts& losses);
 // Why stacks went missing, a line per cause: a walk that failed or a stack that was lost must
 // never pass unsaid (ops without a stack look just like ops of a thread without Python).

@@ -37,6 +37,10 @@ SessionSinks::SessionSinks(OutputFiles& outputs, const AttachOptions& options, c
     stacks_.emplace(*outputs.stacks);
     sinks.push_back(&*stacks_);
   }
+  if (outputs.memory_stacks) {
+    memory_stacks_.emplace(*outputs.memory_stacks);
+    sinks.push_back(&*memory_stacks_);
+  }
   if (outputs.whole) {
     whole_.emplace(*outputs.whole);
     sinks.push_back(&whole_->sink());
@@ -61,6 +65,7 @@ void SessionSinks::flush_if_due(uint64_t now_ns) {
 void SessionSinks::commit() {
   if (whole_) whole_->commit();
   if (outputs_.stacks) outputs_.stacks->commit();
+  if (outputs_.memory_stacks) outputs_.memory_stacks->commit();
 }
 
 std::string SessionSinks::written() const {
@@ -77,6 +82,7 @@ std::string SessionSinks::written() const {
                       " cycles without all their steps (cut off) were not kept";
   }
   if (outputs_.stacks) parts.push_back(outputs_.stacks->path());
+  if (outputs_.memory_stacks) parts.push_back(outputs_.memory_stacks->path());
   std::string text;
   for (size_t i = 0; i < parts.size(); ++i) text += (i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ") + parts[i];
   return text;

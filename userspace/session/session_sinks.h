@@ -1,6 +1,6 @@
 // Where a recording's stream of spans goes: the trace files (one set, or one per --schedule
-// cycle, the oldest removed past --max-files), the table's totals, the unknown values and the
-// folded stacks.
+// cycle, the oldest removed past --max-files), the table's totals, the unknown values, the
+// folded stacks and the peak memory's.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +58,7 @@ class SessionSinks {
   OutputFiles& outputs_;
   std::optional<TraceFileSinks> whole_;
   std::optional<exporters::FoldedStacksWriter> stacks_;
+  std::optional<exporters::MemoryStacksWriter> memory_stacks_;
   OperatorTotalsSink totals_;
   UnknownValuesSink unknown_values_;
   std::optional<model::FanOutSink> fan_out_;

@@ -21,6 +21,7 @@
 #include "userspace/cli/console.h"
 #include "userspace/cli/error.h"
 #include "userspace/loader/cuda_api_probes.h"
+#include "userspace/loader/memory_probes.h"
 #include "userspace/loader/thread_bases.h"
 #include "userspace/loader/trap_calibration.h"
 #include "userspace/loader/exit_probes.h"
@@ -241,6 +242,7 @@ struct AttachPlan {
   std::optional<MappedLibrary> cupti_library;  // libtprof_cupti.so, where the target loaded it
   CudaApiProbes cuda_api;                      // without it: CUDA API calls through uprobes
   std::string gpu;                             // what the trace says of GPU timing
+  std::optional<MemoryProbes> memory;          // --memory
 };
 
 // GPU timing comes from libtprof_cupti.so, which CUDA loads only into a process started with
@@ -278,6 +280,12 @@ AttachPlan plan_attach(const AttachOptions& options, const TargetProcess& target
   if (plan.python)
     for (const std::string& warning : plan.python->warnings) console.line("warning: " + warning);
   plan_gpu_activity(plan, target, console);
+  if (options.memory) {
+    std::string why;
+    plan.memory = plan_memory_probes(target, &why);
+    if (!plan.memory) throw Error("--memory: " + why);
+    console.line("memory: CPU allocations and frees from c10::ProfiledCPUMemoryReporter in " + plan.memory->library);
+  }
   return plan;
 }
 
@@ -342,6 +350,7 @@ void attach_probes(TargetProbes& probes, OpTracer& tracer, AttachPlan& plan, uin
   for (size_t library = 0; library < plan.cuda_api.entries.size(); ++library)
     probes.attach_api_calls(plan.cuda_api.entries[library], plan.cuda_api.returns[library]);
   if (plan.range_probes) plan.range_probes->attach(probes);
+  if (plan.memory) probes.attach_memory(plan.memory->allocations, plan.memory->frees);
   if (plan.python && sample_hz > 0) tracer.attach_python_sampler(sample_hz);
 }
 
@@ -400,6 +409,7 @@ class RecordingPipeline {
       argument_decoder_.emplace(*plan.ops->tensor_layout, std::move(plan.ops->argument_plans),
                                 plan.ops->undefined_tensor_impl);
     if (plan.cupti_library) expect_device_activity(clock);
+    if (plan.memory) closer_.track_memory();
     router_.route(static_cast<uint32_t>(target.pid()), decoder_);
   }
 
@@ -516,6 +526,7 @@ class RecordingPipeline {
     summary.python_timeline_lost = closer_.counts().python_timeline_lost;
     if (device_correlator_) summary.device_records_dropped = device_correlator_->counts().dropped_by_cupti;
     if (max_overhead_) summary.op_windows = op_windows(summary);  // so far: a --schedule cycle's too
+    summary.memory = closer_.memory_summary();
     return summary;
   }
 
@@ -527,6 +538,7 @@ class RecordingPipeline {
     if (device_correlator_) report_device_activity(console, device_correlator_->counts(), losses);
     if (summary.probe_cost) report_probe_cost(console, *summary.probe_cost);
     if (summary.op_windows) report_op_windows(console, *summary.op_windows);
+    if (summary.memory) report_memory(console, *summary.memory);
   }
 
   uint64_t records() const { return decoder_.records(); }
