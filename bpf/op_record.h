@@ -32,7 +32,7 @@ enum op_record_kind {
 					   * OP_ARGUMENTS_MAX + i) */
 	OP_RECORD_LIST_ELEMENTS = 13,     /* + struct list_elements (op_arguments.h) up to its last element: more
 					   * elements of a list argument of the entry this thread recorded last */
-	OP_RECORD_MEMORY = 15,            /* + struct memory_event: the CPU allocator's block allocated or freed
+	OP_RECORD_MEMORY = 15,            /* + struct memory_event: an allocator's block allocated or freed
 					   * (--memory); op_id unused */
 };
 
@@ -102,12 +102,19 @@ struct autograd_node {
 	__u64 thread_id;    /* Node::thread_id_: the forward thread's RecordFunction id; 0 unknown */
 };
 
-/* A block of torch's CPU allocator (c10::ProfiledCPUMemoryReporter, which DefaultCPUAllocator
- * tells of every block it hands out and takes back, profiler or not). A free's size is not
- * known here: userspace keeps the addresses it saw allocated, as torch's reporter does. */
+/* A block of one of torch's allocators. The CPU's: c10::ProfiledCPUMemoryReporter, which
+ * DefaultCPUAllocator tells of every block it hands out and takes back, profiler or not; a free's
+ * size is not known there, and userspace keeps the addresses it saw allocated, as torch's
+ * reporter does. A device's (the CUDA caching allocator): c10::reportMemoryUsageToProfiler,
+ * which it calls at every malloc and free with the block's size and its device's totals. */
 struct memory_event {
 	__u64 address;
-	__u64 bytes;        /* allocations: the block's size; frees: 0 */
+	__s64 bytes;           /* the block's size; negative for a device's free; 0 for a CPU free */
+	__u64 total_allocated; /* a device's, after the change, as its allocator counts; CPU: 0 */
+	__u64 total_reserved;
+	__s8 device_type;      /* c10::DeviceType: CPU 0, CUDA 1 */
+	__s8 device_index;     /* -1 for the CPU */
+	__u8 reserved[6];
 };
 
 /* Each target's counters in the per-CPU `loss_counters` array (targets.bpf.h): what could not

@@ -618,25 +618,14 @@ void append_op_windows(std::string& out, const model::OpWindows& windows) {
   out += "}";
 }
 
-// The peak's largest holders the summary names; --memory-stacks has them all.
+// The largest groups of blocks the summary names; --memory-stacks has all the peak's.
 constexpr size_t kPeakHoldersInSummary = 10;
 
-// `"memory": {...}`: --memory's counts, the peak, and who held it (model::MemorySummary).
-void append_memory_summary(std::string& out, const model::MemorySummary& memory) {
-  char text[512];
-  std::snprintf(text, sizeof(text),
-                ", \"memory\": {\"allocations\": %llu, \"frees\": %llu, \"frees_of_unknown_blocks\": %llu, "
-                "\"blocks_forgotten\": %llu, \"peak_allocated_bytes\": %lld, \"peak_unix_ns\": %llu, "
-                "\"allocated_at_end\": %lld, \"peak_holders\": [",
-                static_cast<unsigned long long>(memory.allocations), static_cast<unsigned long long>(memory.frees),
-                static_cast<unsigned long long>(memory.frees_of_unknown_blocks),
-                static_cast<unsigned long long>(memory.blocks_forgotten),
-                static_cast<long long>(memory.peak_allocated_bytes),
-                static_cast<unsigned long long>(memory.peak_unix_ns), static_cast<long long>(memory.allocated_at_end));
-  out += text;
-  const size_t shown = std::min(memory.peak_holders.size(), kPeakHoldersInSummary);
+// The largest groups of blocks, as objects: bytes, blocks, the op and the stack's frames.
+void append_holders(std::string& out, const std::vector<model::MemoryHolder>& holders) {
+  const size_t shown = std::min(holders.size(), kPeakHoldersInSummary);
   for (size_t i = 0; i < shown; ++i) {
-    const model::MemoryHolder& holder = memory.peak_holders[i];
+    const model::MemoryHolder& holder = holders[i];
     out += i == 0 ? "{\"bytes\": " : ", {\"bytes\": ";
     append_json_integer(out, holder.bytes);
     out += ", \"blocks\": ";
@@ -650,7 +639,35 @@ void append_memory_summary(std::string& out, const model::MemorySummary& memory)
     }
     out += "]}";
   }
-  out += "]}";
+}
+
+// `"memory": {...}`: --memory's counts, the peak, who held it, and in a --schedule cycle what
+// earlier cycles left live (model::MemorySummary).
+void append_memory_summary(std::string& out, const model::MemorySummary& memory) {
+  char text[512];
+  std::snprintf(text, sizeof(text),
+                ", \"memory\": {\"allocations\": %llu, \"frees\": %llu, \"frees_of_unknown_blocks\": %llu, "
+                "\"blocks_forgotten\": %llu, \"peak_allocated_bytes\": %lld, \"peak_unix_ns\": %llu, "
+                "\"allocated_at_end\": %lld, \"device_events\": %llu, \"device_peak_allocated_bytes\": %lld, "
+                "\"peak_holders\": [",
+                static_cast<unsigned long long>(memory.allocations), static_cast<unsigned long long>(memory.frees),
+                static_cast<unsigned long long>(memory.frees_of_unknown_blocks),
+                static_cast<unsigned long long>(memory.blocks_forgotten),
+                static_cast<long long>(memory.peak_allocated_bytes),
+                static_cast<unsigned long long>(memory.peak_unix_ns), static_cast<long long>(memory.allocated_at_end),
+                static_cast<unsigned long long>(memory.device_events),
+                static_cast<long long>(memory.device_peak_allocated_bytes));
+  out += text;
+  append_holders(out, memory.peak_holders);
+  out += "]";
+  if (memory.cycle_start_unix_ns != 0) {
+    out += ", \"cycle_start_unix_ns\": ";
+    append_json_integer(out, memory.cycle_start_unix_ns);
+    out += ", \"live_from_earlier_cycles\": [";
+    append_holders(out, memory.live_from_earlier_cycles);
+    out += "]";
+  }
+  out += "}";
 }
 
 }  // namespace

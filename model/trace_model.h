@@ -183,6 +183,9 @@ struct OpSpan {
   // as torch's "CPU Mem" counts them: with what it encloses, and without (its "Self CPU Mem").
   int64_t cpu_memory_bytes = 0;
   int64_t self_cpu_memory_bytes = 0;
+  // Likewise of a device's blocks (CUDA Mem, Self CUDA Mem).
+  int64_t device_memory_bytes = 0;
+  int64_t self_device_memory_bytes = 0;
 };
 
 // A block of a device's allocator allocated or freed (--memory): Kineto's [memory] instant event.
@@ -210,7 +213,7 @@ struct MemoryHolder {
   PythonStack stack;    // innermost frame first; empty: none recorded
 };
 
-// --memory: what the CPU allocator did while recording.
+// --memory: what the allocators did while recording. The peak and its holders are the CPU's.
 struct MemorySummary {
   uint64_t allocations = 0;       // [memory] events written
   uint64_t frees = 0;
@@ -223,6 +226,14 @@ struct MemorySummary {
   uint64_t peak_unix_ns = 0;      // when it was first reached; 0: nothing allocated
   int64_t allocated_at_end = 0;   // seen allocated and still live when recording stopped
   std::vector<MemoryHolder> peak_holders;  // largest first
+  // A device's blocks (the CUDA caching allocator's), sized and totalled by it: events written,
+  // and the largest total allocated they reported (of any device).
+  uint64_t device_events = 0;
+  int64_t device_peak_allocated_bytes = 0;
+  // A --schedule cycle's: the CPU blocks still live at its end that were allocated before it
+  // began (since tprof attached), by where: what earlier steps keep, a leak's first suspects.
+  uint64_t cycle_start_unix_ns = 0;  // 0: not a cycle's summary
+  std::vector<MemoryHolder> live_from_earlier_cycles;
 };
 
 // What a GPU activity is, as the CUPTI library reports it (bpf/device_activity.h).

@@ -52,14 +52,22 @@ uint64_t emulated_entry_probe_address(const SectionMap& sections, uint64_t funct
   X86Disassembler disassembler;
   uint64_t address = function_address;
   std::string_view code = sections.bytes_at(address);
-  const cs_insn* first = disassembler.decode(address, code);
-  if (first != nullptr && first->id == X86_INS_ENDBR64) {
-    address += first->size;
-    code.remove_prefix(first->size);
-    first = disassembler.decode(address, code);
+  uint64_t first_past_endbr64 = function_address;
+  for (int count = 0; count < kInstructionsExaminedPastFrameSetup && !code.empty(); ++count) {
+    const cs_insn* instruction = disassembler.decode(address, code);
+    if (instruction == nullptr) break;
+    if (instruction->id == X86_INS_ENDBR64 && address == function_address) first_past_endbr64 += instruction->size;
+    // uprobe_multi.h moves a probe at the entry past endbr64 itself.
+    if (instruction->id == X86_INS_PUSH) return address == first_past_endbr64 ? function_address : address;
+    if (disassembler.in_group(instruction, CS_GRP_JUMP))
+      return instruction->id == X86_INS_JMP ? function_address : address;  // jcc, else give up
+    if (disassembler.in_group(instruction, CS_GRP_CALL) || disassembler.in_group(instruction, CS_GRP_RET))
+      break;
+    if (writes_any(disassembler, instruction, kept_registers)) break;
+    address += instruction->size;
+    code.remove_prefix(instruction->size);
   }
-  if (first == nullptr || first->id == X86_INS_PUSH) return function_address;
-  return first_conditional_jump(sections, function_address, kept_registers, kInstructionsExaminedPastFrameSetup);
+  return function_address;
 }
 
 }  // namespace tprof::symbolizer

@@ -23,9 +23,10 @@ uint64_t conditional_jump_probe_address(const SectionMap& sections, uint64_t fun
 
 // Where to probe a function whose arguments in `kept_registers` the probe reads: its entry when
 // the first instruction past a leading endbr64 (which uprobe_multi.h skips) is a `push` the
-// kernel emulates; else the first conditional jump among its first eight instructions when
-// nothing before it writes those registers, calls or returns (GCC 16 opens some functions with
-// `sub $N,%rsp` and a stack-protector load before testing an argument); else the entry.
+// kernel emulates; else the first `push` or conditional jump among its first eight instructions
+// when nothing before it writes those registers, jumps, calls or returns (GCC 16 opens some
+// functions with `sub $N,%rsp` and a stack-protector load before testing an argument, or with a
+// load of a global before its pushes); else the entry.
 uint64_t emulated_entry_probe_address(const SectionMap& sections, uint64_t function_address,
                                       std::initializer_list<size_t> kept_registers);
 

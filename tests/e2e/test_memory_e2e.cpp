@@ -1,9 +1,12 @@
 // End to end: --memory against torch's own profile_memory=True over the same training steps
-// (the legacy profiler on torch 1.13, Kineto on torch 2.6): the [memory] events, their peak,
-// and each op's CPU Mem and Self CPU Mem as `tprof report` reads them from tprof's trace.
+// (the legacy profiler on torch 1.13, Kineto on torch 2.6 and 2.14): the [memory] events, their
+// peak, and each op's CPU Mem and Self CPU Mem as `tprof report` reads them from tprof's trace;
+// and the CUDA allocator's reports at their boundary (no GPU here).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -147,6 +150,50 @@ void expect_memory_matches_torch(const WorkloadEnvironment& environment) {
   EXPECT_GT(lines, 0U) << "--memory-stacks wrote nothing";
 }
 
+// The CUDA caching allocator's reports, made through the same libc10 function by
+// device_memory_reports.py (no GPU here): each becomes a [memory] event of device 1:0 with the
+// allocator's own sizes and totals, inside the range it was made in; the CPU report is left out.
+void expect_device_reports_recorded(const WorkloadEnvironment& environment) {
+  const fs::path trace_path = environment.scratch_for_us / "device.pt.trace.json";
+  const std::string stderr_text =
+      record_workload_with_tprof(environment, {"--steps", "1"}, trace_path, {"--no-et", "--memory"});
+  std::cout << "tprof stderr:\n" << stderr_text;
+  EXPECT_NE(stderr_text.find("CUDA's from c10::reportMemoryUsageToProfiler"), std::string::npos);
+  EXPECT_NE(stderr_text.find("CUDA Mem"), std::string::npos) << "the table has no CUDA Mem column";
+  const TraceJson trace = load_trace(trace_path);
+  uint64_t range_id = 0;
+  std::vector<TraceJson> device_events;
+  for (const auto& event : trace.at("traceEvents")) {
+    if (event.value("name", "") == "## device ##") range_id = event.at("args").at("External id").get<uint64_t>();
+    if (event.value("name", "") == "[memory]" && event.at("args").at("Device Type") != 0)
+      device_events.push_back(event);
+  }
+  ASSERT_NE(range_id, 0u) << "no ## device ## range";
+  constexpr int64_t kMiB = 1 << 20;
+  const std::vector<std::array<int64_t, 4>> expected = {  // Addr, Bytes, Total Allocated, Total Reserved
+      {0x7F0000100000, 2 * kMiB, 2 * kMiB, 20 * kMiB},
+      {0x7F0000300000, kMiB, 3 * kMiB, 20 * kMiB},
+      {0x7F0000100000, -2 * kMiB, kMiB, 20 * kMiB},
+      {0x7F0000300000, -kMiB, 0, 20 * kMiB}};
+  ASSERT_EQ(device_events.size(), expected.size()) << "the CPU report is not a device event";
+  std::stable_sort(device_events.begin(), device_events.end(),
+                   [](const TraceJson& a, const TraceJson& b) { return a.at("ts").get<long double>() < b.at("ts").get<long double>(); });
+  for (size_t i = 0; i < expected.size(); ++i) {
+    SCOPED_TRACE("device event " + std::to_string(i));
+    const auto& args = device_events[i].at("args");
+    EXPECT_EQ(args.at("Device Type"), 1);
+    EXPECT_EQ(args.at("Device Id"), 0);
+    EXPECT_EQ(args.at("Addr").get<int64_t>(), expected[i][0]);
+    EXPECT_EQ(args.at("Bytes").get<int64_t>(), expected[i][1]);
+    EXPECT_EQ(args.at("Total Allocated").get<int64_t>(), expected[i][2]);
+    EXPECT_EQ(args.at("Total Reserved").get<int64_t>(), expected[i][3]);
+  }
+  SummaryOptions all{.sort = "cuda_memory_usage", .row_limit = SIZE_MAX, .group_by_shape = false};
+  for (const OperatorTotals& row : totals_from_trace(trace_path.string(), false).rows(all))
+    if (row.name == "## device ##") EXPECT_EQ(row.device_memory_bytes, kMiB) << "2 + 1 allocated, 2 freed inside it";
+  EXPECT_EQ(load_trace(trace_path).at("tprof_summary").at("memory").at("device_events"), 4);
+}
+
 class MemoryEndToEndTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -161,12 +208,80 @@ TEST_F(MemoryEndToEndTest, MatchesTorchProfileMemoryOnTorch113) {
   expect_memory_matches_torch(host_workload(scratch_.path()));
 }
 
+TEST_F(MemoryEndToEndTest, CudaAllocatorReportsBecomeDeviceEventsOnTorch113) {
+  expect_device_reports_recorded(host_workload(scratch_.path(), workload_script("device_memory_reports.py")));
+}
+
+// The line of train_loop.py that --leak runs, marked "planted leak".
+int planted_leak_line() {
+  std::ifstream script(workload_script("train_loop.py"));
+  std::string line;
+  for (int number = 1; std::getline(script, line); ++number)
+    if (line.find("# planted leak") != std::string::npos) return number;
+  return 0;
+}
+
+// --schedule with --memory on a loop that keeps one activation per step: each cycle after the
+// first names the planted line first among what earlier cycles left live.
+TEST_F(MemoryEndToEndTest, APlantedLeakTopsTheScheduleCyclesLeakReport) {
+  const int leak_line = planted_leak_line();
+  ASSERT_GT(leak_line, 0) << "train_loop.py has no line marked planted leak";
+  const fs::path traces = scratch_.path() / "traces";
+  fs::create_directory(traces);
+  const WorkloadEnvironment environment = host_workload(scratch_.path());
+  ChildProcess workload({.argv = workload_command(environment, {"--steps", "16", "--leak", "--trigger", "stdin"}),
+                         .pipe_stdin = true,
+                         .pipe_stdout = true});
+  const auto ready = workload.stdout_lines().read_line_containing("READY", std::chrono::seconds(120));
+  ASSERT_TRUE(ready.has_value()) << workload.stdout_lines().transcript();
+  const std::string pid = ready->substr(ready->find(' ') + 1);
+  ChildProcess tprof({.argv = {testing::tprof_binary(), "attach", pid, "--memory", "--no-et", "--schedule",
+                               "wait=1,warmup=1,active=2,repeat=3", "--output-dir", traces.string()},
+                      .pipe_stderr = true});
+  ASSERT_TRUE(tprof.stderr_lines().read_line_containing("attached", std::chrono::seconds(120)))
+      << tprof.stderr_lines().transcript();
+  workload.write_stdin("go\n");
+  ASSERT_TRUE(workload.stdout_lines().read_line_containing("DONE", std::chrono::seconds(300)))
+      << workload.stdout_lines().transcript();
+  tprof.stderr_lines().read_to_end(std::chrono::seconds(120));
+  const auto status = tprof.wait_for_exit(std::chrono::seconds(120));
+  workload.close_stdin();
+  workload.wait_for_exit(std::chrono::seconds(60));
+  ASSERT_TRUE(status.has_value() && status->succeeded()) << tprof.stderr_lines().transcript();
+
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(traces))
+    if (entry.is_regular_file()) files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  ASSERT_EQ(files.size(), 3u) << "one trace per cycle";
+  const std::string leak_frame = "train_loop.py(" + std::to_string(leak_line) + "): training_step";
+  for (size_t cycle = 1; cycle < files.size(); ++cycle) {
+    SCOPED_TRACE(files[cycle].string());
+    const auto memory = load_trace(files[cycle]).at("tprof_summary").at("memory");
+    const auto& leaks = memory.at("live_from_earlier_cycles");
+    ASSERT_FALSE(leaks.empty()) << memory.dump();
+    std::cout << "cycle " << cycle << ": first of what earlier cycles left live: " << leaks.at(0).dump() << '\n';
+    bool names_the_line = false;
+    for (const auto& frame : leaks.at(0).at("stack"))
+      names_the_line = names_the_line || frame.get<std::string>().ends_with(leak_frame);
+    EXPECT_TRUE(names_the_line) << "the top entry does not name " << leak_frame << ": " << leaks.at(0).dump();
+    // Every step since attaching kept one activation: 8 x 8 x 16 x 16 floats.
+    EXPECT_GE(leaks.at(0).at("bytes").get<int64_t>(), static_cast<int64_t>(4 * cycle) * 8 * 8 * 16 * 16 * 4);
+  }
+}
+
 class RootMemoryTest : public MemoryEndToEndTest, public ::testing::WithParamInterface<TorchRoot> {};
 
 TEST_P(RootMemoryTest, MatchesTorchProfileMemory) {
   const auto root = RootWorkload::make(GetParam());
   if (!root) GTEST_SKIP() << missing_root_message(GetParam(), "--memory against torch 2.x's profile_memory");
   expect_memory_matches_torch(root->environment());
+}
+
+TEST_P(RootMemoryTest, CudaAllocatorReportsBecomeDeviceEvents) {
+  const auto root = RootWorkload::make(GetParam(), workload_script("device_memory_reports.py"));
+  if (!root) GTEST_SKIP() << missing_root_message(GetParam(), "--memory's CUDA reports on torch 2.x");
+  expect_device_reports_recorded(root->environment());
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch2, RootMemoryTest, ::testing::Values(TorchRoot::kTrixie, TorchRoot::kSid),

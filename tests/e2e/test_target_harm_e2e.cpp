@@ -278,6 +278,35 @@ TEST(TargetHarmAttachCycles, AttachAndDetachTwentyTimesWhileExceptionsAreInFligh
   EXPECT_EQ(counts["caught"], counts["expected"]);
 }
 
+// --memory adds probes on the CPU allocator's New and Delete: Delete runs in the destructors an
+// unwinding exception calls, so its probe comes and goes with frees in flight from unwinding.
+TEST(TargetHarmAttachCycles, MemoryProbesComeAndGoWhileExceptionsUnwindThroughFrees) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; target safety is NOT tested ***";
+  ScratchDirectory scratch;
+  const WorkloadEnvironment environment = host_workload(scratch.path(), workload_script("harm_workloads.py"));
+  HarmWorkload workload(environment, {"--scenario", "caught-op-error", "--until-stopped"});
+  workload.process().write_stdin("go\n");
+  for (int cycle = 0; cycle < kAttachCycles / 2; ++cycle) {
+    SCOPED_TRACE("attach " + std::to_string(cycle + 1));
+    const fs::path trace = scratch.path() / ("memory" + std::to_string(cycle) + ".pt.trace.json");
+    AttachedTprof tprof(workload.pid(), trace, {"--duration", "0.3", "--no-et", "--memory"});
+    tprof.stop(/*interrupt=*/false);
+    ASSERT_TRUE(workload.process().is_running()) << "the target died during attach " << cycle + 1;
+    expect_valid(trace);
+    const auto document = load_trace(trace);
+    size_t memory_events = 0;
+    for (const auto& event : document.at("traceEvents")) memory_events += event.value("name", "") == "[memory]";
+    EXPECT_GT(memory_events, 0u) << "no allocation or free recorded";
+  }
+  workload.process().write_stdin("stop\n");
+  const nlohmann::json counts = read_counts(workload.process());
+  workload.expect_clean_exit();
+  EXPECT_GT(counts["steps"].get<int>(), 0);
+  EXPECT_EQ(counts["caught"], counts["steps"]) << "every iteration caught its error";
+  EXPECT_EQ(counts["caught"], counts["expected"]);
+}
+
 // --max-overhead puts the per-op probes in and takes them out again and again within one
 // attach: windows of ops come and go with exceptions in flight (time windows here: the loop
 // has no optimizer). At 5% its windows cost more than 5% of the time they are open, so they

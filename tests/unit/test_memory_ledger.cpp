@@ -80,5 +80,20 @@ TEST(MemoryLedger, WhileAtItsPeakTheHoldersAreTheLiveBlocks) {
   EXPECT_EQ(holders[0].bytes, 500);
 }
 
+TEST(MemoryLedger, LiveBlocksAllocatedBeforeATimeAreGroupedByWhere) {
+  MemoryLedger ledger;
+  ledger.allocate(0x1000, 100, kForward, 10);
+  ledger.allocate(0x2000, 300, kBackward, 20);
+  ledger.allocate(0x3000, 50, kForward, 30);
+  ledger.allocate(0x4000, 999, kForward, 40);  // at the time: not before it
+  ledger.free(0x2000);
+  const auto before = ledger.live_allocated_before(40);
+  ASSERT_EQ(before.size(), 1u);
+  EXPECT_EQ(before[0].site, kForward);
+  EXPECT_EQ(before[0].bytes, 150);
+  EXPECT_EQ(before[0].blocks, 2u);
+  EXPECT_TRUE(ledger.live_allocated_before(10).empty());
+}
+
 }  // namespace
 }  // namespace tprof

@@ -958,9 +958,9 @@ TEST(SpanCloser, WithoutTrackMemoryNoMemoryIsKept) {
 TEST(OperatorTotals, MemoryColumnsAndTheMemoryRowAsTorchPrintsThem) {
   OperatorTotalsTable table;
   table.show_memory();
-  table.add("aten::empty", "", 1'000, 1'000, 0, 3 << 20, 3 << 20);
-  table.add("aten::empty", "", 1'000, 1'000, 0, -(1 << 19), -(1 << 19));
-  table.add_unattributed_memory(-2048);
+  table.add("aten::empty", "", 1'000, 1'000, 0, {.cpu = 3 << 20, .self_cpu = 3 << 20});
+  table.add("aten::empty", "", 1'000, 1'000, 0, {.cpu = -(1 << 19), .self_cpu = -(1 << 19)});
+  table.add_unattributed_memory(-2048, false);
   const std::string text =
       format_summary_table(table, {.sort = "self_cpu_memory_usage", .row_limit = 10, .group_by_shape = false});
   EXPECT_NE(text.find("CPU time avg       CPU Mem  Self CPU Mem    # of Calls"), std::string::npos) << text;
@@ -974,6 +974,43 @@ TEST(OperatorTotals, MemoryColumnsAndTheMemoryRowAsTorchPrintsThem) {
   EXPECT_EQ(format_memory(512), "512 b");
   EXPECT_EQ(format_memory(-1536), "-1.50 Kb");
   EXPECT_EQ(format_memory(int64_t{3} << 30), "3.00 Gb");
+  EXPECT_EQ(text.find("CUDA Mem"), std::string::npos) << "no device memory: no CUDA columns";
+  table.show_device_memory();
+  table.add("aten::empty", "", 1'000, 1'000, 0, {.device = 1 << 20, .self_device = 1 << 20});
+  const std::string with_device =
+      format_summary_table(table, {.sort = "cuda_memory_usage", .row_limit = 1, .group_by_shape = false});
+  EXPECT_NE(with_device.find("Self CPU Mem      CUDA Mem  Self CUDA Mem    # of Calls"), std::string::npos)
+      << with_device;
+  EXPECT_NE(with_device.find("1.00 Mb        1.00 Mb             3"), std::string::npos) << with_device;
+}
+
+TEST(SpanCloser, DeviceMemoryKeepsItsAllocatorsSizesAndTotals) {
+  Closer c;
+  c.closer.track_memory();
+  OpEvent malloc_event = allocated(110, 0x7f0000000000, 2 << 20);
+  malloc_event.memory_device_type = 1;
+  malloc_event.memory_device_index = 0;
+  malloc_event.memory_total_allocated = 2 << 20;
+  malloc_event.memory_total_reserved = 20 << 20;
+  OpEvent free_event = malloc_event;
+  free_event.monotonic_ns = 130;
+  free_event.memory_bytes = -(2 << 20);
+  free_event.memory_total_allocated = 0;
+  c.add_all(1, {enter(100, 0), malloc_event, leave(120, 0), free_event});
+  c.closer.finish(300);
+  ASSERT_EQ(c.sink.memory_events.size(), 2u);
+  EXPECT_EQ(c.sink.memory_events[0].device_type, 1);
+  EXPECT_EQ(c.sink.memory_events[0].device_index, 0);
+  EXPECT_EQ(c.sink.memory_events[0].bytes, 2 << 20);
+  EXPECT_EQ(c.sink.memory_events[0].total_reserved, 20 << 20);
+  EXPECT_EQ(c.sink.memory_events[1].bytes, -(2 << 20)) << "a device's free comes sized";
+  EXPECT_EQ(c.sink.memory_events[1].external_id, 0u);
+  EXPECT_EQ(c.sink.ops.at(0).span.device_memory_bytes, 2 << 20);
+  EXPECT_EQ(c.sink.ops.at(0).span.cpu_memory_bytes, 0);
+  const auto summary = c.closer.memory_summary();
+  EXPECT_EQ(summary->device_events, 2u);
+  EXPECT_EQ(summary->device_peak_allocated_bytes, 2 << 20);
+  EXPECT_EQ(summary->allocations, 0u) << "the CPU's counts hold CPU blocks only";
 }
 
 TEST(OperatorTotals, SubtractChildrenFromSelfTime) {

@@ -74,6 +74,9 @@ def parse_args(description=__doc__):
     parser.add_argument("--annotate-steps", action="store_true",
                         help='wrap each measured step k in record_function("## LOOP k ##"), as '
                              "torch's test_execution_trace.py does")
+    parser.add_argument("--leak", action="store_true",
+                        help="plant a leak: every step keeps its first convolution's activation in a list "
+                             "(the line marked 'planted leak'), for --memory's leak report")
     parser.add_argument("--threads", type=int, default=1,
                         help="intra-op threads; the default 1 keeps every op on the main thread, "
                              "where torch's profiler sees it too")
@@ -94,8 +97,9 @@ def wait_for_trigger(args):
             fifo.readline()
 
 
-def make_training_step(model, optimizer, batches):
+def make_training_step(model, optimizer, batches, leak=False):
     position = [0]
+    kept = []
 
     def training_step():
         images, labels = batches[position[0] % len(batches)]
@@ -105,6 +109,8 @@ def make_training_step(model, optimizer, batches):
         loss = F.cross_entropy(model(images), labels)
         loss.backward()
         optimizer.step()
+        if leak:
+            kept.append(model.conv(images))  # planted leak
         # Reading the loss back, as real loops do for logging, also exercises aten::item.
         return loss.item()
 
@@ -307,7 +313,7 @@ def main():
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     batches = [(torch.randn(BATCH, CHANNELS, IMAGE_SIZE, IMAGE_SIZE),
                 torch.randint(0, CLASSES, (BATCH,))) for _ in range(BATCH_COUNT)]
-    return run_protocol(args, make_training_step(model, optimizer, batches))
+    return run_protocol(args, make_training_step(model, optimizer, batches, args.leak))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ std::optional<MemoryLedger::Change> MemoryLedger::allocate(uint64_t address, uin
     ++forgotten_;
     return std::nullopt;
   }
-  blocks_.emplace(address, Block{bytes, site});
+  blocks_.emplace(address, Block{bytes, site, time_ns});
   add_to_site(site, static_cast<int64_t>(bytes), 1);
   total_ += static_cast<int64_t>(bytes);
   if (total_ > peak_) {
@@ -56,10 +56,24 @@ std::optional<MemoryLedger::Change> MemoryLedger::free(uint64_t address) {
 }
 
 std::vector<MemoryLedger::Group> MemoryLedger::peak_holders() const {
-  const LiveBySite& holders = at_peak_stale_ ? live_by_site_ : at_peak_;
+  return largest_first(at_peak_stale_ ? live_by_site_ : at_peak_);
+}
+
+std::vector<MemoryLedger::Group> MemoryLedger::live_allocated_before(uint64_t time_ns) const {
+  LiveBySite by_site;
+  for (const auto& [address, block] : blocks_) {
+    if (block.time_ns >= time_ns) continue;
+    auto& [bytes, blocks] = by_site[block.site];
+    bytes += static_cast<int64_t>(block.bytes);
+    ++blocks;
+  }
+  return largest_first(by_site);
+}
+
+std::vector<MemoryLedger::Group> MemoryLedger::largest_first(const LiveBySite& by_site) {
   std::vector<Group> groups;
-  groups.reserve(holders.size());
-  for (const auto& [site, live] : holders) groups.push_back({site, live.first, live.second});
+  groups.reserve(by_site.size());
+  for (const auto& [site, live] : by_site) groups.push_back({site, live.first, live.second});
   std::sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) {
     return a.bytes != b.bytes ? a.bytes > b.bytes : a.blocks > b.blocks;
   });

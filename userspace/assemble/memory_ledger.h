@@ -57,11 +57,14 @@ class MemoryLedger {
   uint64_t live_blocks() const { return blocks_.size(); }
   // The blocks live when the peak was first reached, by where they were allocated, largest first.
   std::vector<Group> peak_holders() const;
+  // The blocks live now that were allocated before `time_ns`, likewise (a walk of every block).
+  std::vector<Group> live_allocated_before(uint64_t time_ns) const;
 
  private:
   struct Block {
     uint64_t bytes;
     Site site;
+    uint64_t time_ns;  // allocated
   };
   struct SiteHash {
     size_t operator()(const Site& site) const {
@@ -71,6 +74,7 @@ class MemoryLedger {
   using LiveBySite = std::unordered_map<Site, std::pair<int64_t, uint64_t>, SiteHash>;  // bytes, blocks
   void add_to_site(const Site& site, int64_t bytes, int64_t blocks);
   void keep_peak_holders_before_falling();
+  static std::vector<Group> largest_first(const LiveBySite& by_site);
 
   size_t max_live_blocks_;
   std::unordered_map<uint64_t, Block> blocks_;

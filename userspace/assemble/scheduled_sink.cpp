@@ -42,7 +42,7 @@ model::TraceSink* ScheduledSink::cycle_sink_for(uint64_t step, uint64_t start_un
   if (!keeps_step(step)) return nullptr;
   const uint64_t index = schedule_.cycle(step);
   if ((last_ended_ && index <= *last_ended_) || (cycle_ && index < cycle_->index)) return nullptr;
-  if (cycle_ && index > cycle_->index) end_cycle(summary_so_far_(start_unix_ns));
+  if (cycle_ && index > cycle_->index) end_cycle(summary_so_far_(cycle_->start_unix_ns, start_unix_ns));
   if (!cycle_) {
     cycle_.emplace(OpenCycle{index, start_unix_ns, make_cycle_()});
     model::SessionInfo session = session_;
@@ -63,7 +63,7 @@ void ScheduledSink::op(const model::ClosedOp& op) {
   every_cycle_.op(op);
   if (!is_step_range(op)) return;
   ++cycle_->whole_steps;
-  if (schedule_.action(op.span.step) == StepSchedule::Action::kRecordAndSave) end_cycle(summary_so_far_(op.span.end_ns));
+  if (schedule_.action(op.span.step) == StepSchedule::Action::kRecordAndSave) end_cycle(summary_so_far_(cycle_->start_unix_ns, op.span.end_ns));
 }
 
 void ScheduledSink::python_span(uint32_t tid, const model::PythonSpan& span) {
@@ -105,7 +105,11 @@ void ScheduledSink::flush() {
 // A cycle cut short by the stop is written too, as torch writes the one recording when its
 // profiler exits, if it holds a whole step (see end_cycle).
 void ScheduledSink::finish(const model::RunSummary& summary) {
-  if (cycle_) end_cycle(summary, /*at_stop=*/true);
+  if (cycle_) {
+    model::RunSummary cycle_summary = summary;
+    cycle_summary.memory = summary_so_far_(cycle_->start_unix_ns, summary.window_end_unix_ns).memory;
+    end_cycle(cycle_summary, /*at_stop=*/true);
+  }
   every_cycle_.finish(summary);
 }
 

@@ -34,8 +34,9 @@ class ScheduledSink final : public model::TraceSink {
   };
   // Makes the next cycle's output when its first range arrives.
   using CycleFactory = std::function<std::unique_ptr<Cycle>()>;
-  // The end-of-run facts as they stand, for a cycle that ends while recording goes on.
-  using SummarySoFar = std::function<model::RunSummary(uint64_t cycle_end_unix_ns)>;
+  // The end-of-run facts as they stand, for a cycle from `cycle_start_unix_ns` that ends while
+  // recording goes on; at the stop, its memory summary (--memory: what earlier cycles left live).
+  using SummarySoFar = std::function<model::RunSummary(uint64_t cycle_start_unix_ns, uint64_t cycle_end_unix_ns)>;
   // `every_cycle` (the table, folded stacks) sees what every cycle sees, and the session's
   // begin and finish. `max_cycles_kept` (--max-files; 0: all): once a cycle is written, the
   // files of the cycles older than that many are removed, so that a schedule repeating until

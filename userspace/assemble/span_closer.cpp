@@ -517,14 +517,43 @@ void SpanCloser::sample(ThreadState& state, const OpEvent& event) {
   if (event.blocked) state.blocked_stack = stack;
 }
 
+// The innermost range open on a thread: an op, else its step; null: none.
+SpanCloser::OpenRange* SpanCloser::innermost_range(ThreadState& state) {
+  return !state.open.empty() ? &state.open.back() : !state.steps.empty() ? &state.steps.back() : nullptr;
+}
+
+void SpanCloser::device_memory(ThreadState& state, const OpEvent& event) {
+  OpenRange* innermost = innermost_range(state);
+  for (OpenRange& step : state.steps) step.span.device_memory_bytes += event.memory_bytes;
+  for (OpenRange& range : state.open) range.span.device_memory_bytes += event.memory_bytes;
+  if (innermost) innermost->span.self_device_memory_bytes += event.memory_bytes;
+  ++device_memory_events_;
+  device_peak_allocated_ = std::max(device_peak_allocated_, static_cast<int64_t>(event.memory_total_allocated));
+  const StoredStack* stack = event.memory_bytes > 0 ? same_frames_as(find_stack(event.python_stack_id)) : nullptr;
+  sink_.memory({.time_ns = clock_.to_unix(event.monotonic_ns),
+                .tid = state.tid,
+                .address = event.memory_address,
+                .bytes = event.memory_bytes,
+                .total_allocated = static_cast<int64_t>(event.memory_total_allocated),
+                .total_reserved = static_cast<int64_t>(event.memory_total_reserved),
+                .device_type = event.memory_device_type,
+                .device_index = event.memory_device_index,
+                .external_id = innermost ? innermost->span.record_id : 0,
+                .stack = stack ? &stack->printable : nullptr});
+}
+
 void SpanCloser::memory(ThreadState& state, const OpEvent& event) {
   if (!memory_) return;
-  OpenRange* innermost = !state.open.empty() ? &state.open.back() : !state.steps.empty() ? &state.steps.back() : nullptr;
+  if (event.memory_device_type != 0) {
+    device_memory(state, event);
+    return;
+  }
+  OpenRange* innermost = innermost_range(state);
   const uint64_t time_ns = clock_.to_unix(event.monotonic_ns);
   const StoredStack* stack = event.memory_bytes != 0 ? same_frames_as(find_stack(event.python_stack_id)) : nullptr;
   const std::optional<MemoryLedger::Change> change =
       event.memory_bytes != 0
-          ? memory_->allocate(event.memory_address, event.memory_bytes,
+          ? memory_->allocate(event.memory_address, static_cast<uint64_t>(event.memory_bytes),
                               {stack, innermost ? innermost->span.operator_index : UINT32_MAX}, time_ns)
           : memory_->free(event.memory_address);
   if (!change) return;
@@ -544,7 +573,7 @@ void SpanCloser::memory(ThreadState& state, const OpEvent& event) {
                 .stack = stack ? &stack->printable : nullptr});
 }
 
-std::optional<model::MemorySummary> SpanCloser::memory_summary() const {
+std::optional<model::MemorySummary> SpanCloser::memory_summary(std::optional<uint64_t> cycle_start_unix_ns) const {
   if (!memory_) return std::nullopt;
   model::MemorySummary summary{.allocations = memory_allocations_,
                                .frees = memory_frees_,
@@ -553,24 +582,37 @@ std::optional<model::MemorySummary> SpanCloser::memory_summary() const {
                                .peak_allocated_bytes = memory_->peak_allocated(),
                                .peak_unix_ns = memory_->peak_time_ns(),
                                .allocated_at_end = memory_->total_allocated(),
-                               .peak_holders = {}};
-  // Overloads of one op (aten::add.Tensor, aten::add.Scalar) make one group, as in the table.
+                               .peak_holders = {},
+                               .device_events = device_memory_events_,
+                               .device_peak_allocated_bytes = device_peak_allocated_};
+  summary.peak_holders = holders_of(memory_->peak_holders());
+  if (cycle_start_unix_ns) {
+    summary.cycle_start_unix_ns = *cycle_start_unix_ns;
+    summary.live_from_earlier_cycles = holders_of(memory_->live_allocated_before(*cycle_start_unix_ns));
+  }
+  return summary;
+}
+
+// Groups of blocks as the summary names them, largest first: overloads of one op
+// (aten::add.Tensor, aten::add.Scalar) make one group, as in the table.
+std::vector<model::MemoryHolder> SpanCloser::holders_of(const std::vector<MemoryLedger::Group>& groups) const {
+  std::vector<model::MemoryHolder> holders;
   std::map<std::pair<std::string, const StoredStack*>, size_t> index_of;
-  for (const MemoryLedger::Group& group : memory_->peak_holders()) {
+  for (const MemoryLedger::Group& group : groups) {
     const std::string op =
         group.site.operator_index < operators_.size() ? operators_[group.site.operator_index].name : std::string();
-    const auto [entry, is_new] = index_of.try_emplace({op, group.site.stack}, summary.peak_holders.size());
+    const auto [entry, is_new] = index_of.try_emplace({op, group.site.stack}, holders.size());
     if (is_new) {
-      model::MemoryHolder& holder = summary.peak_holders.emplace_back();
+      model::MemoryHolder& holder = holders.emplace_back();
       holder.op = op;
       if (group.site.stack) holder.stack = group.site.stack->printable;
     }
-    summary.peak_holders[entry->second].bytes += group.bytes;
-    summary.peak_holders[entry->second].blocks += group.blocks;
+    holders[entry->second].bytes += group.bytes;
+    holders[entry->second].blocks += group.blocks;
   }
-  std::stable_sort(summary.peak_holders.begin(), summary.peak_holders.end(),
+  std::stable_sort(holders.begin(), holders.end(),
                    [](const model::MemoryHolder& a, const model::MemoryHolder& b) { return a.bytes > b.bytes; });
-  return summary;
+  return holders;
 }
 
 // Stacks are stored per invocation (a frame's address is part of its identity); blocks are

@@ -54,11 +54,16 @@ struct OpEvent {
   // this one included; 0: not counted. A window's opening edge: those named so far.
   uint32_t optimizer_steps = 0;
   OpWindowEdge window_edge = OpWindowEdge::kNone;
-  // --memory: a block of the CPU allocator allocated (memory_bytes > 0, with its thread's
-  // python_stack_id) or freed (memory_bytes 0: sized by the closer's MemoryLedger).
+  // --memory: a block allocated (memory_bytes > 0, with its thread's python_stack_id) or freed.
+  // The CPU's frees come with memory_bytes 0, sized by the closer's MemoryLedger; a device's
+  // with their negative size and the device's totals as its allocator counts them.
   bool is_memory = false;
   uint64_t memory_address = 0;
-  uint64_t memory_bytes = 0;
+  int64_t memory_bytes = 0;
+  uint64_t memory_total_allocated = 0;
+  uint64_t memory_total_reserved = 0;
+  int8_t memory_device_type = 0;    // c10::DeviceType: CPU 0
+  int8_t memory_device_index = -1;
 };
 
 class SpanCloser {
@@ -167,14 +172,16 @@ class SpanCloser {
     step_thread_ = step_tid;
   }
 
-  // --memory: blocks are sized and totalled by a MemoryLedger as they come, in time order; each
-  // goes to the sink as a model::MemoryEvent and counts towards the CPU Mem of every range open
-  // on its thread (and the Self CPU Mem of the innermost), as torch's legacy profiler counts it.
-  // Frees of blocks allocated before tprof came are left out, as torch leaves out those from
-  // before profiling began.
+  // --memory: CPU blocks are sized and totalled by a MemoryLedger as they come, in time order;
+  // each goes to the sink as a model::MemoryEvent and counts towards the CPU Mem of every range
+  // open on its thread (and the Self CPU Mem of the innermost), as torch's legacy profiler counts
+  // it. Frees of blocks allocated before tprof came are left out, as torch leaves out those from
+  // before profiling began. A device's blocks come sized and totalled by their allocator, and
+  // count towards the ranges' device memory likewise.
   void track_memory() { memory_.emplace(); }
-  // What the allocator did so far, the peak's holders named; none without track_memory().
-  std::optional<model::MemorySummary> memory_summary() const;
+  // What the allocators did so far, the peak's holders named; with `cycle_start_unix_ns`, also
+  // the CPU blocks still live that were allocated before it. None without track_memory().
+  std::optional<model::MemorySummary> memory_summary(std::optional<uint64_t> cycle_start_unix_ns = std::nullopt) const;
 
   // Estimates an op's FLOPs from its inputs at entry (0: none), as with_flops does.
   using FlopsEstimator = std::function<uint64_t(const model::Operator& op, const std::vector<model::Value>& inputs)>;
@@ -250,7 +257,10 @@ class SpanCloser {
   void exit(ThreadState& thread, OpEvent& event);
   void sample(ThreadState& thread, const OpEvent& event);
   void memory(ThreadState& thread, const OpEvent& event);
+  void device_memory(ThreadState& thread, const OpEvent& event);
+  OpenRange* innermost_range(ThreadState& thread);
   const StoredStack* same_frames_as(const StoredStack* stack);
+  std::vector<model::MemoryHolder> holders_of(const std::vector<MemoryLedger::Group>& groups) const;
   const StoredStack* find_stack(uint64_t stack_id);
   void close_ranges_down_to(ThreadState& thread, size_t depth, uint64_t counter_at_exit);
   void hand_on(uint32_t tid, const OpenRange& range);
@@ -292,6 +302,8 @@ class SpanCloser {
   std::optional<MemoryLedger> memory_;  // track_memory()
   uint64_t memory_allocations_ = 0;     // [memory] events handed on
   uint64_t memory_frees_ = 0;
+  uint64_t device_memory_events_ = 0;
+  int64_t device_peak_allocated_ = 0;
   // Per stored stack, the first stored with the same frames (as many entries as the store holds
   // stacks at most), and that one by its frames' text.
   std::unordered_map<const StoredStack*, const StoredStack*> canonical_stacks_;

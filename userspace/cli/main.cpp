@@ -167,13 +167,14 @@ int recover_files(const std::vector<std::string>& partial_paths, mode_t mode) {
 void add_summary_options(CLI::App& command, tprof::SummaryOptions& summary) {
   command.add_option("--sort", summary.sort,
                      "Sort the table by self_cpu_time_total, cpu_time_total, cpu_time (the average), count, "
-                     "or, with memory recorded, cpu_memory_usage or self_cpu_memory_usage")
+                     "or, with memory recorded, cpu_memory_usage, self_cpu_memory_usage, cuda_memory_usage or "
+                     "self_cuda_memory_usage")
       ->capture_default_str()
       ->check([](const std::string& key) -> std::string {
         return tprof::is_summary_sort_key(key)
                    ? ""
                    : "not a sort key (self_cpu_time_total, cpu_time_total, cpu_time, count, cpu_memory_usage, "
-                     "self_cpu_memory_usage): " + key;
+                     "self_cpu_memory_usage, cuda_memory_usage, self_cuda_memory_usage): " + key;
       });
   command.add_option("--row-limit", summary.row_limit, "Rows of the table")->capture_default_str()->check(CLI::Range(1, 1000000));
   command.add_flag("--group-by-shape", summary.group_by_shape,
@@ -264,9 +265,10 @@ void add_recording_options(CLI::App& command, tprof::AttachOptions& options, Rec
                      "Also write folded stacks (Python frames, then the op, weighted by self time in us) as "
                      "export_stacks does, for flamegraph.pl or speedscope; a .gz suffix compresses them");
   command.add_flag("--memory", options.memory,
-                   "Also record torch's CPU allocations and frees, as profile_memory=True: [memory] events in "
-                   "the trace, CPU Mem and Self CPU Mem in the table, and at the end the blocks live at the "
-                   "peak by where they were allocated. Two probes more, one trap per allocation and free");
+                   "Also record torch's allocations and frees, as profile_memory=True: [memory] events in "
+                   "the trace, CPU Mem and Self CPU Mem (and CUDA's) in the table, and at the end the CPU "
+                   "blocks live at the peak by where they were allocated. Three probes more, one trap per "
+                   "allocation and free");
   command.add_option("--memory-stacks", options.memory_stacks_path,
                      "With --memory, also write the blocks live at the peak as folded stacks (Python frames, "
                      "then the op that allocated them, weighted by bytes) for flamegraph.pl or speedscope; a "

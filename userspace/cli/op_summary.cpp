@@ -54,6 +54,10 @@ std::function<int64_t(const OperatorTotals&)> sort_value(const std::string& key)
   if (key == "count") return [](const OperatorTotals& row) { return static_cast<int64_t>(row.calls); };
   if (key == "cpu_memory_usage") return [](const OperatorTotals& row) { return row.cpu_memory_bytes; };
   if (key == "self_cpu_memory_usage") return [](const OperatorTotals& row) { return row.self_cpu_memory_bytes; };
+  if (key == "cuda_memory_usage" || key == "device_memory_usage")
+    return [](const OperatorTotals& row) { return row.device_memory_bytes; };
+  if (key == "self_cuda_memory_usage" || key == "self_device_memory_usage")
+    return [](const OperatorTotals& row) { return row.self_device_memory_bytes; };
   return [](const OperatorTotals& row) { return static_cast<int64_t>(row.self_ns); };
 }
 
@@ -78,12 +82,12 @@ std::string format_memory(int64_t bytes) {
 
 bool is_summary_sort_key(const std::string& key) {
   return key == "self_cpu_time_total" || key == "cpu_time_total" || key == "cpu_time" || key == "count" ||
-         key == "cpu_memory_usage" || key == "self_cpu_memory_usage";
+         key == "cpu_memory_usage" || key == "self_cpu_memory_usage" || key == "cuda_memory_usage" ||
+         key == "self_cuda_memory_usage" || key == "device_memory_usage" || key == "self_device_memory_usage";
 }
 
 void OperatorTotalsTable::add(const std::string& name, const std::string& input_shapes, uint64_t self_ns,
-                              uint64_t total_ns, uint64_t flops, int64_t cpu_memory_bytes,
-                              int64_t self_cpu_memory_bytes) {
+                              uint64_t total_ns, uint64_t flops, const RangeMemory& memory) {
   const std::string& shapes = group_by_shape_ ? input_shapes : std::string();
   OperatorTotals& totals = by_key_[shapes.empty() ? name : name + '\n' + shapes];
   if (totals.calls == 0) {
@@ -94,12 +98,16 @@ void OperatorTotalsTable::add(const std::string& name, const std::string& input_
   totals.self_ns += self_ns;
   totals.total_ns += total_ns;
   totals.flops += flops;
-  totals.cpu_memory_bytes += cpu_memory_bytes;
-  totals.self_cpu_memory_bytes += self_cpu_memory_bytes;
+  totals.cpu_memory_bytes += memory.cpu;
+  totals.self_cpu_memory_bytes += memory.self_cpu;
+  totals.device_memory_bytes += memory.device;
+  totals.self_device_memory_bytes += memory.self_device;
   self_ns_total_ += self_ns;
 }
 
-void OperatorTotalsTable::add_unattributed_memory(int64_t bytes) { add("[memory]", "", 0, 0, 0, bytes, bytes); }
+void OperatorTotalsTable::add_unattributed_memory(int64_t bytes, bool device) {
+  add("[memory]", "", 0, 0, 0, device ? RangeMemory{.device = bytes, .self_device = bytes} : RangeMemory{.cpu = bytes, .self_cpu = bytes});
+}
 
 std::vector<OperatorTotals> OperatorTotalsTable::rows(const SummaryOptions& options) const {
   std::vector<OperatorTotals> rows;
@@ -123,6 +131,10 @@ std::string format_summary_table(const OperatorTotalsTable& table, const Summary
     cells[0].push_back("CPU Mem");
     cells[0].push_back("Self CPU Mem");
   }
+  if (table.shows_device_memory()) {
+    cells[0].push_back("CUDA Mem");
+    cells[0].push_back("Self CUDA Mem");
+  }
   cells[0].push_back("# of Calls");
   if (table.grouped_by_shape()) cells[0].push_back("Input Shapes");
   uint64_t smallest_flops = 0;
@@ -137,6 +149,10 @@ std::string format_summary_table(const OperatorTotalsTable& table, const Summary
     if (table.shows_memory()) {
       cells.back().push_back(format_memory(row.cpu_memory_bytes));
       cells.back().push_back(format_memory(row.self_cpu_memory_bytes));
+    }
+    if (table.shows_device_memory()) {
+      cells.back().push_back(format_memory(row.device_memory_bytes));
+      cells.back().push_back(format_memory(row.self_device_memory_bytes));
     }
     cells.back().push_back(std::to_string(row.calls));
     if (table.grouped_by_shape()) cells.back().push_back(truncated(row.input_shapes, kMaxShapesWidth));
@@ -168,12 +184,18 @@ void OperatorTotalsSink::op(const model::ClosedOp& closed) {
   const model::OpSpan& span = closed.span;
   const model::SelfTimes::Times times = self_times_.close(span);
   table_.add(closed.op.name, table_.grouped_by_shape() ? exporters::input_dims_text(span.inputs) : std::string(),
-             times.self_ns, times.total_ns, span.flops, span.cpu_memory_bytes, span.self_cpu_memory_bytes);
+             times.self_ns, times.total_ns, span.flops,
+             {.cpu = span.cpu_memory_bytes,
+              .self_cpu = span.self_cpu_memory_bytes,
+              .device = span.device_memory_bytes,
+              .self_device = span.self_device_memory_bytes});
 }
 
 void OperatorTotalsSink::memory(const model::MemoryEvent& event) {
+  const bool device = event.device_type != 0;
   table_.show_memory();
-  if (event.external_id == 0) table_.add_unattributed_memory(event.bytes);
+  if (device) table_.show_device_memory();
+  if (event.external_id == 0) table_.add_unattributed_memory(event.bytes, device);
 }
 
 }  // namespace tprof

@@ -25,11 +25,14 @@ struct OperatorTotals {
   // --memory: CPU bytes allocated less freed while it ran, with what it encloses and without.
   int64_t cpu_memory_bytes = 0;
   int64_t self_cpu_memory_bytes = 0;
+  int64_t device_memory_bytes = 0;  // CUDA Mem, Self CUDA Mem
+  int64_t self_device_memory_bytes = 0;
 };
 
 struct SummaryOptions {
   // torch's sort_by keys: self_cpu_time_total, cpu_time_total, cpu_time (the average), count,
-  // and with --memory cpu_memory_usage and self_cpu_memory_usage.
+  // and with --memory cpu_memory_usage, self_cpu_memory_usage, and a device's
+  // cuda_memory_usage and self_cuda_memory_usage (device_memory_usage, self_device_memory_usage).
   std::string sort = "self_cpu_time_total";
   size_t row_limit = 10;
   bool group_by_shape = false;  // one row per (name, Input Dims), as group_by_input_shape=True
@@ -41,18 +44,26 @@ std::string format_memory(int64_t bytes);
 // Whether `key` is a sort key the table knows.
 bool is_summary_sort_key(const std::string& key);
 
+// A range's memory: CPU and device bytes allocated less freed, with and without what it encloses.
+struct RangeMemory {
+  int64_t cpu = 0, self_cpu = 0, device = 0, self_device = 0;
+};
+
 // Totals by operator name: overloads (add.Tensor, add.Scalar) share one row, as in
 // torch.profiler's key_averages().
 class OperatorTotalsTable {
  public:
   explicit OperatorTotalsTable(bool group_by_shape = false) : group_by_shape_(group_by_shape) {}
   void add(const std::string& name, const std::string& input_shapes, uint64_t self_ns, uint64_t total_ns,
-           uint64_t flops = 0, int64_t cpu_memory_bytes = 0, int64_t self_cpu_memory_bytes = 0);
+           uint64_t flops = 0, const RangeMemory& memory = {});
   // A [memory] event outside every range: torch's "[memory]" row counts them as its calls.
-  void add_unattributed_memory(int64_t bytes);
-  // Memory was recorded: the table shows torch's CPU Mem and Self CPU Mem columns.
+  void add_unattributed_memory(int64_t bytes, bool device);
+  // Memory was recorded: the table shows torch's CPU Mem and Self CPU Mem columns; and a
+  // device's: CUDA Mem and Self CUDA Mem.
   void show_memory() { shows_memory_ = true; }
+  void show_device_memory() { shows_device_memory_ = true; }
   bool shows_memory() const { return shows_memory_; }
+  bool shows_device_memory() const { return shows_device_memory_; }
   // Sorted by `options.sort` (largest first, then by name), at most `options.row_limit` rows.
   std::vector<OperatorTotals> rows(const SummaryOptions& options) const;
   uint64_t self_ns_total() const { return self_ns_total_; }
@@ -61,6 +72,7 @@ class OperatorTotalsTable {
  private:
   bool group_by_shape_;
   bool shows_memory_ = false;
+  bool shows_device_memory_ = false;
   std::unordered_map<std::string, OperatorTotals> by_key_;
   uint64_t self_ns_total_ = 0;
 };

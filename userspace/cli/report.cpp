@@ -130,10 +130,11 @@ struct Range {
 };
 static_assert(sizeof(Range) == 32, "ReportLimits and the docs count 32 bytes a range");
 
-// A CPU [memory] event: a block allocated (bytes > 0) or freed.
+// A [memory] event: a block allocated (bytes > 0) or freed, the CPU's or a device's.
 struct MemoryPoint {
   int64_t time_ns;
   int64_t bytes;
+  bool device;
 };
 
 struct ThreadEvents {
@@ -340,13 +341,13 @@ void TraceReader::finish_event() {
 }
 
 // Kineto's [memory] instant (profile_memory=True, tprof --memory): the CPU's count towards the
-// table's CPU Mem columns; a device's are left for its own.
+// table's CPU Mem columns, a device's towards its CUDA Mem.
 void TraceReader::finish_memory_event() {
   if (!event_.start_ns || !event_.bytes) fail_event("a [memory] event without a numeric ts and args.Bytes");
-  if (event_.device_type != 0) return;
   if (++ranges_ > limits_.max_ranges)
     fail("more than " + std::to_string(limits_.max_ranges) + " op, annotation and memory events (tprof report's limit)");
-  threads_[strings_.id(event_.pid + '\n' + event_.tid)].memory.push_back({*event_.start_ns, *event_.bytes});
+  threads_[strings_.id(event_.pid + '\n' + event_.tid)].memory.push_back(
+      {*event_.start_ns, *event_.bytes, event_.device_type != 0});
 }
 
 bool TraceReader::parse_error(size_t position, const std::string&, const json::exception& error) {
@@ -379,15 +380,14 @@ void add_thread(ThreadEvents& events, const DistinctStrings& strings, OperatorTo
   struct Open {
     const Range* range;
     uint64_t children_ns;
-    int64_t memory_bytes;
-    int64_t self_memory_bytes;
+    RangeMemory memory;
   };
   std::vector<Open> open;
   const auto close = [&](const Open& entry) {
     const Range& range = *entry.range;
     const auto duration = static_cast<uint64_t>(range.end_ns - range.start_ns);
     table.add(strings.text(range.name), strings.text(range.shapes), duration - std::min(duration, entry.children_ns),
-              duration, range.flops, entry.memory_bytes, entry.self_memory_bytes);
+              duration, range.flops, entry.memory);
   };
   const auto close_ended_before = [&](int64_t time_ns, bool at_time_too) {
     while (!open.empty() && (open.back().range->end_ns < time_ns || (at_time_too && open.back().range->end_ns == time_ns))) {
@@ -399,20 +399,21 @@ void add_thread(ThreadEvents& events, const DistinctStrings& strings, OperatorTo
   const auto attribute_memory_before = [&](int64_t limit_ns) {
     for (; next_memory < events.memory.size() && events.memory[next_memory].time_ns < limit_ns; ++next_memory) {
       const MemoryPoint& point = events.memory[next_memory];
+      if (point.device) table.show_device_memory();
       close_ended_before(point.time_ns, false);
       if (open.empty()) {
-        table.add_unattributed_memory(point.bytes);
+        table.add_unattributed_memory(point.bytes, point.device);
         continue;
       }
-      for (Open& entry : open) entry.memory_bytes += point.bytes;
-      open.back().self_memory_bytes += point.bytes;
+      for (Open& entry : open) (point.device ? entry.memory.device : entry.memory.cpu) += point.bytes;
+      (point.device ? open.back().memory.self_device : open.back().memory.self_cpu) += point.bytes;
     }
   };
   for (const Range& range : ranges) {
     attribute_memory_before(range.start_ns);
     close_ended_before(range.start_ns, true);
     if (!open.empty()) open.back().children_ns += static_cast<uint64_t>(range.end_ns - range.start_ns);
-    open.push_back({&range, 0, 0, 0});
+    open.push_back({&range, 0, {}});
   }
   attribute_memory_before(INT64_MAX);
   for (auto entry = open.rbegin(); entry != open.rend(); ++entry) close(*entry);

@@ -247,6 +247,10 @@ void RecordDecoder::consume(const op_record& head, const unsigned char* payload,
       event.is_memory = true;
       event.memory_address = block->address;
       event.memory_bytes = block->bytes;
+      event.memory_total_allocated = block->total_allocated;
+      event.memory_total_reserved = block->total_reserved;
+      event.memory_device_type = block->device_type;
+      event.memory_device_index = block->device_index;
       spans_.add(head.tid, std::move(event));
       return;
     }

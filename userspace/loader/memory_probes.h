@@ -1,11 +1,13 @@
-// --memory: where torch's CPU allocator tells of its blocks. DefaultCPUAllocator calls
-// c10::ProfiledCPUMemoryReporter::New(ptr, nbytes) after every allocation and ::Delete(ptr)
-// before every free, profiler or not (c10/core/CPUAllocator.cpp); torch's profile_memory=True
-// reports from the same two calls, so tprof sees the blocks torch would. Both are exported by
-// libc10 in torch 1.13, 2.6 and 2.14. The probes read their arguments (rsi, rdx) where the kernel
+// --memory: where torch's allocators tell of their blocks, in libc10 (torch 1.13, 2.6 and 2.14
+// alike). DefaultCPUAllocator calls c10::ProfiledCPUMemoryReporter::New(ptr, nbytes) after
+// every allocation and ::Delete(ptr) before every free, profiler or not (c10/core/CPUAllocator.cpp);
+// the CUDA caching allocator calls c10::reportMemoryUsageToProfiler(ptr, size, allocated,
+// reserved, device) at every malloc and free. torch's profile_memory=True reports from these
+// calls, so tprof sees the blocks torch would. The probes read their arguments where the kernel
 // emulates the probed instruction (symbolizer/binary/emulated_probe_point.h).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -14,13 +16,22 @@
 
 namespace tprof {
 
+// File offsets in one libc10; 0 where the function is not exported.
+struct MemoryProbeOffsets {
+  uint64_t cpu_allocation = 0;   // ProfiledCPUMemoryReporter::New
+  uint64_t cpu_free = 0;         // ProfiledCPUMemoryReporter::Delete
+  uint64_t device_report = 0;    // reportMemoryUsageToProfiler
+};
+MemoryProbeOffsets memory_probe_offsets(const std::string& libc10_path);
+
 struct MemoryProbes {
-  UprobeSites allocations;  // New
-  UprobeSites frees;        // Delete
-  std::string library;      // libc10 as the target maps it
+  UprobeSites allocations;     // New
+  UprobeSites frees;           // Delete
+  UprobeSites device_reports;  // reportMemoryUsageToProfiler; no offsets where not exported
+  std::string library;         // libc10 as the target maps it
 };
 
-// None, with `why` saying so, when the target maps no libc10 or it lacks either function.
+// None, with `why` saying so, when the target maps no libc10 or it lacks New or Delete.
 std::optional<MemoryProbes> plan_memory_probes(const TargetProcess& target, std::string* why);
 
 }  // namespace tprof

@@ -284,9 +284,12 @@ void TargetProbes::detach_api_calls() noexcept {
   api_return_links_.clear();
 }
 
-void TargetProbes::attach_memory(const UprobeSites& allocations, const UprobeSites& frees) {
+void TargetProbes::attach_memory(const UprobeSites& allocations, const UprobeSites& frees,
+                                 const UprobeSites& device_reports) {
   memory_free_link_ = attach_uprobe_multi(skeleton().progs.memory_freed, pid_, frees);
   memory_allocation_link_ = attach_uprobe_multi(skeleton().progs.memory_allocated, pid_, allocations);
+  if (!device_reports.offsets.empty())
+    device_memory_link_ = attach_uprobe_multi(skeleton().progs.device_memory_reported, pid_, device_reports);
 }
 
 void TargetProbes::attach_device_activity(const std::string& library_path) {
@@ -318,6 +321,7 @@ void TargetProbes::detach() noexcept {
   op_probes_linked_ = false;
   step_markers_link_ = {};
   memory_allocation_link_ = {};
+  device_memory_link_ = {};
   memory_free_link_ = {};
   detach_api_calls();
   device_activity_link_ = {};

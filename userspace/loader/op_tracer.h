@@ -163,10 +163,10 @@ class TargetProbes {
   // Removes those probes (entries first): CUPTI reports the same calls once CUDA has loaded the
   // injection library, and a trap per call is a cost without a use then.
   void detach_api_calls() noexcept;
-  // --memory: the CPU allocator's reports of each block it hands out and takes back
-  // (memory_probes.h). Frees first, so that no block is seen allocated whose free is missed.
-  // They stay linked between --max-overhead's windows: a free's size comes from its allocation.
-  void attach_memory(const UprobeSites& allocations, const UprobeSites& frees);
+  // --memory: the allocators' reports of each block they hand out and take back
+  // (memory_probes.h): the CPU's, and the devices' (no offsets: not probed). Frees first, so
+  // that no block is seen allocated whose free is missed.
+  void attach_memory(const UprobeSites& allocations, const UprobeSites& frees, const UprobeSites& device_reports);
   // GPU activity: the USDT probe tprof:device_activity of the CUPTI injection library at
   // `library_path` (as tprof sees the file, through /proc/PID/root). Attaching raises the probe's
   // semaphore, which wakes the library; detaching lowers it again.
@@ -197,6 +197,7 @@ class TargetProbes {
   BpfLink step_markers_link_;  // the record_function kernels, counting Optimizer.step
   BpfLink memory_free_link_;
   BpfLink memory_allocation_link_;
+  BpfLink device_memory_link_;
   std::vector<BpfLink> api_call_links_;
   std::vector<BpfLink> api_return_links_;
   BpfLink device_activity_link_;

@@ -284,7 +284,11 @@ AttachPlan plan_attach(const AttachOptions& options, const TargetProcess& target
     std::string why;
     plan.memory = plan_memory_probes(target, &why);
     if (!plan.memory) throw Error("--memory: " + why);
-    console.line("memory: CPU allocations and frees from c10::ProfiledCPUMemoryReporter in " + plan.memory->library);
+    console.line("memory: CPU allocations and frees from c10::ProfiledCPUMemoryReporter" +
+                 std::string(plan.memory->device_reports.offsets.empty()
+                                 ? ""
+                                 : ", CUDA's from c10::reportMemoryUsageToProfiler,") +
+                 " in " + plan.memory->library);
   }
   return plan;
 }
@@ -350,7 +354,7 @@ void attach_probes(TargetProbes& probes, OpTracer& tracer, AttachPlan& plan, uin
   for (size_t library = 0; library < plan.cuda_api.entries.size(); ++library)
     probes.attach_api_calls(plan.cuda_api.entries[library], plan.cuda_api.returns[library]);
   if (plan.range_probes) plan.range_probes->attach(probes);
-  if (plan.memory) probes.attach_memory(plan.memory->allocations, plan.memory->frees);
+  if (plan.memory) probes.attach_memory(plan.memory->allocations, plan.memory->frees, plan.memory->device_reports);
   if (plan.python && sample_hz > 0) tracer.attach_python_sampler(sample_hz);
 }
 
@@ -401,7 +405,9 @@ class RecordingPipeline {
                            return range_probes ? range_probes->node_name(vptr) : std::string();
                          }),
         sinks_(outputs, options, target,
-               [this](uint64_t cycle_end_unix_ns) { return summary_at(cycle_end_unix_ns, probes_.losses()); }),
+               [this](uint64_t cycle_start_unix_ns, uint64_t cycle_end_unix_ns) {
+                 return summary_at(cycle_end_unix_ns, probes_.losses(), cycle_start_unix_ns);
+               }),
         closer_(operators_, stack_lookup(plan, session.tracer()), clock,
                 [this](uint32_t tid) { return thread_name(tid); }, sinks_.sink()),
         decoder_(closer_, decoder_callbacks()) {
@@ -506,8 +512,10 @@ class RecordingPipeline {
     return windows;
   }
 
-  // The end-of-run facts as they stand now.
-  model::RunSummary summary_at(uint64_t window_end_unix_ns, const LossCounts& losses) const {
+  // The end-of-run facts as they stand now; for a --schedule cycle begun at `cycle_start_unix_ns`,
+  // with the memory earlier cycles left live.
+  model::RunSummary summary_at(uint64_t window_end_unix_ns, const LossCounts& losses,
+                               std::optional<uint64_t> cycle_start_unix_ns = std::nullopt) const {
     model::RunSummary summary;
     summary.window_end_unix_ns = window_end_unix_ns;
     summary.dropped_records = losses.ring_buffer_full;
@@ -526,7 +534,7 @@ class RecordingPipeline {
     summary.python_timeline_lost = closer_.counts().python_timeline_lost;
     if (device_correlator_) summary.device_records_dropped = device_correlator_->counts().dropped_by_cupti;
     if (max_overhead_) summary.op_windows = op_windows(summary);  // so far: a --schedule cycle's too
-    summary.memory = closer_.memory_summary();
+    summary.memory = closer_.memory_summary(cycle_start_unix_ns);
     return summary;
   }
 
