@@ -1,9 +1,10 @@
 // The benchmark floor: attaches empty BPF programs (bpf/probe_floor.bpf.c) to exactly the op
 // entry sites tprof probes, the `ret` sites of those functions and __cxa_begin_catch, in the
 // same uprobe_multi mode, and holds them until SIGINT/SIGTERM or the target's exit. Its cost
-// is the uprobe traps alone.
+// is the uprobe traps alone. With --memory, also the sites of tprof --memory (the allocators'
+// reports in libc10, userspace/loader/memory_probes.h).
 //
-//   tprof-floor-probe PID
+//   tprof-floor-probe PID [--memory]
 #include <poll.h>
 #include <unistd.h>
 
@@ -11,6 +12,8 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "probe_floor.skel.h"
 #include "symbolizer/binary/elf_file.h"
@@ -18,6 +21,7 @@
 #include "symbolizer/aten/op_catalog.h"
 #include "userspace/cli/error.h"
 #include "userspace/loader/exit_probes.h"
+#include "userspace/loader/memory_probes.h"
 #include "userspace/loader/probe_plan.h"
 #include "userspace/session/stop_signals.h"
 #include "userspace/session/target_process.h"
@@ -30,7 +34,7 @@ struct SkeletonDeleter {
   void operator()(probe_floor* skeleton) const { probe_floor__destroy(skeleton); }
 };
 
-int run(pid_t pid) {
+int run(pid_t pid, bool memory) {
   tprof::TargetProcess target(pid);
   const auto library = target.find_mapped_library("libtorch_cpu.so");
   if (!library) throw tprof::Error("process " + std::to_string(pid) + " has not loaded libtorch_cpu");
@@ -54,6 +58,15 @@ int run(pid_t pid) {
   if (!exits.catches.offsets.empty())
     catches = tprof::attach_uprobe_multi(skeleton->progs.exception_caught, pid, exits.catches);
   const tprof::BpfLink entries = tprof::attach_uprobe_multi(skeleton->progs.op_enter, pid, plan.sites);
+  std::vector<tprof::BpfLink> memory_links;
+  if (memory) {
+    std::string why;
+    const auto sites = tprof::plan_memory_probes(target, &why);
+    if (!sites) throw tprof::Error("--memory: " + why);
+    for (const tprof::UprobeSites* reports : {&sites->frees, &sites->allocations, &sites->device_reports})
+      if (!reports->offsets.empty())
+        memory_links.push_back(tprof::attach_uprobe_multi(skeleton->progs.memory_report, pid, *reports));
+  }
   std::fprintf(stderr, "tprof-floor-probe: attached %zu op sites (%zu return sites) in %.1f ms\n",
                plan.sites.offsets.size(), exits.returns.offsets.size(),
                static_cast<double>(tprof::monotonic_now_ns() - start_ns) / 1e6);
@@ -67,12 +80,13 @@ int run(pid_t pid) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: tprof-floor-probe PID\n");
+  const bool memory = argc == 3 && std::string(argv[2]) == "--memory";
+  if (argc != 2 && !memory) {
+    std::fprintf(stderr, "usage: tprof-floor-probe PID [--memory]\n");
     return 2;
   }
   try {
-    return run(static_cast<pid_t>(std::atoi(argv[1])));
+    return run(static_cast<pid_t>(std::atoi(argv[1])), memory);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "tprof-floor-probe: error: %s\n", error.what());
     return 1;

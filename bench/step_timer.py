@@ -5,6 +5,7 @@ Prints "READY <pid>", then reads commands from stdin, one per line:
   run N       run N steps, print "STEP_US <mean microseconds per step>"
   torch N     the same under torch's profiler (legacy, names only, as tprof records today)
   torchfull N the same with record_shapes=True and with_stack=True
+  torchmem N  the same with profile_memory=True (names only)
   quit
 """
 import os
@@ -41,9 +42,10 @@ def main():
         steps = int(rest[0])
         if command == "run":
             mean = timed(steps)
-        elif command in ("torch", "torchfull"):
+        elif command in ("torch", "torchfull", "torchmem"):
             full = command == "torchfull"
-            with torch.autograd.profiler.profile(use_kineto=False, record_shapes=full, with_stack=full):
+            with torch.autograd.profiler.profile(use_kineto=False, record_shapes=full, with_stack=full,
+                                                 profile_memory=command == "torchmem"):
                 mean = timed(steps)
         else:
             raise SystemExit(f"unknown command {command!r}")

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * The benchmark floor: empty programs on the same sites and in the same attach mode as the
- * op tracer (op entries, their `ret` instructions, __cxa_begin_catch). Their cost is the
+ * op tracer (op entries, their `ret` instructions, __cxa_begin_catch, and with --memory the
+ * allocators' reports). Their cost is the
  * uprobe traps themselves, which no tracer on these sites can go below.
  */
 #include "vmlinux.h"
@@ -23,6 +24,13 @@ int op_return(void *ctx)
 
 SEC("uprobe.multi")
 int exception_caught(void *ctx)
+{
+	return 0;
+}
+
+/* --memory's sites: the allocators' reports (userspace/loader/memory_probes.h). */
+SEC("uprobe.multi")
+int memory_report(void *ctx)
 {
 	return 0;
 }

@@ -270,6 +270,40 @@ TEST_F(MemoryEndToEndTest, APlantedLeakTopsTheScheduleCyclesLeakReport) {
   }
 }
 
+// --memory-timeline on the training loop: its parameter and optimizer-state bytes (the model's
+// weights and SGD's momentum buffers, there before tprof came) against the sizes the script
+// computes itself; and the timeline's shape: [times, rows of a leading 0 and 8 categories].
+void expect_timeline_categories_match_the_model(const WorkloadEnvironment& environment) {
+  const fs::path trace_path = environment.scratch_for_us / "timeline.pt.trace.json";
+  const fs::path timeline_path = environment.scratch_for_us / "timeline.json.gz";
+  record_workload_with_tprof(
+      environment,
+      {"--steps", "3", "--model-sizes-out", (environment.scratch_for_target / "model_sizes.json").string()},
+      trace_path, {"--no-et", "--memory", "--memory-timeline", timeline_path.string()});
+  std::ifstream sizes_file(environment.scratch_for_us / "model_sizes.json");
+  const nlohmann::json sizes = nlohmann::json::parse(sizes_file);
+  const nlohmann::json timeline = nlohmann::json::parse(read_trace_text(timeline_path));
+  ASSERT_TRUE(timeline.is_array() && timeline.size() == 2) << "not [times, sizes]";
+  const auto& times = timeline.at(0);
+  const auto& rows = timeline.at(1);
+  ASSERT_EQ(times.size(), rows.size());
+  ASSERT_GT(rows.size(), 10u);
+  for (size_t i = 1; i < times.size(); ++i) ASSERT_GT(times[i].get<uint64_t>(), times[i - 1].get<uint64_t>());
+  const auto& last = rows.back();
+  ASSERT_EQ(last.size(), 9u) << "a leading 0 and torch's 8 categories";
+  const int64_t parameters = last.at(1).get<int64_t>(), optimizer_state = last.at(2).get<int64_t>();
+  std::cout << environment.description << ": timeline parameters " << parameters << " bytes, optimizer state "
+            << optimizer_state << " (script: " << sizes.dump() << "); last row " << last.dump() << '\n';
+  EXPECT_TRUE(within(parameters, sizes.at("parameters").get<int64_t>(), kEventTolerance));
+  EXPECT_TRUE(within(optimizer_state, sizes.at("optimizer_state").get<int64_t>(), kEventTolerance));
+  for (const auto& row : rows)
+    for (size_t category = 1; category < row.size(); ++category) EXPECT_GE(row[category].get<int64_t>(), 0) << row.dump();
+}
+
+TEST_F(MemoryEndToEndTest, TimelineParametersAndOptimizerStateMatchTheModelOnTorch113) {
+  expect_timeline_categories_match_the_model(host_workload(scratch_.path()));
+}
+
 class RootMemoryTest : public MemoryEndToEndTest, public ::testing::WithParamInterface<TorchRoot> {};
 
 TEST_P(RootMemoryTest, MatchesTorchProfileMemory) {
@@ -282,6 +316,12 @@ TEST_P(RootMemoryTest, CudaAllocatorReportsBecomeDeviceEvents) {
   const auto root = RootWorkload::make(GetParam(), workload_script("device_memory_reports.py"));
   if (!root) GTEST_SKIP() << missing_root_message(GetParam(), "--memory's CUDA reports on torch 2.x");
   expect_device_reports_recorded(root->environment());
+}
+
+TEST_P(RootMemoryTest, TimelineParametersAndOptimizerStateMatchTheModel) {
+  const auto root = RootWorkload::make(GetParam());
+  if (!root) GTEST_SKIP() << missing_root_message(GetParam(), "--memory-timeline's categories on torch 2.x");
+  expect_timeline_categories_match_the_model(root->environment());
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch2, RootMemoryTest, ::testing::Values(TorchRoot::kTrixie, TorchRoot::kSid),

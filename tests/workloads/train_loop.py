@@ -74,6 +74,9 @@ def parse_args(description=__doc__):
     parser.add_argument("--annotate-steps", action="store_true",
                         help='wrap each measured step k in record_function("## LOOP k ##"), as '
                              "torch's test_execution_trace.py does")
+    parser.add_argument("--model-sizes-out", metavar="FILE",
+                        help="after the warmup, write the bytes of the model's parameters and of its "
+                             "optimizer's state to FILE as JSON (for --memory-timeline's categories)")
     parser.add_argument("--leak", action="store_true",
                         help="plant a leak: every step keeps its first convolution's activation in a list "
                              "(the line marked 'planted leak'), for --memory's leak report")
@@ -263,12 +266,27 @@ def prepare(args):
         os.mkfifo(args.fifo)
 
 
-def run_protocol(args, training_step):
+def tensor_bytes(tensors):
+    return sum(tensor.numel() * tensor.element_size() for tensor in tensors)
+
+
+def write_model_sizes(path, model, optimizer):
+    """The bytes of the model's parameters and of the optimizer's state tensors (momentum
+    buffers), as the script itself counts them."""
+    state = [value for per_parameter in optimizer.state.values() for value in per_parameter.values()
+             if torch.is_tensor(value)]
+    with open(path, "w") as out:
+        json.dump({"parameters": tensor_bytes(model.parameters()), "optimizer_state": tensor_bytes(state)}, out)
+
+
+def run_protocol(args, training_step, model=None, optimizer=None):
     """The protocol every workload follows: --warmup steps, then either torch's own profiler over
     --steps steps (--reference-out, --kineto-trace-out, --execution-trace-out) or READY <pid>,
     the trigger, the steps, DONE and the trigger again."""
     for _ in range(args.warmup):
         training_step()
+    if getattr(args, "model_sizes_out", None):
+        write_model_sizes(args.model_sizes_out, model, optimizer)
 
     def run_measured_steps():
         for step in range(args.steps):
@@ -313,7 +331,7 @@ def main():
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     batches = [(torch.randn(BATCH, CHANNELS, IMAGE_SIZE, IMAGE_SIZE),
                 torch.randint(0, CLASSES, (BATCH,))) for _ in range(BATCH_COUNT)]
-    return run_protocol(args, make_training_step(model, optimizer, batches, args.leak))
+    return run_protocol(args, make_training_step(model, optimizer, batches, args.leak), model, optimizer)
 
 
 if __name__ == "__main__":

@@ -274,6 +274,16 @@ void add_recording_options(CLI::App& command, tprof::AttachOptions& options, Rec
                      "then the op that allocated them, weighted by bytes) for flamegraph.pl or speedscope; a "
                      ".gz suffix compresses them")
       ->needs("--memory");
+  command.add_option("--memory-timeline", options.memory_timeline_path,
+                     "With --memory, also write the CPU's allocated bytes over time by category (parameter, "
+                     "optimizer state, gradient; unknown where the ops do not tell) as export_memory_timeline "
+                     "writes them: a JSON [times in us, sizes]; .json or .json.gz")
+      ->needs("--memory")
+      ->check([](const std::string& path) -> std::string {
+        return path.ends_with(".json") || path.ends_with(".json.gz")
+                   ? ""
+                   : "writes .json or .json.gz (an HTML plot is not written yet): " + path;
+      });
   command.add_option("--buffer-mb", flags.buffer_mb, "BPF ring buffer size in MiB, rounded up to a power of two")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));

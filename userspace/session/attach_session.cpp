@@ -482,8 +482,9 @@ void require_one_target_for_max_overhead(const AttachOptions& options) {
 
 void require_default_names_for_several(const AttachOptions& options) {
   if (!options.output_path.empty() || !options.execution_trace_path.empty() || !options.stacks_path.empty() ||
-      !options.memory_stacks_path.empty())
-    throw Error("-o, --et, --stacks and --memory-stacks name one target's files; with several targets use --output-dir");
+      !options.memory_stacks_path.empty() || !options.memory_timeline_path.empty())
+    throw Error("-o, --et, --stacks, --memory-stacks and --memory-timeline name one target's files; with several "
+                "targets use --output-dir");
 }
 
 int run_record(const AttachOptions& options, ProcessHolder& holder, const std::string& command_name) {

@@ -32,6 +32,7 @@ struct AttachOptions {
   std::string stacks_path;           // --stacks: folded stacks for flame graphs; empty: none
   bool memory = false;               // --memory: the CPU allocator's blocks, as profile_memory=True
   std::string memory_stacks_path;    // --memory-stacks: the peak's blocks as folded stacks; empty: none
+  std::string memory_timeline_path;  // --memory-timeline: bytes over time by category; empty: none
   mode_t output_mode = 0600;          // --mode: permission bits of the files written
   bool replace_existing = false;      // --force: an existing regular file at an output path is replaced
   size_t ring_buffer_bytes = 64u << 20;

@@ -105,11 +105,18 @@ OutputFiles::OutputFiles(const AttachOptions& options, const TargetProcess& targ
       throw Error("--stacks names the trace file itself: " + whole->trace.path());
     stacks.emplace(options.stacks_path, output_file_options(options));
   }
+  const std::string trace_path = whole ? whole->trace.path() : std::string();
   if (!options.memory_stacks_path.empty()) {
-    for (const std::string& taken : {whole ? whole->trace.path() : std::string(), options.stacks_path})
+    for (const std::string& taken : {trace_path, options.stacks_path})
       if (options.memory_stacks_path == taken)
         throw Error("--memory-stacks names a file tprof writes already: " + taken);
     memory_stacks.emplace(options.memory_stacks_path, output_file_options(options));
+  }
+  if (!options.memory_timeline_path.empty()) {
+    for (const std::string& taken : {trace_path, options.stacks_path, options.memory_stacks_path})
+      if (options.memory_timeline_path == taken)
+        throw Error("--memory-timeline names a file tprof writes already: " + taken);
+    memory_timeline.emplace(options.memory_timeline_path, output_file_options(options));
   }
 }
 

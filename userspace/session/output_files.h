@@ -43,7 +43,8 @@ struct OutputFiles {
 
   std::optional<TraceFiles> whole;  // none with --schedule
   std::optional<exporters::OutputFile> stacks;
-  std::optional<exporters::OutputFile> memory_stacks;  // --memory-stacks
+  std::optional<exporters::OutputFile> memory_stacks;    // --memory-stacks
+  std::optional<exporters::OutputFile> memory_timeline;  // --memory-timeline
 };
 
 }  // namespace tprof

@@ -41,6 +41,10 @@ SessionSinks::SessionSinks(OutputFiles& outputs, const AttachOptions& options, c
     memory_stacks_.emplace(*outputs.memory_stacks);
     sinks.push_back(&*memory_stacks_);
   }
+  if (outputs.memory_timeline) {
+    memory_timeline_.emplace(*outputs.memory_timeline);
+    sinks.push_back(&*memory_timeline_);
+  }
   if (outputs.whole) {
     whole_.emplace(*outputs.whole);
     sinks.push_back(&whole_->sink());
@@ -66,6 +70,7 @@ void SessionSinks::commit() {
   if (whole_) whole_->commit();
   if (outputs_.stacks) outputs_.stacks->commit();
   if (outputs_.memory_stacks) outputs_.memory_stacks->commit();
+  if (outputs_.memory_timeline) outputs_.memory_timeline->commit();
 }
 
 std::string SessionSinks::written() const {
@@ -83,6 +88,7 @@ std::string SessionSinks::written() const {
   }
   if (outputs_.stacks) parts.push_back(outputs_.stacks->path());
   if (outputs_.memory_stacks) parts.push_back(outputs_.memory_stacks->path());
+  if (outputs_.memory_timeline) parts.push_back(outputs_.memory_timeline->path());
   std::string text;
   for (size_t i = 0; i < parts.size(); ++i) text += (i == 0 ? "" : i + 1 == parts.size() ? " and " : ", ") + parts[i];
   return text;

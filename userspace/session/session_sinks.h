@@ -1,6 +1,6 @@
 // Where a recording's stream of spans goes: the trace files (one set, or one per --schedule
 // cycle, the oldest removed past --max-files), the table's totals, the unknown values, the
-// folded stacks and the peak memory's.
+// folded stacks, the peak memory's and the memory timeline.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <string>
 
 #include "exporters/folded_stacks_writer.h"
+#include "exporters/memory_timeline_writer.h"
 #include "model/trace_sink.h"
 #include "userspace/assemble/scheduled_sink.h"
 #include "userspace/cli/op_summary.h"
@@ -59,6 +60,7 @@ class SessionSinks {
   std::optional<TraceFileSinks> whole_;
   std::optional<exporters::FoldedStacksWriter> stacks_;
   std::optional<exporters::MemoryStacksWriter> memory_stacks_;
+  std::optional<exporters::MemoryTimelineWriter> memory_timeline_;
   OperatorTotalsSink totals_;
   UnknownValuesSink unknown_values_;
   std::optional<model::FanOutSink> fan_out_;
