@@ -7,6 +7,8 @@ Prints "READY <pid>", then reads commands from stdin, one per line:
   torchfull N the same with record_shapes=True and with_stack=True
   torchmem N  the same with profile_memory=True (names only)
   quit
+With --allocations, a step is 100 allocations and frees of a 1 KiB tensor (torch.empty)
+instead of a training step: what --memory's probes cost per event, with little else around.
 """
 import os
 import sys
@@ -25,6 +27,11 @@ def main():
     batches = [(torch.randn(train_loop.BATCH, train_loop.CHANNELS, train_loop.IMAGE_SIZE, train_loop.IMAGE_SIZE),
                 torch.randint(0, train_loop.CLASSES, (train_loop.BATCH,))) for _ in range(train_loop.BATCH_COUNT)]
     step = train_loop.make_training_step(model, optimizer, batches)
+    if "--allocations" in sys.argv[1:]:
+        def step():
+            for _ in range(100):
+                block = torch.empty(256)
+                del block
     for _ in range(20):
         step()
 

@@ -110,7 +110,7 @@ struct ScheduledRun {
           cycles.back()->name = "cycle" + std::to_string(cycles.size() - 1);
           return std::make_unique<FakeCycle>(*cycles.back());
         },
-        [](uint64_t end_ns) { return model::RunSummary{.window_end_unix_ns = end_ns}; }, every_cycle,
+        [](uint64_t, uint64_t end_ns) { return model::RunSummary{.window_end_unix_ns = end_ns}; }, every_cycle,
         max_cycles_kept, whole_cycles_only);
     sink->begin({});
     sink->thread({.tid = 7, .name = "main", .entry_id = 1});
