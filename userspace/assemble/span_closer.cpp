@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <iterator>
-#include <map>
 #include <optional>
 #include <tuple>
 
@@ -522,113 +521,28 @@ SpanCloser::OpenRange* SpanCloser::innermost_range(ThreadState& state) {
   return !state.open.empty() ? &state.open.back() : !state.steps.empty() ? &state.steps.back() : nullptr;
 }
 
-void SpanCloser::device_memory(ThreadState& state, const OpEvent& event) {
-  OpenRange* innermost = innermost_range(state);
-  for (OpenRange& step : state.steps) step.span.device_memory_bytes += event.memory_bytes;
-  for (OpenRange& range : state.open) range.span.device_memory_bytes += event.memory_bytes;
-  if (innermost) innermost->span.self_device_memory_bytes += event.memory_bytes;
-  ++device_memory_events_;
-  device_peak_allocated_ = std::max(device_peak_allocated_, static_cast<int64_t>(event.memory_total_allocated));
-  const StoredStack* stack = event.memory_bytes > 0 ? same_frames_as(find_stack(event.python_stack_id)) : nullptr;
-  sink_.memory({.time_ns = clock_.to_unix(event.monotonic_ns),
-                .tid = state.tid,
-                .address = event.memory_address,
-                .bytes = event.memory_bytes,
-                .total_allocated = static_cast<int64_t>(event.memory_total_allocated),
-                .total_reserved = static_cast<int64_t>(event.memory_total_reserved),
-                .device_type = event.memory_device_type,
-                .device_index = event.memory_device_index,
-                .external_id = innermost ? innermost->span.record_id : 0,
-                .stack = stack ? &stack->printable : nullptr});
-}
-
 void SpanCloser::memory(ThreadState& state, const OpEvent& event) {
   if (!memory_) return;
-  if (event.memory_device_type != 0) {
-    device_memory(state, event);
-    return;
-  }
   OpenRange* innermost = innermost_range(state);
   const uint64_t time_ns = clock_.to_unix(event.monotonic_ns);
-  const StoredStack* stack = event.memory_bytes != 0 ? same_frames_as(find_stack(event.python_stack_id)) : nullptr;
-  const std::optional<MemoryLedger::Change> change =
-      event.memory_bytes != 0
-          ? memory_->allocate(event.memory_address, static_cast<uint64_t>(event.memory_bytes),
-                              {stack, innermost ? innermost->span.operator_index : UINT32_MAX}, time_ns)
-          : memory_->free(event.memory_address);
-  if (!change) return;
-  for (OpenRange& step : state.steps) step.span.cpu_memory_bytes += change->bytes;
-  for (OpenRange& range : state.open) range.span.cpu_memory_bytes += change->bytes;
-  if (innermost) innermost->span.self_cpu_memory_bytes += change->bytes;
-  ++(change->bytes > 0 ? memory_allocations_ : memory_frees_);
-  sink_.memory({.time_ns = time_ns,
-                .tid = state.tid,
-                .address = event.memory_address,
-                .bytes = change->bytes,
-                .total_allocated = change->total_allocated,
-                .total_reserved = 0,
-                .device_type = 0,
-                .device_index = -1,
-                .external_id = innermost ? innermost->span.record_id : 0,
-                .stack = stack ? &stack->printable : nullptr});
+  std::optional<model::MemoryEvent> block =
+      memory_->take(event, event.memory_bytes > 0 ? find_stack(event.python_stack_id) : nullptr,
+                    innermost ? innermost->span.operator_index : UINT32_MAX, time_ns);
+  if (!block) return;
+  const bool device = block->device_type != 0;
+  const auto count = [&](model::OpSpan& span) { (device ? span.device_memory_bytes : span.cpu_memory_bytes) += block->bytes; };
+  for (OpenRange& step : state.steps) count(step.span);
+  for (OpenRange& range : state.open) count(range.span);
+  if (innermost) (device ? innermost->span.self_device_memory_bytes : innermost->span.self_cpu_memory_bytes) += block->bytes;
+  block->time_ns = time_ns;
+  block->tid = state.tid;
+  block->external_id = innermost ? innermost->span.record_id : 0;
+  sink_.memory(*block);
 }
 
 std::optional<model::MemorySummary> SpanCloser::memory_summary(std::optional<uint64_t> cycle_start_unix_ns) const {
   if (!memory_) return std::nullopt;
-  model::MemorySummary summary{.allocations = memory_allocations_,
-                               .frees = memory_frees_,
-                               .frees_of_unknown_blocks = memory_->frees_of_unknown_blocks(),
-                               .blocks_forgotten = memory_->blocks_forgotten(),
-                               .peak_allocated_bytes = memory_->peak_allocated(),
-                               .peak_unix_ns = memory_->peak_time_ns(),
-                               .allocated_at_end = memory_->total_allocated(),
-                               .peak_holders = {},
-                               .device_events = device_memory_events_,
-                               .device_peak_allocated_bytes = device_peak_allocated_};
-  summary.peak_holders = holders_of(memory_->peak_holders());
-  if (cycle_start_unix_ns) {
-    summary.cycle_start_unix_ns = *cycle_start_unix_ns;
-    summary.live_from_earlier_cycles = holders_of(memory_->live_allocated_before(*cycle_start_unix_ns));
-  }
-  return summary;
-}
-
-// Groups of blocks as the summary names them, largest first: overloads of one op
-// (aten::add.Tensor, aten::add.Scalar) make one group, as in the table.
-std::vector<model::MemoryHolder> SpanCloser::holders_of(const std::vector<MemoryLedger::Group>& groups) const {
-  std::vector<model::MemoryHolder> holders;
-  std::map<std::pair<std::string, const StoredStack*>, size_t> index_of;
-  for (const MemoryLedger::Group& group : groups) {
-    const std::string op =
-        group.site.operator_index < operators_.size() ? operators_[group.site.operator_index].name : std::string();
-    const auto [entry, is_new] = index_of.try_emplace({op, group.site.stack}, holders.size());
-    if (is_new) {
-      model::MemoryHolder& holder = holders.emplace_back();
-      holder.op = op;
-      if (group.site.stack) holder.stack = group.site.stack->printable;
-    }
-    holders[entry->second].bytes += group.bytes;
-    holders[entry->second].blocks += group.blocks;
-  }
-  std::stable_sort(holders.begin(), holders.end(),
-                   [](const model::MemoryHolder& a, const model::MemoryHolder& b) { return a.bytes > b.bytes; });
-  return holders;
-}
-
-// Stacks are stored per invocation (a frame's address is part of its identity); blocks are
-// grouped by what a person reads: the frames' files, lines and functions.
-const StoredStack* SpanCloser::same_frames_as(const StoredStack* stack) {
-  if (!stack) return nullptr;
-  const auto known = canonical_stacks_.find(stack);
-  if (known != canonical_stacks_.end()) return known->second;
-  std::string text;
-  for (const model::PythonFrame& frame : stack->printable) {
-    text += model::frame_label(frame);
-    text += '\n';
-  }
-  const StoredStack* canonical = stacks_by_text_.try_emplace(std::move(text), stack).first->second;
-  canonical_stacks_.emplace(stack, canonical);
-  return canonical;
+  return memory_->summary(cycle_start_unix_ns);
 }
 
 // The stored stack a record names; null for none, and counted when the record named one that

@@ -23,7 +23,7 @@
 
 #include "model/trace_model.h"
 #include "model/trace_sink.h"
-#include "userspace/assemble/memory_ledger.h"
+#include "userspace/assemble/memory_tracker.h"
 #include "userspace/assemble/python_stack_store.h"
 #include "userspace/assemble/python_timeline.h"
 #include "userspace/assemble/wall_clock.h"
@@ -172,13 +172,10 @@ class SpanCloser {
     step_thread_ = step_tid;
   }
 
-  // --memory: CPU blocks are sized and totalled by a MemoryLedger as they come, in time order;
-  // each goes to the sink as a model::MemoryEvent and counts towards the CPU Mem of every range
-  // open on its thread (and the Self CPU Mem of the innermost), as torch's legacy profiler counts
-  // it. Frees of blocks allocated before tprof came are left out, as torch leaves out those from
-  // before profiling began. A device's blocks come sized and totalled by their allocator, and
-  // count towards the ranges' device memory likewise.
-  void track_memory() { memory_.emplace(); }
+  // --memory: memory records become [memory] events in time order (MemoryTracker); each goes to
+  // the sink as it comes and counts towards the CPU (or device) memory of every range open on its
+  // thread, and the self memory of the innermost, as torch's legacy profiler counts it.
+  void track_memory() { memory_.emplace(operators_); }
   // What the allocators did so far, the peak's holders named; with `cycle_start_unix_ns`, also
   // the CPU blocks still live that were allocated before it. None without track_memory().
   std::optional<model::MemorySummary> memory_summary(std::optional<uint64_t> cycle_start_unix_ns = std::nullopt) const;
@@ -257,10 +254,7 @@ class SpanCloser {
   void exit(ThreadState& thread, OpEvent& event);
   void sample(ThreadState& thread, const OpEvent& event);
   void memory(ThreadState& thread, const OpEvent& event);
-  void device_memory(ThreadState& thread, const OpEvent& event);
   OpenRange* innermost_range(ThreadState& thread);
-  const StoredStack* same_frames_as(const StoredStack* stack);
-  std::vector<model::MemoryHolder> holders_of(const std::vector<MemoryLedger::Group>& groups) const;
   const StoredStack* find_stack(uint64_t stack_id);
   void close_ranges_down_to(ThreadState& thread, size_t depth, uint64_t counter_at_exit);
   void hand_on(uint32_t tid, const OpenRange& range);
@@ -299,15 +293,7 @@ class SpanCloser {
   bool ops_window_open_ = true;
   bool boundary_seen_ = false;   // some step boundary closed, or was counted before a window
   FlopsEstimator flops_estimator_;
-  std::optional<MemoryLedger> memory_;  // track_memory()
-  uint64_t memory_allocations_ = 0;     // [memory] events handed on
-  uint64_t memory_frees_ = 0;
-  uint64_t device_memory_events_ = 0;
-  int64_t device_peak_allocated_ = 0;
-  // Per stored stack, the first stored with the same frames (as many entries as the store holds
-  // stacks at most), and that one by its frames' text.
-  std::unordered_map<const StoredStack*, const StoredStack*> canonical_stacks_;
-  std::unordered_map<std::string, const StoredStack*> stacks_by_text_;
+  std::optional<MemoryTracker> memory_;  // track_memory()
   uint32_t step_thread_ = 0;       // the thread whose steps are open (the one that trains)
   struct HeldStep {
     uint32_t tid;
