@@ -21,14 +21,22 @@ bool writes_any(const X86Disassembler& disassembler, const cs_insn* instruction,
   });
 }
 
-uint64_t first_conditional_jump(const SectionMap& sections, uint64_t function_address,
-                                std::initializer_list<size_t> kept_registers, int instructions_examined) {
+// The first conditional jump (or with `push_too` the first `push`) among the first
+// `instructions_examined` instructions, when none before it writes `kept_registers`, jumps,
+// calls or returns; else `function_address`. A `push` right at the entry (past endbr64, which
+// uprobe_multi.h skips) is the entry itself.
+uint64_t first_emulated_instruction(const SectionMap& sections, uint64_t function_address,
+                                    std::initializer_list<size_t> kept_registers, int instructions_examined,
+                                    bool push_too) {
   X86Disassembler disassembler;
   uint64_t address = function_address;
+  uint64_t first_past_endbr64 = function_address;
   std::string_view code = sections.bytes_at(address);
   for (int count = 0; count < instructions_examined && !code.empty(); ++count) {
     const cs_insn* instruction = disassembler.decode(address, code);
     if (instruction == nullptr) break;
+    if (instruction->id == X86_INS_ENDBR64 && address == function_address) first_past_endbr64 += instruction->size;
+    if (push_too && instruction->id == X86_INS_PUSH) return address == first_past_endbr64 ? function_address : address;
     if (disassembler.in_group(instruction, CS_GRP_JUMP))
       return instruction->id == X86_INS_JMP ? function_address : address;  // jcc, else give up
     if (disassembler.in_group(instruction, CS_GRP_CALL) || disassembler.in_group(instruction, CS_GRP_RET))
@@ -44,30 +52,14 @@ uint64_t first_conditional_jump(const SectionMap& sections, uint64_t function_ad
 
 uint64_t conditional_jump_probe_address(const SectionMap& sections, uint64_t function_address,
                                         size_t kept_register) {
-  return first_conditional_jump(sections, function_address, {kept_register}, kInstructionsExamined);
+  return first_emulated_instruction(sections, function_address, {kept_register}, kInstructionsExamined,
+                                    /*push_too=*/false);
 }
 
 uint64_t emulated_entry_probe_address(const SectionMap& sections, uint64_t function_address,
                                       std::initializer_list<size_t> kept_registers) {
-  X86Disassembler disassembler;
-  uint64_t address = function_address;
-  std::string_view code = sections.bytes_at(address);
-  uint64_t first_past_endbr64 = function_address;
-  for (int count = 0; count < kInstructionsExaminedPastFrameSetup && !code.empty(); ++count) {
-    const cs_insn* instruction = disassembler.decode(address, code);
-    if (instruction == nullptr) break;
-    if (instruction->id == X86_INS_ENDBR64 && address == function_address) first_past_endbr64 += instruction->size;
-    // uprobe_multi.h moves a probe at the entry past endbr64 itself.
-    if (instruction->id == X86_INS_PUSH) return address == first_past_endbr64 ? function_address : address;
-    if (disassembler.in_group(instruction, CS_GRP_JUMP))
-      return instruction->id == X86_INS_JMP ? function_address : address;  // jcc, else give up
-    if (disassembler.in_group(instruction, CS_GRP_CALL) || disassembler.in_group(instruction, CS_GRP_RET))
-      break;
-    if (writes_any(disassembler, instruction, kept_registers)) break;
-    address += instruction->size;
-    code.remove_prefix(instruction->size);
-  }
-  return function_address;
+  return first_emulated_instruction(sections, function_address, kept_registers, kInstructionsExaminedPastFrameSetup,
+                                    /*push_too=*/true);
 }
 
 }  // namespace tprof::symbolizer

@@ -246,6 +246,17 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+// Stops a --until-stopped workload and checks that it ran, caught every error it threw, and
+// exited cleanly.
+void stop_and_expect_every_error_caught(HarmWorkload& workload) {
+  workload.process().write_stdin("stop\n");
+  const nlohmann::json counts = read_counts(workload.process());
+  workload.expect_clean_exit();
+  EXPECT_GT(counts["steps"].get<int>(), 0);
+  EXPECT_EQ(counts["caught"], counts["steps"]) << "every iteration caught its error";
+  EXPECT_EQ(counts["caught"], counts["expected"]);
+}
+
 // Attach and detach 20 times while the target throws and catches as fast as it can: every
 // probe set comes and goes with exceptions in flight.
 TEST(TargetHarmAttachCycles, AttachAndDetachTwentyTimesWhileExceptionsAreInFlight) {
@@ -270,12 +281,7 @@ TEST(TargetHarmAttachCycles, AttachAndDetachTwentyTimesWhileExceptionsAreInFligh
     EXPECT_LE(std::max(topk, add) - std::min(topk, add), 1u) << topk << " topk, " << add << " add";
     EXPECT_GE(OpCensus::of(census.unwound, "aten::topk") + 1, topk) << "topk ended by its exception";
   }
-  workload.process().write_stdin("stop\n");
-  const nlohmann::json counts = read_counts(workload.process());
-  workload.expect_clean_exit();
-  EXPECT_GT(counts["steps"].get<int>(), 0);
-  EXPECT_EQ(counts["caught"], counts["steps"]) << "every iteration caught its error";
-  EXPECT_EQ(counts["caught"], counts["expected"]);
+  stop_and_expect_every_error_caught(workload);
 }
 
 // --memory adds probes on the CPU allocator's New and Delete: Delete runs in the destructors an
@@ -299,12 +305,7 @@ TEST(TargetHarmAttachCycles, MemoryProbesComeAndGoWhileExceptionsUnwindThroughFr
     for (const auto& event : document.at("traceEvents")) memory_events += event.value("name", "") == "[memory]";
     EXPECT_GT(memory_events, 0u) << "no allocation or free recorded";
   }
-  workload.process().write_stdin("stop\n");
-  const nlohmann::json counts = read_counts(workload.process());
-  workload.expect_clean_exit();
-  EXPECT_GT(counts["steps"].get<int>(), 0);
-  EXPECT_EQ(counts["caught"], counts["steps"]) << "every iteration caught its error";
-  EXPECT_EQ(counts["caught"], counts["expected"]);
+  stop_and_expect_every_error_caught(workload);
 }
 
 // --max-overhead puts the per-op probes in and takes them out again and again within one
@@ -329,12 +330,7 @@ TEST(TargetHarmAttachCycles, WindowsOfOpsComeAndGoWhileExceptionsAreInFlight) {
   EXPECT_GE(windows.at("windows").get<uint64_t>(), 2u) << windows.dump();
   const OpCensus census = census_of(load_trace(trace));
   EXPECT_GT(OpCensus::of(census.all, "aten::topk"), 0u);
-  workload.process().write_stdin("stop\n");
-  const nlohmann::json counts = read_counts(workload.process());
-  workload.expect_clean_exit();
-  EXPECT_GT(counts["steps"].get<int>(), 0);
-  EXPECT_EQ(counts["caught"], counts["steps"]) << "every iteration caught its error";
-  EXPECT_EQ(counts["caught"], counts["expected"]);
+  stop_and_expect_every_error_caught(workload);
 }
 
 // tprof itself killed (SIGKILL: no detach code runs) while the target throws: the kernel drops

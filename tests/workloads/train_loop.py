@@ -178,9 +178,9 @@ def autograd_events(events):
 def profiled_memory(run_steps):
     """torch's own profile_memory=True over the steps: every memory event's bytes (negative for
     a free) in time order, the peak of their running total, and per op name its CPU Mem and Self
-    CPU Mem summed over its calls, and how many calls (key_averages). On torch 1.x the legacy profiler, whose raw
-    records hold every memory event (its parsed events keep only those outside every range); on
-    2.x Kineto, whose exported trace holds them as [memory] instants."""
+    CPU Mem summed over its calls, and how many calls (key_averages). On torch 1.x the legacy
+    profiler, whose raw records hold every memory event (its parsed events keep only those
+    outside every range); on 2.x Kineto, whose exported trace holds them as [memory] instants."""
     if int(torch.__version__.split(".")[0]) < 2:
         import torch.autograd.profiler_legacy as legacy
         captured = []
