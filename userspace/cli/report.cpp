@@ -279,10 +279,9 @@ bool TraceReader::value(const json& scalar) {
     if (!scalar.is_number_unsigned()) fail_event("args.flops is " + scalar.dump() + ", not a count");
     event_.flops = scalar.get<uint64_t>();
   }
-  if (at == 3 && field_ == "args" && (arg_ == "Bytes" || arg_ == "Device Type")) {
-    if (!scalar.is_number_integer()) fail_event("args." + arg_ + " is " + scalar.dump() + ", not an integer");
+  // Other events may name args so too: only a [memory] event needs them, as integers.
+  if (at == 3 && field_ == "args" && (arg_ == "Bytes" || arg_ == "Device Type") && scalar.is_number_integer())
     (arg_ == "Bytes" ? event_.bytes.emplace() : event_.device_type) = scalar.get<int64_t>();
-  }
   if (at == 3 && group_by_shape_ && field_ == "args" && arg_ == "Input Dims") event_.shapes = scalar.dump();
   if (at >= 4 && in_input_dims()) append_dims(scalar.dump());
   return true;
@@ -343,7 +342,7 @@ void TraceReader::finish_event() {
 // Kineto's [memory] instant (profile_memory=True, tprof --memory): the CPU's count towards the
 // table's CPU Mem columns, a device's towards its CUDA Mem.
 void TraceReader::finish_memory_event() {
-  if (!event_.start_ns || !event_.bytes) fail_event("a [memory] event without a numeric ts and args.Bytes");
+  if (!event_.start_ns || !event_.bytes) fail_event("a [memory] event without a numeric ts and an integer args.Bytes");
   if (++ranges_ > limits_.max_ranges)
     fail("more than " + std::to_string(limits_.max_ranges) + " op, annotation and memory events (tprof report's limit)");
   threads_[strings_.id(event_.pid + '\n' + event_.tid)].memory.push_back(
