@@ -256,5 +256,30 @@ TEST(Report, AMemoryEventWithoutBytesIsAnError) {
   EXPECT_THROW(totals_from_trace(path.string(), false), std::exception);
 }
 
+TEST(Report, MemoryReportReadsTheSummaryPastTheEvents) {
+  test::ScratchDirectory scratch;
+  const auto path = scratch.path() / "memory.json.gz";
+  write_file(path, R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 1,
+    "ts": 1.0, "dur": 2.0}], "tprof_summary": {"memory": {"allocations": 3, "frees": 1,
+    "peak_allocated_bytes": 3145728, "allocated_at_end": 1024, "peak_holders": [{"bytes": 2097152,
+    "blocks": 2, "op": "aten::mm", "stack": ["train.py(40): step", "train.py(80): main"]}],
+    "live_from_earlier_cycles": [{"bytes": 512, "blocks": 1, "op": "", "stack": []}]}}})");
+  const std::string text = memory_report_from_trace(path.string());
+  EXPECT_NE(text.find("peak 3.00 Mb allocated"), std::string::npos) << text;
+  EXPECT_NE(text.find("  2.00 Mb in 2 blocks: aten::mm at train.py(40): step <- train.py(80): main\n"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("  512 b in 1 blocks: outside every op\n"), std::string::npos) << text;
+}
+
+TEST(Report, MemoryReportOfATraceWithoutMemoryIsAnError) {
+  test::ScratchDirectory scratch;
+  const auto path = scratch.path() / "plain.json";
+  std::ofstream(path) << kTrace;
+  EXPECT_THROW(memory_report_from_trace(path.string()), std::exception);
+  const auto array = scratch.path() / "array.json";
+  std::ofstream(array) << R"([{"ph": "X", "name": "aten::mm", "pid": 7, "tid": 1, "ts": 1.0, "dur": 2.0}])";
+  EXPECT_THROW(memory_report_from_trace(array.string()), std::exception);
+}
+
 }  // namespace
 }  // namespace tprof

@@ -185,7 +185,8 @@ constexpr const char* kReportFooter =
     "\nReads a trace tprof wrote, or one torch.profiler exported (export_chrome_trace, or\n"
     "tensorboard_trace_handler's .pt.trace.json[.gz]), and prints the table key_averages().table()\n"
     "would: per op, self CPU time (less the ranges directly inside it on its thread), total, average\n"
-    "and calls, from its cpu_op and user_annotation events (torch 1.13's array of events too).\n"
+    "and calls, from its cpu_op and user_annotation events (torch 1.13's array of events too), and\n"
+    "where it has [memory] events (profile_memory=True, tprof --memory) CPU Mem and Self CPU Mem.\n"
     "Streams the file, in about 32 bytes per op; stops with an error past 64 levels of nesting,\n"
     "1 MiB tokens, 16,777,216 ops or 32 GiB of text, and on an event whose fields have the wrong type.\n"
     "\nExample:\n"
@@ -360,10 +361,11 @@ constexpr const char* kDoctorFooter =
     "\nExample:\n"
     "  sudo tprof doctor $(pgrep -f train.py)";
 
-// `tprof report TRACE`: the table, on stdout.
-int print_report(const std::string& path, const tprof::SummaryOptions& summary) {
+// `tprof report TRACE`: the table, on stdout; with `memory`, then what the trace says of memory.
+int print_report(const std::string& path, const tprof::SummaryOptions& summary, bool memory) {
   try {
     std::fputs(tprof::format_summary_table(tprof::totals_from_trace(path, summary.group_by_shape), summary).c_str(), stdout);
+    if (memory) std::fputs(tprof::memory_report_from_trace(path).c_str(), stdout);
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "tprof: error: %s\n", error.what());
@@ -504,6 +506,11 @@ int main(int argc, char** argv) {
   report->footer(kReportFooter);
   report->add_option("trace", report_path, "A Chrome trace, .json or .json.gz")->required()->check(CLI::ExistingFile);
   add_summary_options(*report, report_summary);
+  bool report_memory = false;
+  report->add_flag("--memory", report_memory,
+                   "Also print what a trace recorded with tprof --memory says of memory: the peak, the blocks "
+                   "live at it by the op and Python stack that allocated them, and in a --schedule cycle's "
+                   "trace what earlier cycles left live");
 
   pid_t doctor_pid = 0;
   CLI::App* doctor = app.add_subcommand("doctor", "Check whether tprof can attach here, and to a process");
@@ -536,7 +543,7 @@ int main(int argc, char** argv) {
   }
   if (recover->parsed()) return recover_files(partial_paths, *parse_file_mode(recover_mode));
   if (app.got_subcommand("env")) return print_environment();
-  if (report->parsed()) return print_report(report_path, report_summary);
+  if (report->parsed()) return print_report(report_path, report_summary, report_memory);
   if (doctor->parsed())
     return print_doctor_report(doctor->count("pid") > 0 ? std::optional<pid_t>(doctor_pid) : std::nullopt);
   apply_recording_flags(record->parsed() ? *record : *attach, flags, options);

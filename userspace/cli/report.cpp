@@ -418,7 +418,62 @@ void add_thread(ThreadEvents& events, const DistinctStrings& strings, OperatorTo
   for (auto entry = open.rbegin(); entry != open.rend(); ++entry) close(*entry);
 }
 
+// "  512.00 Kb in 3 blocks: aten::mm at train.py(40): step <- train.py(80): main" per group.
+std::string format_holders(const json& holders) {
+  std::string text;
+  for (const json& holder : holders) {
+    text += "  " + format_memory(holder.value("bytes", int64_t{0})) + " in " +
+            std::to_string(holder.value("blocks", uint64_t{0})) + " blocks: ";
+    const std::string op = holder.value("op", std::string());
+    text += op.empty() ? "outside every op" : op;
+    const json& stack = holder.contains("stack") ? holder.at("stack") : json::array();
+    for (size_t frame = 0; frame < stack.size(); ++frame)
+      text += (frame == 0 ? " at " : " <- ") + stack[frame].get<std::string>();
+    text += '\n';
+  }
+  return text;
+}
+
 }  // namespace
+
+std::string memory_report_from_trace(const std::string& path, const ReportLimits& limits) {
+  InflatedText text(path, limits);
+  std::istream stream(&text);
+  // The events are dropped as they end: only the summary after them is kept whole.
+  bool in_events = false;
+  const json::parser_callback_t keep = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth == 0 && event == json::parse_event_t::array_start) in_events = true;  // torch 1.13's array
+    if (depth == 1 && event == json::parse_event_t::key) in_events = parsed == "traceEvents";
+    const bool ends_a_value = event == json::parse_event_t::value || event == json::parse_event_t::object_end ||
+                              event == json::parse_event_t::array_end;
+    return !(in_events && depth >= 1 && ends_a_value);
+  };
+  json document;
+  try {
+    document = json::parse(stream, keep);
+  } catch (const json::exception& error) {
+    throw Error(path + ": not JSON (" + std::string(error.what()) + ")");
+  }
+  if (!document.is_object() || !document.contains("tprof_summary") || !document.at("tprof_summary").contains("memory"))
+    throw Error(path + " has no memory summary: it was not recorded by tprof --memory");
+  const json& memory = document.at("tprof_summary").at("memory");
+  try {
+    std::string report = "memory: " + std::to_string(memory.at("allocations").get<uint64_t>()) + " allocations and " +
+                         std::to_string(memory.at("frees").get<uint64_t>()) + " frees of CPU blocks; peak " +
+                         format_memory(memory.at("peak_allocated_bytes").get<int64_t>()) +
+                         " allocated (of the blocks seen allocated since attaching), " +
+                         format_memory(memory.at("allocated_at_end").get<int64_t>()) + " still allocated at the end\n";
+    report += "blocks live at the peak, by where they were allocated (largest first):\n";
+    report += format_holders(memory.at("peak_holders"));
+    if (memory.contains("live_from_earlier_cycles")) {
+      report += "still live at this cycle's end, allocated before it began (largest first):\n";
+      report += format_holders(memory.at("live_from_earlier_cycles"));
+    }
+    return report;
+  } catch (const json::exception& error) {
+    throw Error(path + ": tprof_summary.memory is not as tprof writes it (" + std::string(error.what()) + ")");
+  }
+}
 
 OperatorTotalsTable totals_from_trace(const std::string& path, bool group_by_shape, const ReportLimits& limits) {
   InflatedText text(path, limits);

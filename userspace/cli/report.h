@@ -34,4 +34,10 @@ constexpr double kMaxTraceMicroseconds = 4e15;
 // past a limit.
 OperatorTotalsTable totals_from_trace(const std::string& path, bool group_by_shape, const ReportLimits& limits = {});
 
+// `tprof report --memory`: what a trace tprof recorded with --memory says of memory
+// (tprof_summary.memory: the counts, the peak, its holders, and in a --schedule cycle what earlier
+// cycles left live), as text for the console. The events are read past, one at a time. Throws
+// tprof::Error when the file cannot be read, is not JSON, or has no memory summary.
+std::string memory_report_from_trace(const std::string& path, const ReportLimits& limits = {});
+
 }  // namespace tprof
