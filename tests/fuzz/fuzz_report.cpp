@@ -1,4 +1,5 @@
-// libFuzzer target: `tprof report` of a saved trace, grouped by op and by op and input shapes.
+// libFuzzer target: `tprof report` of a saved trace, grouped by op and by op and input shapes,
+// and `tprof report --memory`'s summary.
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -12,8 +13,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
       tprof::totals_from_trace(path, group_by_shape);
     } catch (const std::exception&) {
-      return 0;  // the CLI prints it as one line: no trace, or not one it can read
+      break;  // the CLI prints it as one line: no trace, or not one it can read
     }
+  }
+  try {
+    tprof::memory_report_from_trace(path);
+  } catch (const std::exception&) {
   }
   return 0;
 }
