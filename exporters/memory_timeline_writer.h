@@ -2,7 +2,9 @@
 // export_memory_timeline writes them (torch/profiler/_memory_profiler.py): a JSON array
 // [times, sizes], times in microseconds, sizes one row per time holding, after a leading 0, the
 // bytes of each category in torch's order: parameter, optimizer state, input, temporary,
-// activation, gradient, autograd detail, unknown.
+// activation, gradient, autograd detail, unknown. Or, to a .html path, a page that plots them
+// as stacked areas with Chart.js inlined (exporters/chart_js.h): the peak marked, and hovering
+// a time shows the op and the Python line of the event there.
 //
 // Categories come from what the ops did to each storage, found as torch's MemoryProfile finds
 // them from the ops' inputs, and only where the evidence says so; every other block is unknown:
@@ -21,6 +23,7 @@
 // timeline stops there and says so.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -42,7 +45,12 @@ class MemoryTimelineWriter final : public model::TraceSink {
     kCategoryCount
   };
 
-  explicit MemoryTimelineWriter(OutputFile& out) : out_(out) {}
+  // Points an HTML plot holds at most: a longer timeline is thinned, its peak kept.
+  static constexpr size_t kMaxPlotPoints = 20'000;
+  static constexpr size_t kMaxLabels = 100'000;  // distinct "op at frame" texts kept for hovering
+
+  // `html`: a page with the plot rather than torch's JSON.
+  MemoryTimelineWriter(OutputFile& out, bool html) : out_(out), html_(html) {}
 
   void begin(const model::SessionInfo&) override {}
   void thread(const model::ThreadInfo&) override {}
@@ -60,18 +68,32 @@ class MemoryTimelineWriter final : public model::TraceSink {
     uint64_t time_us;
     uint64_t address;
     int64_t bytes;
+    uint32_t label;  // into labels_: what the event's op and line were; 0: none
+  };
+  using Row = std::array<int64_t, kCategoryCount + 1>;  // torch's leading 0, then the categories
+  struct Timeline {
+    std::vector<uint64_t> times;
+    std::vector<Row> rows;
+    std::vector<uint32_t> labels;  // per row: its last event's
   };
   // What one op did to storages: those it wrote in place, and those it read.
   struct OpFacts {
     std::vector<uint64_t> written;
     std::vector<uint64_t> read;
   };
+  uint32_t label_of(const model::MemoryEvent& event);
+  Timeline coalesce() const;
+  void write_json(const Timeline& timeline);
+  void write_html(const Timeline& timeline);
   void note_sizes(const model::OpSpan& span);
   void settle(const OpFacts& facts, bool in_optimizer_step);
   Category category_of(uint64_t storage) const;
 
   OutputFile& out_;
+  const bool html_;
   std::vector<Event> events_;
+  std::vector<std::string> labels_{""};
+  std::unordered_map<std::string, uint32_t> label_ids_;
   uint64_t events_left_out_ = 0;
   std::unordered_map<uint32_t, std::vector<OpFacts>> waiting_;  // per thread: inside an open top-level range
   std::unordered_set<uint64_t> written_in_step_, read_in_step_, used_outside_step_;

@@ -202,7 +202,9 @@ struct MemoryEvent {
   int8_t device_type = 0;         // c10::DeviceType: CPU 0, CUDA 1
   int8_t device_index = -1;       // -1 for the CPU
   uint64_t external_id = 0;       // the innermost range open on its thread (an op's record id); 0: none
-  const PythonStack* stack = nullptr;  // the allocating thread's stack (a free: its block's); null: none
+  const PythonStack* stack = nullptr;  // the allocating thread's stack (frees: none); null: none
+  // That range's name, valid only during the sink's call (the operator table may grow); null: none.
+  const std::string* range_name = nullptr;
 };
 
 // The blocks live at the peak, grouped by where they were allocated (--memory).

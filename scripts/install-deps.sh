@@ -54,12 +54,14 @@ need_install=0
 libbpf_version=$(dpkg-query -W -f='${Version}' libbpf-dev 2>/dev/null || true)
 if ! dpkg --compare-versions "${libbpf_version:-0}" ge 1:1.3; then need_install=1; fi
 base_packages=(build-essential cmake pkg-config clang llvm libelf-dev zlib1g-dev
-               libgtest-dev libcli11-dev nlohmann-json3-dev libcap-dev libcapstone-dev libboost-dev systemtap-sdt-dev patchelf)
+               libgtest-dev libcli11-dev nlohmann-json3-dev libcap-dev libcapstone-dev libboost-dev systemtap-sdt-dev patchelf
+               libjs-chart.js)
 if [ "${1:-}" != "--build-only" ]; then
   # podman with runc: the e2e test of a real container runtime (crun refuses hybrid cgroups).
   # libclang-rt-dev: clang's libFuzzer and sanitizer runtimes, for scripts/fuzz.sh (only
-  # recommended by clang, so --no-install-recommends leaves them out).
-  base_packages+=(python3-torch python3-yaml debootstrap time podman runc libclang-rt-dev)
+  # recommended by clang, so --no-install-recommends leaves them out). chromium: the e2e test
+  # that renders the HTML memory timeline headless and screenshots it.
+  base_packages+=(python3-torch python3-yaml debootstrap time podman runc libclang-rt-dev chromium)
 fi
 for p in "${base_packages[@]}" bpftool; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need_install=1

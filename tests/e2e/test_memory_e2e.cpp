@@ -333,6 +333,54 @@ TEST_F(MemoryEndToEndTest, TimelineParametersAndOptimizerStateMatchTheModelOnTor
   expect_timeline_categories_match_the_model(host_workload(scratch_.path()));
 }
 
+// --memory-timeline to an .html path: the page renders in headless Chromium (no network: Chart.js
+// is inlined), draws the parameter, optimizer-state and unknown areas and the peak's marker
+// (the page notes its series on <body>, read from the DOM after its script ran), and its
+// screenshot shows those areas in torch's colours. The screenshot is kept in the temp directory
+// for a person to look at.
+TEST_F(MemoryEndToEndTest, HtmlTimelineRendersInHeadlessChromium) {
+  if (!fs::exists("/usr/bin/chromium"))
+    GTEST_SKIP() << "\n*** SKIPPED: /usr/bin/chromium is missing (scripts/install-deps.sh installs it); the "
+                    "HTML memory timeline is NOT rendered ***";
+  const WorkloadEnvironment environment = host_workload(scratch_.path());
+  const fs::path page = scratch_.path() / "timeline.html";
+  record_workload_with_tprof(environment, {"--steps", "3"}, scratch_.path() / "timeline.pt.trace.json",
+                             {"--no-et", "--memory", "--memory-timeline", page.string()});
+  const fs::path screenshot = fs::temp_directory_path() / "tprof_memory_timeline.png";
+  const std::vector<std::string> chromium = {"/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                                             "--user-data-dir=" + (scratch_.path() / "chromium").string(),
+                                             "--window-size=1400,900"};
+  std::vector<std::string> shoot = chromium;
+  shoot.push_back("--screenshot=" + screenshot.string());
+  shoot.push_back("file://" + page.string());
+  const CommandResult shot = run_command(shoot, std::chrono::seconds(120));
+  ASSERT_TRUE(shot.status && shot.status->succeeded()) << "chromium could not take the screenshot";
+  std::vector<std::string> dump = chromium;
+  dump.push_back("--dump-dom");
+  dump.push_back("file://" + page.string());
+  const CommandResult dom = run_command(dump, std::chrono::seconds(120));
+  ASSERT_TRUE(dom.status && dom.status->succeeded()) << "chromium could not load the page";
+  std::string body;
+  for (const std::string& line : dom.stdout_lines)
+    if (const auto at = line.find("<body"); at != std::string::npos) body = line.substr(at, line.find('>', at) - at);
+  std::cout << "rendered: " << body << "\nscreenshot: " << screenshot << '\n';
+  for (const std::string series : {"parameter", "optimizer state", "unknown", "peak: "})
+    EXPECT_NE(body.find(series), std::string::npos) << "no " << series << " series drawn: " << body;
+
+  const CommandResult colours =
+      run_command({"/usr/bin/python3", (fs::path(testing::source_dir()) / "tests/e2e/scripts/png_colours.py").string(),
+                   screenshot.string(), "parameter=0,100,0", "optimizer state=218,165,32", "unknown=128,128,128",
+                   "peak=220,20,60"},
+                  std::chrono::seconds(120));
+  ASSERT_TRUE(colours.status && colours.status->succeeded() && !colours.stdout_lines.empty());
+  const nlohmann::json shares = nlohmann::json::parse(colours.stdout_lines.back());
+  std::cout << "screenshot's colours (share of pixels): " << shares.dump() << '\n';
+  EXPECT_GT(shares.at("ink").get<double>(), 0.05) << "a blank page";
+  for (const std::string series : {"parameter", "optimizer state", "unknown"})
+    EXPECT_GT(shares.at(series).get<double>(), 0.01) << series << "'s area is not on the screenshot";
+  EXPECT_GT(shares.at("peak").get<double>(), 0.0) << "no peak marker on the screenshot";
+}
+
 class RootMemoryTest : public MemoryEndToEndTest, public ::testing::WithParamInterface<TorchRoot> {};
 
 TEST_P(RootMemoryTest, MatchesTorchProfileMemory) {

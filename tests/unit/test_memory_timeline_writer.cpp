@@ -32,7 +32,7 @@ TEST(MemoryTimelineWriter, CategoriesFollowWhatTheOpsDidAndTheLayoutIsTorchs) {
   test::ScratchDirectory scratch;
   const auto path = scratch.path() / "timeline.json";
   OutputFile out(path.string());
-  MemoryTimelineWriter writer(out);
+  MemoryTimelineWriter writer(out, /*html=*/false);
   const model::Operator linear{"aten::linear", ""}, add_{"aten::add_", ""}, mul_{"aten::mul_", ""};
   const model::Operator step{"Optimizer.step#SGD.step", "", model::RangeKind::kUserAnnotation};
   const auto memory = [&](uint64_t us, uint64_t address, int64_t bytes) {

@@ -537,6 +537,7 @@ void SpanCloser::memory(ThreadState& state, const OpEvent& event) {
   block->time_ns = time_ns;
   block->tid = state.tid;
   block->external_id = innermost ? innermost->span.record_id : 0;
+  block->range_name = innermost ? &operators_.at(innermost->span.operator_index).name : nullptr;
   sink_.memory(*block);
 }
 

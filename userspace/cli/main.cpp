@@ -278,12 +278,14 @@ void add_recording_options(CLI::App& command, tprof::AttachOptions& options, Rec
   command.add_option("--memory-timeline", options.memory_timeline_path,
                      "With --memory, also write the CPU's allocated bytes over time by category (parameter, "
                      "optimizer state, gradient; unknown where the ops do not tell) as export_memory_timeline "
-                     "writes them: a JSON [times in us, sizes]; .json or .json.gz")
+                     "writes them: a JSON [times in us, sizes] to a .json or .json.gz path, or to an .html path "
+                     "a page that plots them (stacked areas, the peak marked, the op and Python line on hover; "
+                     "it works offline)")
       ->needs("--memory")
       ->check([](const std::string& path) -> std::string {
-        return path.ends_with(".json") || path.ends_with(".json.gz")
+        return path.ends_with(".json") || path.ends_with(".json.gz") || path.ends_with(".html")
                    ? ""
-                   : "writes .json or .json.gz (an HTML plot is not written yet): " + path;
+                   : "writes .json, .json.gz or .html: " + path;
       });
   command.add_option("--buffer-mb", flags.buffer_mb, "BPF ring buffer size in MiB, rounded up to a power of two")
       ->capture_default_str()

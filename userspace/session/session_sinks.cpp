@@ -42,7 +42,7 @@ SessionSinks::SessionSinks(OutputFiles& outputs, const AttachOptions& options, c
     sinks.push_back(&*memory_stacks_);
   }
   if (outputs.memory_timeline) {
-    memory_timeline_.emplace(*outputs.memory_timeline);
+    memory_timeline_.emplace(*outputs.memory_timeline, options.memory_timeline_path.ends_with(".html"));
     sinks.push_back(&*memory_timeline_);
   }
   if (outputs.whole) {
