@@ -73,16 +73,23 @@ void MemoryTimelineWriter::op(const model::ClosedOp& closed) {
           ((writes && i == 0) ? facts.written : facts.read).push_back(tensor.storage_address);
       });
   }
+  facts.start_ns = span.start_ns;
   std::vector<OpFacts>& waiting = waiting_[closed.tid];
-  if (span.depth > 0) {
-    waiting.push_back(std::move(facts));
-    return;
-  }
+  waiting.push_back(std::move(facts));
   const bool optimizer_step =
       closed.op.kind == model::RangeKind::kUserAnnotation && closed.op.name.starts_with(kOptimizerStepPrefix);
-  for (const OpFacts& inside : waiting) settle(inside, optimizer_step);
-  settle(facts, false);
-  waiting.clear();
+  if (optimizer_step) {
+    // What closed since it began ran inside it (a range closes after what it encloses).
+    const auto inside = std::find_if(waiting.begin(), waiting.end(),
+                                     [&](const OpFacts& waiting_facts) { return waiting_facts.start_ns >= span.start_ns; });
+    for (auto facts_inside = inside; facts_inside != waiting.end(); ++facts_inside) settle(*facts_inside, true);
+    waiting.erase(inside, waiting.end());
+  }
+  // Outside every range now, or too many waiting: the rest ran outside every Optimizer.step.
+  if (span.depth == 0 || waiting.size() > kMaxWaitingFacts) {
+    for (const OpFacts& outside : waiting) settle(outside, false);
+    waiting.clear();
+  }
 }
 
 void MemoryTimelineWriter::settle(const OpFacts& facts, bool in_optimizer_step) {

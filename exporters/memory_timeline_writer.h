@@ -18,7 +18,8 @@
 //
 // Its inputs arrive as the closer hands them on: ranges as they close, so that what a range
 // encloses comes first, and memory events as they happen. Facts of ranges inside an open
-// top-level range wait, per thread, until it closes and says whether it is an Optimizer.step.
+// top-level range wait, per thread, until an Optimizer.step range closes around them (at any
+// depth: a step may run inside the user's own record_function), or the top-level range does.
 // Bounded: at most kMaxEvents memory events and kMaxStorages storages are kept; past either the
 // timeline stops there and says so.
 #pragma once
@@ -48,6 +49,9 @@ class MemoryTimelineWriter final : public model::TraceSink {
   // Points an HTML plot holds at most: a longer timeline is thinned, its peak kept.
   static constexpr size_t kMaxPlotPoints = 20'000;
   static constexpr size_t kMaxLabels = 100'000;  // distinct "op at frame" texts kept for hovering
+  // Facts of ranges closed inside a thread's open top-level range, waiting to learn whether an
+  // Optimizer.step held them; past this they count as outside it.
+  static constexpr size_t kMaxWaitingFacts = 1'000'000;
 
   // `html`: a page with the plot rather than torch's JSON.
   MemoryTimelineWriter(OutputFile& out, bool html) : out_(out), html_(html) {}
@@ -78,6 +82,7 @@ class MemoryTimelineWriter final : public model::TraceSink {
   };
   // What one op did to storages: those it wrote in place, and those it read.
   struct OpFacts {
+    uint64_t start_ns = 0;
     std::vector<uint64_t> written;
     std::vector<uint64_t> read;
   };

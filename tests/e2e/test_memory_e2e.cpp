@@ -299,7 +299,8 @@ TEST_F(MemoryEndToEndTest, APlantedLeakTopsTheScheduleCyclesLeakReport) {
   }
 }
 
-// --memory-timeline on the training loop: its parameter and optimizer-state bytes (the model's
+// --memory-timeline on the training loop, each step inside the user's record_function (so that
+// Optimizer.step is no top-level range): its parameter and optimizer-state bytes (the model's
 // weights and SGD's momentum buffers, there before tprof came) against the sizes the script
 // computes itself; and the timeline's shape: [times, rows of a leading 0 and 8 categories].
 void expect_timeline_categories_match_the_model(const WorkloadEnvironment& environment) {
@@ -307,7 +308,8 @@ void expect_timeline_categories_match_the_model(const WorkloadEnvironment& envir
   const fs::path timeline_path = environment.scratch_for_us / "timeline.json.gz";
   record_workload_with_tprof(
       environment,
-      {"--steps", "3", "--model-sizes-out", (environment.scratch_for_target / "model_sizes.json").string()},
+      {"--steps", "3", "--annotate-steps", "--model-sizes-out",
+       (environment.scratch_for_target / "model_sizes.json").string()},
       trace_path, {"--no-et", "--memory", "--memory-timeline", timeline_path.string()});
   std::ifstream sizes_file(environment.scratch_for_us / "model_sizes.json");
   const nlohmann::json sizes = nlohmann::json::parse(sizes_file);

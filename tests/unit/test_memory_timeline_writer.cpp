@@ -70,5 +70,30 @@ TEST(MemoryTimelineWriter, CategoriesFollowWhatTheOpsDidAndTheLayoutIsTorchs) {
   EXPECT_EQ(timeline.at(1).at(2), nlohmann::json({0, 400, 400, 0, 0, 0, 400, 0, 40}));
 }
 
+// torch.optim's step inside the user's own record_function: its ops still count as the step's.
+TEST(MemoryTimelineWriter, AnOptimizerStepInsideAnAnnotationStillTellsParameters) {
+  test::ScratchDirectory scratch;
+  const auto path = scratch.path() / "timeline.json";
+  OutputFile out(path.string());
+  MemoryTimelineWriter writer(out, /*html=*/false);
+  const model::Operator linear{"aten::linear", ""}, add_{"aten::add_", ""};
+  const model::Operator loop{"## LOOP 0 ##", "", model::RangeKind::kUserAnnotation};
+  const model::Operator step{"Optimizer.step#SGD.step", "", model::RangeKind::kUserAnnotation};
+  model::OpSpan forward{.start_ns = 2'000, .end_ns = 3'000, .record_id = 2, .depth = 1, .arguments_recorded = true};
+  forward.inputs = {tensor(kWeight, 100)};
+  model::OpSpan update{.start_ns = 5'000, .end_ns = 6'000, .record_id = 4, .depth = 2, .arguments_recorded = true};
+  update.inputs = {tensor(kWeight, 100), tensor(kMomentum, 100)};
+  writer.op({1, forward, linear, nullptr});
+  writer.op({1, update, add_, nullptr});
+  writer.op({1, model::OpSpan{.start_ns = 4'000, .end_ns = 7'000, .record_id = 3, .depth = 1}, step, nullptr});
+  writer.op({1, model::OpSpan{.start_ns = 1'000, .end_ns = 8'000, .record_id = 1, .depth = 0}, loop, nullptr});
+  writer.finish({});
+  out.commit();
+  const nlohmann::json timeline = nlohmann::json::parse(test::read_trace_text(path));
+  EXPECT_EQ(timeline.at(1).at(0), nlohmann::json({0, 400, 0, 0, 0, 0, 400, 0, 0}))
+      << "the weight, written in the step and read outside it, a parameter; the other storage, only read "
+         "inside the step, a gradient";
+}
+
 }  // namespace
 }  // namespace tprof::exporters
