@@ -127,9 +127,8 @@ void expect_memory_matches_torch(const WorkloadEnvironment& environment, bool pe
   EXPECT_TRUE(within(tprof.peak, torch.peak, kEventTolerance));
   EXPECT_EQ(largest_total_allocated, tprof.peak) << "Total Allocated is the running total of the events";
 
-  // Each column is held to the tolerance where torch's figure is above 1 MB: on torch 2.6 some
-  // small Self figures differ from tprof's (aten::empty_like's by 65,536 bytes, measured; the
-  // cause is not established), while torch 1.13's and 2.14's equal tprof's to the byte.
+  // Each column is held to the tolerance where torch's figure is above 1 MB. torch 1.13's and
+  // 2.14's equal tprof's to the byte.
   size_t compared = 0, calls_differ = 0;
   for (const auto& [name, usage] : torch.ops) {
     if (name == "[memory]" || std::max(std::abs(usage.first), std::abs(usage.second)) <= kLargeOpBytes) continue;
@@ -384,10 +383,14 @@ TEST_F(MemoryEndToEndTest, HtmlTimelineRendersInHeadlessChromium) {
 
 class RootMemoryTest : public MemoryEndToEndTest, public ::testing::WithParamInterface<TorchRoot> {};
 
+// On torch 2.6 the per-op figures are printed, not asserted: Kineto's own attribution of the same
+// steps moves between runs (aten::empty's CPU Mem read 5,247,232 bytes in one run and 5,181,536 in
+// another, aten::empty_like's Self 65,536 and 131,072; tprof's 5,313,280 and 0 both times), more
+// than the 2% the comparison allows. torch 2.14's equal tprof's.
 TEST_P(RootMemoryTest, MatchesTorchProfileMemory) {
   const auto root = RootWorkload::make(GetParam());
   if (!root) GTEST_SKIP() << missing_root_message(GetParam(), "--memory against torch 2.x's profile_memory");
-  expect_memory_matches_torch(root->environment());
+  expect_memory_matches_torch(root->environment(), /*per_op=*/GetParam() != TorchRoot::kTrixie);
 }
 
 // On torch 2.6 the broad model's per-op figures are printed, not asserted: one range,
