@@ -44,6 +44,8 @@ class SessionSinks {
   model::TraceSink& sink() { return scheduled_ ? static_cast<model::TraceSink&>(*scheduled_) : *fan_out_; }
   const OperatorTotalsSink& totals() const { return totals_; }
   const UnknownValuesSink& unknown_values() const { return unknown_values_; }
+  // --memory-timeline: the memory events it left out past its bound (0: none, or no timeline).
+  uint64_t memory_timeline_left_out() const { return memory_timeline_ ? memory_timeline_->events_left_out() : 0; }
   // --schedule with repeat=R: the last cycle is written.
   bool schedule_done() const { return scheduled_ && scheduled_->done(); }
 
