@@ -317,7 +317,8 @@ void expect_timeline_categories_match_the_model(const WorkloadEnvironment& envir
   const auto& rows = timeline.at(1);
   ASSERT_EQ(times.size(), rows.size());
   ASSERT_GT(rows.size(), 10u);
-  for (size_t i = 1; i < times.size(); ++i) ASSERT_GT(times[i].get<uint64_t>(), times[i - 1].get<uint64_t>());
+  // Non-decreasing: what was there before has a row of its own at the first time, as torch writes it.
+  for (size_t i = 1; i < times.size(); ++i) ASSERT_GE(times[i].get<uint64_t>(), times[i - 1].get<uint64_t>());
   const auto& last = rows.back();
   ASSERT_EQ(last.size(), 9u) << "a leading 0 and torch's 8 categories";
   const int64_t parameters = last.at(1).get<int64_t>(), optimizer_state = last.at(2).get<int64_t>();
@@ -327,6 +328,42 @@ void expect_timeline_categories_match_the_model(const WorkloadEnvironment& envir
   EXPECT_TRUE(within(optimizer_state, sizes.at("optimizer_state").get<int64_t>(), kEventTolerance));
   for (const auto& row : rows)
     for (size_t category = 1; category < row.size(); ++category) EXPECT_GE(row[category].get<int64_t>(), 0) << row.dump();
+}
+
+// Each category's largest bytes in a [times, sizes] timeline (sizes: a leading 0, then torch's
+// 8 categories).
+std::array<int64_t, 8> category_peaks(const nlohmann::json& timeline) {
+  std::array<int64_t, 8> peaks{};
+  for (const auto& row : timeline.at(1))
+    for (size_t category = 0; category < peaks.size(); ++category)
+      peaks[category] = std::max(peaks[category], row.at(category + 1).get<int64_t>());
+  return peaks;
+}
+
+// --memory-timeline against torch's own export_memory_timeline over the same steps (torch 2.14:
+// it needs with_stack, which 2.6 segfaults on): each category's peak. torch reads parameters and
+// optimizer state from its Python tracer; tprof finds them from the Optimizer.step ranges, and
+// the rest by torch's own data-flow rules. tprof records until the target exits, torch until its
+// profiler stops, so the last rows differ (what the exit frees); the peaks do not.
+void expect_timeline_matches_torchs(const WorkloadEnvironment& environment) {
+  const fs::path trace_path = environment.scratch_for_us / "timeline.pt.trace.json";
+  const fs::path timeline_path = environment.scratch_for_us / "timeline.json";
+  record_workload_with_tprof(environment, {"--steps", "3", "--annotate-steps"}, trace_path,
+                             {"--no-et", "--memory", "--memory-timeline", timeline_path.string()});
+  run_workload(environment, {"--steps", "3", "--annotate-steps", "--memory-timeline-reference-out",
+                             (environment.scratch_for_target / "torch_timeline.json").string()});
+  const auto tprof = category_peaks(nlohmann::json::parse(read_trace_text(timeline_path)));
+  const auto torch = category_peaks(nlohmann::json::parse(read_trace_text(environment.scratch_for_us / "torch_timeline.json")));
+  constexpr std::array<const char*, 8> kNames = {"parameter", "optimizer state", "input", "temporary",
+                                                 "activation", "gradient", "autograd detail", "unknown"};
+  size_t categories_seen = 0;
+  for (size_t category = 0; category < kNames.size(); ++category) {
+    std::cout << environment.description << ": " << kNames[category] << " peak tprof " << tprof[category]
+              << " bytes, torch " << torch[category] << '\n';
+    EXPECT_TRUE(within(tprof[category], torch[category], kEventTolerance)) << kNames[category];
+    if (torch[category] > 0) ++categories_seen;
+  }
+  EXPECT_GE(categories_seen, 7u) << "torch's own timeline told too few categories apart to compare";
 }
 
 TEST_F(MemoryEndToEndTest, TimelineParametersAndOptimizerStateMatchTheModelOnTorch113) {
@@ -364,20 +401,24 @@ TEST_F(MemoryEndToEndTest, HtmlTimelineRendersInHeadlessChromium) {
   for (const std::string& line : dom.stdout_lines)
     if (const auto at = line.find("<body"); at != std::string::npos) body = line.substr(at, line.find('>', at) - at);
   std::cout << "rendered: " << body << "\nscreenshot: " << screenshot << '\n';
-  for (const std::string series : {"parameter", "optimizer state", "unknown", "peak: "})
+  for (const std::string series : {"parameter", "optimizer state", "input", "temporary", "activation", "gradient",
+                                   "autograd detail", "unknown", "peak: "})
     EXPECT_NE(body.find(series), std::string::npos) << "no " << series << " series drawn: " << body;
 
   const CommandResult colours =
       run_command({"/usr/bin/python3", (fs::path(testing::source_dir()) / "tests/e2e/scripts/png_colours.py").string(),
-                   screenshot.string(), "parameter=0,100,0", "optimizer state=218,165,32", "unknown=128,128,128",
-                   "peak=220,20,60"},
+                   screenshot.string(), "parameter=0,100,0", "optimizer state=218,165,32", "activation=255,0,0",
+                   "gradient=0,0,205", "autograd detail=65,105,225", "unknown=128,128,128", "peak=220,20,60"},
                   std::chrono::seconds(120));
   ASSERT_TRUE(colours.status && colours.status->succeeded() && !colours.stdout_lines.empty());
   const nlohmann::json shares = nlohmann::json::parse(colours.stdout_lines.back());
   std::cout << "screenshot's colours (share of pixels): " << shares.dump() << '\n';
   EXPECT_GT(shares.at("ink").get<double>(), 0.05) << "a blank page";
-  for (const std::string series : {"parameter", "optimizer state", "unknown"})
+  // The larger areas; input (black, like the text) and the thin ones are not told apart by colour.
+  for (const std::string series : {"parameter", "optimizer state", "activation", "gradient"})
     EXPECT_GT(shares.at(series).get<double>(), 0.01) << series << "'s area is not on the screenshot";
+  for (const std::string series : {"autograd detail", "unknown"})  // thin: about 1% and 0.5% of the pixels
+    EXPECT_GT(shares.at(series).get<double>(), 0.0) << series << "'s area is not on the screenshot";
   EXPECT_GT(shares.at("peak").get<double>(), 0.0) << "no peak marker on the screenshot";
 }
 
@@ -413,6 +454,20 @@ TEST_P(RootMemoryTest, TimelineParametersAndOptimizerStateMatchTheModel) {
   const auto root = RootWorkload::make(GetParam());
   if (!root) GTEST_SKIP() << missing_root_message(GetParam(), "--memory-timeline's categories on torch 2.x");
   expect_timeline_categories_match_the_model(root->environment());
+}
+
+// torch 2.14 only: export_memory_timeline needs with_stack=True, on which Debian's torch 2.6
+// segfaults, and torch 1.13 has no memory profile.
+TEST_F(MemoryEndToEndTest, TimelineCategoriesMatchTorchsOwnTimelineOnTorch214) {
+  const auto root = RootWorkload::make(TorchRoot::kSid);
+  if (!root) GTEST_SKIP() << missing_root_message(TorchRoot::kSid, "--memory-timeline against torch's own");
+  expect_timeline_matches_torchs(root->environment());
+}
+
+TEST_F(MemoryEndToEndTest, TimelineCategoriesMatchTorchsOwnTimelineOnTorch214BroadModel) {
+  const auto root = RootWorkload::make(TorchRoot::kSid, workload_script("broad_model.py"));
+  if (!root) GTEST_SKIP() << missing_root_message(TorchRoot::kSid, "--memory-timeline against torch's own");
+  expect_timeline_matches_torchs(root->environment());
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch2, RootMemoryTest, ::testing::Values(TorchRoot::kTrixie, TorchRoot::kSid),

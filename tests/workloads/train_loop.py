@@ -67,6 +67,11 @@ def parse_args(description=__doc__):
                              "torch 1.x, Kineto on 2.x), write every [memory] event's bytes, their peak "
                              "and each op's CPU Mem and Self CPU Mem to FILE as JSON and exit without "
                              "waiting")
+    parser.add_argument("--memory-timeline-reference-out", metavar="FILE",
+                        help="run the steps under torch.profiler.profile (CPU, profile_memory, "
+                             "record_shapes, with_stack: what export_memory_timeline needs) and write "
+                             "its CPU memory timeline to FILE (.json: [times, sizes by category]), then "
+                             "exit without waiting (torch 2.x; 2.6 segfaults with with_stack)")
     parser.add_argument("--with-stack", action="store_true",
                         help="with --kineto-trace-out, also pass with_stack=True and with_modules=True "
                              "to torch.profiler.profile (off by default: Debian's torch 2.6 segfaults "
@@ -308,6 +313,13 @@ def run_protocol(args, training_step, model=None, optimizer=None):
         reference["torch"] = torch.__version__
         with open(args.memory_reference_out, "w") as out:
             json.dump(reference, out)
+        return 0
+    if getattr(args, "memory_timeline_reference_out", None):
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
+                     with_stack=True) as profiler:
+            run_measured_steps()
+        profiler.export_memory_timeline(args.memory_timeline_reference_out, device="cpu")
         return 0
     if args.kineto_trace_out:
         write_kineto_trace(run_measured_steps, args.kineto_trace_out, args.execution_trace_out,

@@ -277,8 +277,9 @@ void add_recording_options(CLI::App& command, tprof::AttachOptions& options, Rec
       ->needs("--memory");
   command.add_option("--memory-timeline", options.memory_timeline_path,
                      "With --memory, also write the CPU's allocated bytes over time by category (parameter, "
-                     "optimizer state, gradient; unknown where the ops do not tell) as export_memory_timeline "
-                     "writes them: a JSON [times in us, sizes] to a .json or .json.gz path, or to an .html path "
+                     "optimizer state, input, temporary, activation, gradient, autograd detail; unknown where "
+                     "the ops do not tell), found by torch's MemoryProfile rules, as export_memory_timeline "
+                     "writes them (needs shapes): a JSON [times in us, sizes] to a .json or .json.gz path, or to an .html path "
                      "a page that plots them (stacked areas, the peak marked, the op and Python line on hover; "
                      "it works offline)")
       ->needs("--memory")

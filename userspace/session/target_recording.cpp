@@ -147,9 +147,10 @@ void report(Console& console, StopReason reason, const SessionSinks& sinks, cons
     console.line("warning: the ring buffer overflowed and events were lost; retry with a larger --buffer-mb");
   if (sinks.unknown_values().total() > 0) console.line("warning: " + sinks.unknown_values().describe());
   if (sinks.memory_timeline_left_out() > 0)
-    console.line("warning: the memory timeline stops at its bound of " +
-                 group_thousands(exporters::MemoryTimelineWriter::kMaxEvents) + " events: " +
-                 group_thousands(sinks.memory_timeline_left_out()) + " later ones are not in it");
+    console.line("warning: the memory timeline stops at its bound (" +
+                 group_thousands(exporters::MemoryCategories::kMaxEvents) + " events, " +
+                 group_thousands(exporters::MemoryCategories::kMaxNodes) + " ops): " +
+                 group_thousands(sinks.memory_timeline_left_out()) + " later events and ops are not in it");
   const uint64_t unmatched_continuations = decoder.unmatched_list_elements() + decoder.unmatched_more_arguments();
   if (unmatched_continuations > 0)
     console.line("warning: " + group_thousands(unmatched_continuations) +
