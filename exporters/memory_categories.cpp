@@ -399,12 +399,13 @@ void Inference::set_gradients_and_temporaries() {
 }
 
 // torch reads an nn.Module's parameters from its Python tracer; tprof's evidence is the optimizer:
-// a storage written inside an Optimizer.step and read outside every one is a parameter.
+// a storage written inside an Optimizer.step and taken by some op outside every one is a
+// parameter (a free at the end is no use).
 void Inference::set_parameters_from_optimizer_steps() {
   std::unordered_set<Key> written_in_step, used_outside_step;
   for (const FlowNode& node : flow_)
     for (const Edge& edge : node.edges) {
-      if (edge.is_allocation()) continue;
+      if (edge.is_allocation() || edge.is_deletion()) continue;
       if (node.node->in_optimizer_step && edge.mutated == 1) written_in_step.insert(edge.key);
       if (!node.node->in_optimizer_step) used_outside_step.insert(edge.key);
     }
@@ -494,15 +495,16 @@ void Inference::set_activations() {
 }
 
 // torch reads an optimizer's state from its Python tracer; tprof's evidence: a storage written
-// inside an Optimizer.step, never used outside every one, and never freed inside one (what a
+// inside an Optimizer.step, taken by no op outside every one, and never freed inside one (what a
 // step makes and frees is its own working storage).
 void Inference::set_optimizer_state_from_optimizer_steps() {
   std::unordered_set<Key> written_in_step, outside_or_freed;
   for (const FlowNode& node : flow_)
     for (const Edge& edge : node.edges) {
-      if (node.node->in_optimizer_step && edge.mutated == 1 && !edge.is_allocation()) written_in_step.insert(edge.key);
-      if ((!node.node->in_optimizer_step && !edge.is_allocation()) || (node.node->in_optimizer_step && edge.is_deletion()))
-        outside_or_freed.insert(edge.key);
+      if (edge.is_allocation()) continue;
+      const bool in_step = node.node->in_optimizer_step;
+      if (in_step && edge.mutated == 1) written_in_step.insert(edge.key);
+      if (in_step ? edge.is_deletion() : !edge.is_deletion()) outside_or_freed.insert(edge.key);
     }
   for (const Key key : written_in_step)
     if (!outside_or_freed.contains(key) && !is(key, 0, Category::kGradient)) set_by_id(key, Category::kOptimizerState);

@@ -120,6 +120,27 @@ TEST_F(TimelineTest, AnOptimizerStepInsideAnAnnotationStillTellsParametersAndSta
   EXPECT_EQ(rows.at(6), nlohmann::json({0, 400, 400, 64, 0, 80, 400, 32, 0}));
 }
 
+// Momentum made by the first step (SGD clones the gradient) and freed at exit, outside every
+// step: optimizer state, not a parameter; only an op's use outside the steps tells a parameter.
+TEST_F(TimelineTest, StateMadeInTheFirstStepAndFreedAtExitIsOptimizerState) {
+  const model::Operator clone{"aten::clone", "aten::clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"};
+  op(kLinear, 1, 0, 0, 20, 30, {tensor(kInput, 16), tensor(kWeight, 100), model::Value{.kind = model::ValueKind::kNone}});
+  memory(32, kMomentum, 400, 8);
+  op(clone, 8, 7, 1, 31, 33, {tensor(kGradient, 100), model::Value{.kind = model::ValueKind::kNone}});
+  op(kAdd, 9, 7, 1, 34, 35, {tensor(kWeight, 100), tensor(kMomentum, 100), model::Value{.kind = model::ValueKind::kDouble}});
+  op(kOptimizerStep, 7, 0, 0, 30, 40);
+  op(kMul, 11, 10, 1, 51, 52, {tensor(kMomentum, 100), tensor(kGradient, 100)});
+  op(kAdd, 12, 10, 1, 53, 54, {tensor(kWeight, 100), tensor(kMomentum, 100), model::Value{.kind = model::ValueKind::kDouble}});
+  op(kOptimizerStep, 10, 0, 0, 50, 60);
+  memory(70, kMomentum, -400);
+  const nlohmann::json timeline = finish();
+  const nlohmann::json& rows = timeline.at(1);
+  ASSERT_EQ(timeline.at(0).at(1), 32) << "the momentum made";
+  EXPECT_EQ(rows.at(1).at(1), 400) << "the weight: a parameter; " << rows.dump();
+  EXPECT_EQ(rows.at(1).at(2), 400) << "the momentum: optimizer state; " << rows.dump();
+  EXPECT_EQ(rows.back().at(2), 0) << rows.dump();
+}
+
 // An address freed and allocated again holds a new storage, with a category of its own.
 TEST_F(TimelineTest, AnAddressAllocatedAgainIsANewStorage) {
   memory(10, kInput, 64);
