@@ -34,49 +34,9 @@ void for_each_tensor(const model::Value& value, Visit visit) {
     for (const model::TensorValue& tensor : value.tensors) visit(tensor);
 }
 
-// A schema's arguments, split at the commas outside brackets: "Tensor(a!) self", "*", ...
-std::vector<std::string_view> schema_arguments(std::string_view schema) {
-  std::vector<std::string_view> arguments;
-  const size_t open = schema.find('(');
-  if (open == std::string_view::npos) return arguments;
-  int depth = 0;
-  size_t begin = open + 1;
-  for (size_t at = open + 1; at < schema.size(); ++at) {
-    const char c = schema[at];
-    if (c == '(' || c == '[') ++depth;
-    if ((c == ')' || c == ']') && depth-- == 0) {
-      if (at > begin) arguments.push_back(schema.substr(begin, at - begin));
-      break;
-    }
-    if (c == ',' && depth == 0) {
-      arguments.push_back(schema.substr(begin, at - begin));
-      begin = at + 1;
-    }
-  }
-  for (std::string_view& argument : arguments) {
-    while (!argument.empty() && argument.front() == ' ') argument.remove_prefix(1);
-  }
-  std::erase(arguments, std::string_view("*"));
-  return arguments;
-}
-
 uint64_t version_of(uint32_t key, uint32_t version) { return (uint64_t{key} << 32) | version; }
 
 }  // namespace
-
-// Whether the op writes each argument: its type carries an alias annotation with `!`
-// ("Tensor(a!) self", "Tensor(a!)[] self"). An unknown schema leaves every argument unknown, which
-// torch counts as written (SchemaMatcher.inputs_are_mutable).
-const std::vector<int8_t>& MemoryCategories::argument_access(const std::string& schema) {
-  const auto known = schema_access_.find(schema);
-  if (known != schema_access_.end()) return known->second;
-  std::vector<int8_t> access;
-  for (const std::string_view argument : schema_arguments(schema)) {
-    const std::string_view type = argument.substr(0, argument.find(' '));
-    access.push_back(type.find('!') != std::string_view::npos ? kWrites : kReads);
-  }
-  return schema_access_.emplace(schema, std::move(access)).first->second;
-}
 
 MemoryCategories::Key MemoryCategories::new_key() {
   seen_as_tensor_.push_back(false);
@@ -100,8 +60,9 @@ std::vector<MemoryCategories::TensorUse> MemoryCategories::tensor_uses(const mod
   std::vector<TensorUse> uses;
   const model::OpSpan& span = closed.span;
   if (!span.arguments_recorded) return uses;
-  const std::vector<int8_t>& access =
-      closed.op.schema.empty() ? std::vector<int8_t>{} : argument_access(closed.op.schema);
+  // An argument of an op whose schema is unknown may have been written: torch counts it so
+  // (SchemaMatcher.inputs_are_mutable).
+  const std::vector<bool>& writes = closed.op.writes_argument;
   for (size_t i = 0; i < span.inputs.size(); ++i)
     for_each_tensor(span.inputs[i], [&](const model::TensorValue& tensor) {
       if (!is_storage(tensor.storage_address) || tensor.device != "cpu") return;
@@ -109,7 +70,7 @@ std::vector<MemoryCategories::TensorUse> MemoryCategories::tensor_uses(const mod
       seen_as_tensor_[key] = true;
       int64_t& size = tensor_sizes_[key];
       size = std::max(size, reached_bytes(tensor));
-      uses.push_back({key, i < access.size() ? access[i] : kUnknownAccess});
+      uses.push_back({key, i >= writes.size() ? kUnknownAccess : writes[i] ? kWrites : kReads});
     });
   return uses;
 }

@@ -4,8 +4,8 @@
 //
 // torch's method, followed step by step:
 // - A data-flow graph of the topmost ATen ops and autograd nodes, each with the storages its
-//   subtree reads, writes (an argument its schema marks `(a!)`), allocates and frees. Storages
-//   carry versions: each write makes a new one.
+//   subtree reads, writes (model::Operator::writes_argument: its schema's `(a!)`), allocates and
+//   frees. Storages carry versions: each write makes a new one.
 // - Gradients: what an AccumulateGrad node detaches or add_s. Temporaries: storages allocated
 //   and freed inside one node.
 // - Inputs: storages feeding a gradient that no version of depends on one.
@@ -13,8 +13,9 @@
 // - Activations: what the forward pass makes from inputs and activations.
 // - Autograd detail: what the backward pass makes that is not a gradient.
 // Where torch reads its Python tracer (an nn.Module's parameters, an optimizer's state), tprof has
-// the `Optimizer.step#` ranges instead: a storage written inside one and read outside every one
-// is a parameter; one written inside and never used outside is optimizer state.
+// the `Optimizer.step#` ranges instead: a storage written inside one and taken by some op outside
+// every one is a parameter; one written inside, taken by no op outside and never freed inside is
+// optimizer state.
 //
 // A storage is one allocation of a block (torch's allocation id): an address freed and allocated
 // again is a new storage. torch also merges the storages one TensorImpl points to over its life;
@@ -114,7 +115,6 @@ class MemoryCategories {
   Key storage_at(uint64_t address, uint64_t at_ns);
   Key new_key();
   std::vector<TensorUse> tensor_uses(const model::ClosedOp& closed);
-  const std::vector<int8_t>& argument_access(const std::string& schema);
   void add_nodes(uint64_t parent, bool top_level, std::vector<Node> nodes);
   void gather_open_ranges();
   Node standalone_node(uint32_t event) const;
@@ -128,7 +128,6 @@ class MemoryCategories {
   std::unordered_map<Key, int64_t> tensor_sizes_;    // the most any tensor on it reached
   std::unordered_map<Key, int64_t> allocated_bytes_;  // of storages allocated while recording
   std::vector<bool> seen_as_tensor_{false};     // by key (0: none)
-  std::unordered_map<std::string, std::vector<int8_t>> schema_access_;
   size_t tensor_uses_ = 0;
   uint64_t left_out_ = 0;
   Key next_key_ = 1;

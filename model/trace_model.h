@@ -32,6 +32,9 @@ struct Operator {
                        // empty when the schema string was not found in the library, and for
                        // everything that is not an ATen op
   RangeKind kind = RangeKind::kOperator;
+  // Per schema argument, whether the schema marks it written in place (`Tensor(a!) self`);
+  // empty where the schema is not known.
+  std::vector<bool> writes_argument;
 };
 
 // A tensor's sizes or strides. BPF copies at most 16 dims of a tensor (bpf/op_arguments.h

@@ -139,6 +139,13 @@ std::optional<std::vector<SchemaArgument>> schema_arguments(std::string_view sch
   return arguments;
 }
 
+std::vector<bool> written_arguments(std::string_view schema) {
+  std::vector<bool> written;
+  if (const auto arguments = schema_arguments(schema))
+    for (const SchemaArgument& argument : *arguments) written.push_back(argument.type.find('!') != std::string_view::npos);
+  return written;
+}
+
 std::optional<std::vector<SchemaArgument>> schema_returns(std::string_view schema) {
   size_t end = argument_list_end(schema);
   if (end == std::string_view::npos) return std::nullopt;

@@ -30,6 +30,10 @@ std::optional<std::vector<SchemaArgument>> schema_returns(std::string_view schem
 // "c10::ArrayRef<long>", ... nullopt if it does not demangle to a function.
 std::optional<std::vector<std::string>> call_parameter_types(const char* mangled_symbol);
 
+// Per argument, whether the schema marks it written in place (an alias annotation with `!`:
+// "Tensor(a!) self", "Tensor(a!)[] out"). Empty if the argument list is not closed.
+std::vector<bool> written_arguments(std::string_view schema);
+
 enum class ArgumentKind { kTensor, kTensorList, kOther };
 
 // From a schema text: "add.Tensor(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor" gives

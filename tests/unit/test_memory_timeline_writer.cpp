@@ -25,13 +25,16 @@ model::Value tensor(uint64_t storage, int64_t elements) {
   return value;
 }
 
-// The schemas say which arguments an op writes: `(a!)`.
-const model::Operator kLinear{"aten::linear", "aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor"};
-const model::Operator kFill{"aten::fill_", "aten::fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)"};
-const model::Operator kMm{"aten::mm", "aten::mm(Tensor self, Tensor mat2) -> Tensor"};
-const model::Operator kDetach{"aten::detach", "aten::detach(Tensor(a) self) -> Tensor(a)"};
-const model::Operator kMul{"aten::mul_", "aten::mul_.Tensor(Tensor(a!) self, Tensor other) -> Tensor(a!)"};
-const model::Operator kAdd{"aten::add_", "aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"};
+// Which arguments an op writes, as its schema says (`(a!)`).
+model::Operator aten(std::string name, std::vector<bool> writes_argument) {
+  return {std::move(name), "(schema)", model::RangeKind::kOperator, std::move(writes_argument)};
+}
+const model::Operator kLinear = aten("aten::linear", {false, false, false});
+const model::Operator kFill = aten("aten::fill_", {true, false});
+const model::Operator kMm = aten("aten::mm", {false, false});
+const model::Operator kDetach = aten("aten::detach", {false});
+const model::Operator kMul = aten("aten::mul_", {true, false});
+const model::Operator kAdd = aten("aten::add_", {true, false, false});
 const model::Operator kMmBackward{"MmBackward0", "", model::RangeKind::kBackwardNode};
 const model::Operator kAccumulateGrad{"torch::autograd::AccumulateGrad", "", model::RangeKind::kBackwardNode};
 const model::Operator kOptimizerStep{"Optimizer.step#SGD.step", "", model::RangeKind::kUserAnnotation};
@@ -123,7 +126,7 @@ TEST_F(TimelineTest, AnOptimizerStepInsideAnAnnotationStillTellsParametersAndSta
 // Momentum made by the first step (SGD clones the gradient) and freed at exit, outside every
 // step: optimizer state, not a parameter; only an op's use outside the steps tells a parameter.
 TEST_F(TimelineTest, StateMadeInTheFirstStepAndFreedAtExitIsOptimizerState) {
-  const model::Operator clone{"aten::clone", "aten::clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"};
+  const model::Operator clone = aten("aten::clone", {false, false});
   op(kLinear, 1, 0, 0, 20, 30, {tensor(kInput, 16), tensor(kWeight, 100), model::Value{.kind = model::ValueKind::kNone}});
   memory(32, kMomentum, 400, 8);
   op(clone, 8, 7, 1, 31, 33, {tensor(kGradient, 100), model::Value{.kind = model::ValueKind::kNone}});

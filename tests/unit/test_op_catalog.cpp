@@ -103,6 +103,18 @@ TEST(ArgumentKinds, FromSchemaText) {
   EXPECT_EQ(schema_argument_kinds("broken(Tensor self"), std::nullopt);
 }
 
+// What --memory-timeline's data flow takes as written in place: an alias annotation with "!".
+TEST(ArgumentKinds, WrittenArgumentsFromSchemaText) {
+  using Written = std::vector<bool>;
+  EXPECT_EQ(written_arguments("add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"),
+            (Written{true, false, false}));
+  EXPECT_EQ(written_arguments("erf.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"), (Written{false, true}));
+  EXPECT_EQ(written_arguments("_foreach_add_.List(Tensor(a!)[] self, Tensor[] other, *, Scalar alpha=1) -> ()"),
+            (Written{true, false, false}));
+  EXPECT_EQ(written_arguments("detach(Tensor(a) self) -> Tensor(a)"), (Written{false})) << "an alias, not a write";
+  EXPECT_EQ(written_arguments("broken(Tensor(a!) self"), Written{}) << "unknown: no argument list";
+}
+
 TEST(ArgumentKinds, FromCallSymbol) {
   EXPECT_EQ(call_parameter_kinds("_ZN2at4_ops10add_Tensor4callERKNS_6TensorES4_RKN3c106ScalarE"),
             (Kinds{kT, kT, kO}));

@@ -56,7 +56,9 @@ model::MemorySummary MemoryTracker::summary(std::optional<uint64_t> cycle_start_
                                .allocated_at_end = ledger_.total_allocated(),
                                .peak_holders = holders_of(ledger_.peak_holders()),
                                .device_events = device_events_,
-                               .device_peak_allocated_bytes = device_peak_allocated_};
+                               .device_peak_allocated_bytes = device_peak_allocated_,
+                               .cycle_start_unix_ns = 0,
+                               .live_from_earlier_cycles = {}};
   if (cycle_start_unix_ns) {
     summary.cycle_start_unix_ns = *cycle_start_unix_ns;
     summary.live_from_earlier_cycles = holders_of(ledger_.live_allocated_before(*cycle_start_unix_ns));

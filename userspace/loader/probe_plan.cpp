@@ -4,6 +4,8 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "symbolizer/aten/argument_kinds.h"
+
 namespace tprof {
 namespace {
 
@@ -38,7 +40,8 @@ ProbePlan plan_op_probes(const symbolizer::OpCatalog& catalog, const std::string
     plan.sites.offsets.push_back(entry.site.file_offset);
     plan.sites.cookies.push_back(plan.operators.size());
     plan.addresses.push_back(entry.site.symbol_address);
-    plan.operators.push_back(model::Operator{entry.op_name, entry.schema});
+    plan.operators.push_back(
+        model::Operator{entry.op_name, entry.schema, model::RangeKind::kOperator, symbolizer::written_arguments(entry.schema)});
     plan.catalog_entries.push_back(index);
   }
   return plan;

@@ -4,6 +4,7 @@
 #include <optional>
 #include <vector>
 
+#include "symbolizer/aten/argument_kinds.h"
 #include "userspace/session/plan_bytes.h"
 
 namespace tprof {
@@ -98,6 +99,7 @@ void get(ByteReader& in, model::Operator& op) {
   if (kind > static_cast<uint8_t>(model::RangeKind::kCudaDriver))
     throw MalformedBytes("an operator's kind is " + std::to_string(kind));
   op.kind = static_cast<model::RangeKind>(kind);
+  op.writes_argument = symbolizer::written_arguments(op.schema);
 }
 
 void put(ByteWriter& out, const ProbePlan& plan) {
