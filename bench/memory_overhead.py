@@ -17,7 +17,6 @@ a loop of 100 allocations and frees a step (step_timer.py --allocations), where 
 
 Usage (root): /usr/bin/python3 bench/memory_overhead.py [--rounds R] [--steps N] [--markdown FILE]
 """
-import argparse
 import json
 import os
 import statistics
@@ -25,7 +24,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from overhead import FLOOR, REPO, TPROF, Attached, StepTimer  # noqa: E402
+from overhead import FLOOR, REPO, TPROF, Attached, StepTimer, bench_arguments  # noqa: E402
 
 
 def memory_events_per_step(trace_path, steps):
@@ -81,14 +80,7 @@ def table(median):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--markdown", help="also write the report to this file")
-    args = parser.parse_args()
-    for binary in (TPROF, FLOOR):
-        if not os.access(binary, os.X_OK):
-            raise SystemExit(f"{binary} missing: run scripts/build.sh")
+    args = bench_arguments(__doc__)
     training, training_events = measure(args.rounds, args.steps, allocations=False)
     loop, loop_events = measure(args.rounds, args.steps, allocations=True)
     none = training["none"]

@@ -155,8 +155,10 @@ def floor_on_torch26(root, rounds, steps):
     return {mode: statistics.median(values) for mode, values in samples.items()}
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def bench_arguments(description):
+    """The options the overhead benches share (--rounds, --steps, --markdown), parsed, once tprof
+    and the floor probe are known to be built."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--markdown", help="also write the report to this file")
@@ -164,6 +166,11 @@ def main():
     for binary in (TPROF, FLOOR):
         if not os.access(binary, os.X_OK):
             raise SystemExit(f"{binary} missing: run scripts/build.sh")
+    return args
+
+
+def main():
+    args = bench_arguments(__doc__)
 
     timer = StepTimer(["/usr/bin/python3", os.path.join(REPO, "bench", "step_timer.py")])
     samples = {mode: [] for mode in ("none", "floor", "ops", "shapes", "tprof", "noviews", "torch", "torchfull")}
