@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
                                    return decoded_values(returns, unique_shapes ? static_cast<int64_t>(call)
                                                                                 : (op_id + call / 6) % kShapeVariants);
                                  },
-                                 .annotation_operator = [](std::string_view) { return 0u; },
+                                 .annotation_operator = [](std::string_view, model::RangeKind) { return 0u; },
                                  .node_operator = [](uint64_t, model::RangeKind) { return 0u; },
                                  .on_device_activity = {},
                                  .on_python_stack = {},

@@ -9,6 +9,8 @@ Prints "READY <pid>", then reads commands from stdin, one per line:
   quit
 With --allocations, a step is 100 allocations and frees of a 1 KiB tensor (torch.empty)
 instead of a training step: what --memory's probes cost per event, with little else around.
+With --compiled (torch 2.x), a step is one call of tests/workloads/compiled_function.py's
+torch.compile'd function on 8 floats: two compiled regions, four ops (bench/compile_overhead.py).
 """
 import os
 import sys
@@ -27,6 +29,13 @@ def main():
     batches = [(torch.randn(train_loop.BATCH, train_loop.CHANNELS, train_loop.IMAGE_SIZE, train_loop.IMAGE_SIZE),
                 torch.randint(0, train_loop.CLASSES, (train_loop.BATCH,))) for _ in range(train_loop.BATCH_COUNT)]
     step = train_loop.make_training_step(model, optimizer, batches)
+    if "--compiled" in sys.argv[1:]:
+        import compiled_function
+        compiled = torch.compile(compiled_function.twice_sine_then_cosine, backend="eager")
+        small = torch.randn(8)
+
+        def step():
+            compiled(small)
     if "--allocations" in sys.argv[1:]:
         def step():
             for _ in range(100):

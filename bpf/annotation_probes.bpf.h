@@ -2,16 +2,21 @@
 /*
  * record_function("name") ranges, which torch's Python and torch.optim open even when no
  * profiler runs: the kernel that takes the name, at::RecordFunction's constructor (USER_SCOPE)
- * that starts the range, and RecordFunction::end() that closes it.
+ * that starts the range, and RecordFunction::end() that closes it. And the ranges dynamo's C
+ * frame evaluator opens the same way with FUNCTION scope around every call of a compiled graph
+ * ("Torch-Compiled Region: 0/1"): the function it hands the name to, then the same constructor
+ * and end().
  */
 #ifndef TPROF_BPF_ANNOTATION_PROBES_BPF_H
 #define TPROF_BPF_ANNOTATION_PROBES_BPF_H
 
 #include "record_emitter.bpf.h"
 
-/* The name handed to a record_function kernel, kept until it constructs its RecordFunction. */
+/* The name handed to a record_function kernel or to dynamo's range, kept until it constructs its
+ * RecordFunction, of the scope that caller gives it. */
 struct pending_annotation {
 	__u32 name_length;
+	__u32 scope;
 	char name[ANNOTATION_NAME_MAX];
 };
 
@@ -38,7 +43,8 @@ struct {
 	__type(value, __u32);
 } open_annotations SEC(".maps");
 
-#define RECORD_SCOPE_USER 7 /* at::RecordScope::USER_SCOPE */
+#define RECORD_SCOPE_FUNCTION 0 /* at::RecordScope::FUNCTION */
+#define RECORD_SCOPE_USER 7     /* at::RecordScope::USER_SCOPE */
 
 /* Per target slot: the Optimizer.step annotations its record_function kernels named since it
  * became a target (step_marker). --max-overhead takes every other probe here out between
@@ -89,7 +95,7 @@ int annotation_name(struct pt_regs *ctx)
 	__u64 string[2] = {};
 	if (bpf_probe_read_user(string, sizeof(string), (const void *)PT_REGS_PARM2(ctx)))
 		return 0;
-	struct pending_annotation pending = {};
+	struct pending_annotation pending = {.scope = RECORD_SCOPE_USER};
 	pending.name_length = (__u32)string[1];
 	__u32 copied = string[1] < ANNOTATION_NAME_MAX - 1 ? (__u32)string[1] : ANNOTATION_NAME_MAX - 1;
 	if (bpf_probe_read_user(pending.name, copied & (ANNOTATION_NAME_MAX - 1), (const void *)string[0]))
@@ -98,11 +104,35 @@ int annotation_name(struct pt_regs *ctx)
 	return 0;
 }
 
-/* RecordFunction::RecordFunction(RecordScope): a kernel that just named an annotation builds it. */
+/* Where dynamo names a compiled graph's range (`const char*`): the cookie says which argument
+ * holds it, 1 (torch 2.6's _pytorch_record_function_enter) or 4 (2.14's dynamo_eval_custom_code). */
+SEC("uprobe.multi")
+int compiled_region_name(struct pt_regs *ctx)
+{
+	struct thread_ids ids;
+	if (!current_target(&ids))
+		return 0;
+	/* Both read as they are: the verifier refuses a context pointer moved by a chosen offset. */
+	__u64 first = PT_REGS_PARM1(ctx), fourth = PT_REGS_PARM4(ctx);
+	barrier_var(first);
+	barrier_var(fourth);
+	const void *name = (const void *)(bpf_get_attach_cookie(ctx) == 4 ? fourth : first);
+	struct pending_annotation pending = {.scope = RECORD_SCOPE_FUNCTION};
+	long length = bpf_probe_read_user_str(pending.name, sizeof(pending.name), name);
+	if (length <= 0)
+		return 0;
+	pending.name_length = (__u32)length - 1;
+	bpf_map_update_elem(&pending_annotations, &ids.tid, &pending, BPF_ANY);
+	return 0;
+}
+
+/* RecordFunction::RecordFunction(RecordScope): a caller that just named a range of this scope
+ * builds it. */
 SEC("uprobe.multi")
 int annotation_begin(struct pt_regs *ctx)
 {
-	if (PT_REGS_PARM2(ctx) != RECORD_SCOPE_USER)
+	__u64 scope = PT_REGS_PARM2(ctx);
+	if (scope != RECORD_SCOPE_USER && scope != RECORD_SCOPE_FUNCTION)
 		return 0;
 	struct thread_ids ids;
 	const struct target_settings *target = current_target(&ids);
@@ -110,7 +140,7 @@ int annotation_begin(struct pt_regs *ctx)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	struct pending_annotation *pending = bpf_map_lookup_elem(&pending_annotations, &ids.tid);
-	if (!pending)
+	if (!pending || pending->scope != scope)
 		return 0;
 	__u64 stack_id = capture_python_stack(target, ids);
 	struct record_with_arguments *record = begin_record(ids, 0, OP_RECORD_ANNOTATION_ENTER, stack_id, now,
@@ -122,6 +152,7 @@ int annotation_begin(struct pt_regs *ctx)
 	struct annotation_enter *enter = &record->annotation_enter;
 	enter->handle = PT_REGS_PARM1(ctx);
 	enter->name_length = pending->name_length;
+	enter->scope = pending->scope;
 	__u64 *steps = bpf_map_lookup_elem(&optimizer_steps, &ids.slot);
 	enter->optimizer_steps = steps ? (__u32)*steps : 0;
 	__builtin_memcpy(enter->name, pending->name, sizeof(enter->name));

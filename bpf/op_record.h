@@ -87,6 +87,8 @@ struct annotation_enter {
 	__u64 handle;       /* the at::RecordFunction's address: its end() names it again */
 	__u32 name_length;  /* the std::string's length (the copy may be cut at ANNOTATION_NAME_MAX) */
 	__u32 optimizer_steps; /* Optimizer.step annotations named in the process so far (optimizer_steps map) */
+	__u32 scope;        /* the RecordScope: USER_SCOPE (7), record_function(); FUNCTION (0), a range C code names */
+	__u32 reserved;
 	char name[ANNOTATION_NAME_MAX];
 };
 

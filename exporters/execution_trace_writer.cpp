@@ -62,7 +62,8 @@ uint64_t scope_of(model::RangeKind kind) {
     case model::RangeKind::kOperator:
     case model::RangeKind::kBackwardEvaluate:
     case model::RangeKind::kCudaRuntime:
-    case model::RangeKind::kCudaDriver: break;
+    case model::RangeKind::kCudaDriver:
+    case model::RangeKind::kFunctionRange: break;
   }
   return kFunctionScope;
 }

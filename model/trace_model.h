@@ -22,6 +22,9 @@ enum class RangeKind {
   kBackwardNode,      // the node itself, "MmBackward0": cpu_op, BACKWARD_FUNCTION
   kCudaRuntime,       // a CUDA runtime call seen by its uprobe (no CUPTI): cuda_runtime, not in the ET
   kCudaDriver,        // a CUDA driver call likewise: cuda_driver
+  // A range C code names with FUNCTION scope, as dynamo's frame evaluator does around each call
+  // of a compiled graph ("Torch-Compiled Region: 0/1", "TorchDynamo Cache Lookup"): cpu_op.
+  kFunctionRange,
 };
 
 // One kind of recorded range: an ATen operator as named by its schema, or a named annotation

@@ -16,6 +16,7 @@ namespace tprof::symbolizer {
 constexpr size_t kGeneralRegisterCount = 16;
 // Indexes into a 16-entry register file, in the order general_register_index uses.
 constexpr size_t kRax = 0;
+constexpr size_t kRcx = 2;
 constexpr size_t kRdx = 3;
 constexpr size_t kRsi = 4;
 constexpr size_t kRdi = 5;

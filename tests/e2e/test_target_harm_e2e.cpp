@@ -239,7 +239,9 @@ INSTANTIATE_TEST_SUITE_P(
                       HarmCase{"dataloader-fork", false, 20, "aten::topk", 1},
                       HarmCase{"dataloader-fork", true, 20, "aten::topk", 1},
                       HarmCase{"threads", false, 3, "aten::topk", 1},
-                      HarmCase{"threads", true, 3, "aten::topk", 1}),
+                      HarmCase{"threads", true, 3, "aten::topk", 1},
+                      // torch 2.x only: torch 1.13 has no torch.compile.
+                      HarmCase{"compiled-op-error", true, 20, "aten::index_select", 1}),
     [](const auto& info) {
       std::string name = info.param.scenario + (info.param.torch26 ? "_torch26" : "_torch113");
       std::replace(name.begin(), name.end(), '-', '_');

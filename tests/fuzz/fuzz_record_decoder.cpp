@@ -83,7 +83,7 @@ void write_trace(const std::vector<std::span<const std::byte>>& records, const s
       closer, {.on_new_thread = [](uint32_t) {},
                .on_stack_id = [](uint64_t) {},
                .decode_arguments = [&](uint32_t op_id, bool returns, const op_arguments& raw) { return arguments.decode(op_id, returns, raw); },
-               .annotation_operator = [&](std::string_view name) { return ranges.annotation(name); },
+               .annotation_operator = [&](std::string_view name, model::RangeKind kind) { return ranges.annotation(name, kind); },
                .node_operator = [&](uint64_t vptr, model::RangeKind kind) { return ranges.node(vptr, kind); },
                .on_device_activity = {},
                .on_python_stack = {},

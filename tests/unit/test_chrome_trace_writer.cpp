@@ -458,6 +458,15 @@ TEST_F(ChromeTraceWriterTest, AnnotationIsAUserAnnotationSlice) {
       "args": {"External id": 1, "Record function id": 1, "Ev Idx": 4}})"));
 }
 
+// Dynamo's ranges are RecordFunctions of FUNCTION scope: torch.profiler writes them as cpu_op.
+TEST_F(ChromeTraceWriterTest, DynamosCompiledRegionIsACpuOpSlice) {
+  model::Trace trace = make_sample_trace();
+  trace.operators[kStepOperator] = {"Torch-Compiled Region: 0/1", "", model::RangeKind::kFunctionRange};
+  const ordered_json region = slice_with_id(slices_of(ordered_json::parse(write_trace(trace))), 1);
+  EXPECT_EQ(region.at("cat"), "cpu_op");
+  EXPECT_EQ(region.at("name"), "Torch-Compiled Region: 0/1");
+}
+
 TEST_F(ChromeTraceWriterTest, EndsWithRecordWindowEnd) {
   const std::string text = write_trace(make_sample_trace());
   EXPECT_TRUE(text.ends_with(

@@ -71,6 +71,14 @@ TEST_F(RangeOperatorsTest, AnAnnotationNamedLikeAnOpIsStillAnAnnotation) {
   EXPECT_EQ(operators_[1].kind, RangeKind::kOperator);
 }
 
+TEST_F(RangeOperatorsTest, AFunctionRangeIsNotTheAnnotationOfItsName) {
+  EXPECT_EQ(ranges_.annotation("Torch-Compiled Region: 0/0", RangeKind::kFunctionRange), 2u);
+  EXPECT_EQ(ranges_.annotation("Torch-Compiled Region: 0/0"), 3u);
+  EXPECT_EQ(ranges_.annotation("Torch-Compiled Region: 0/0", RangeKind::kFunctionRange), 2u);
+  expect_operator(2, "Torch-Compiled Region: 0/0", RangeKind::kFunctionRange);
+  expect_operator(3, "Torch-Compiled Region: 0/0", RangeKind::kUserAnnotation);
+}
+
 TEST_F(RangeOperatorsTest, AnEmptyAnnotationNameIsKeptAsIs) {
   EXPECT_EQ(ranges_.annotation(""), 2u);
   EXPECT_EQ(ranges_.annotation(""), 2u);

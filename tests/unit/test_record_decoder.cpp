@@ -80,8 +80,9 @@ class RecordDecoderTest : public ::testing::Test {
                          {.on_new_thread = [this](uint32_t tid) { new_threads_.push_back(tid); },
                           .on_stack_id = [this](uint64_t id) { stack_ids_.push_back(id); },
                           .decode_arguments = [](uint32_t, bool, const op_arguments&) { return std::vector<model::Value>(2); },
-                          .annotation_operator = [this](std::string_view name) {
+                          .annotation_operator = [this](std::string_view name, model::RangeKind kind) {
                             annotation_names_.emplace_back(name);
+                            annotation_kinds_.push_back(kind);
                             return 50u;
                           },
                           .node_operator = [](uint64_t vptr, model::RangeKind kind) {
@@ -122,6 +123,7 @@ class RecordDecoderTest : public ::testing::Test {
   std::vector<uint32_t> new_threads_;
   std::vector<uint64_t> stack_ids_;
   std::vector<std::string> annotation_names_;
+  std::vector<model::RangeKind> annotation_kinds_;
 };
 
 TEST_F(RecordDecoderTest, OpEntriesAndExitsBecomeSpansWithTheirExitCause) {
@@ -232,14 +234,29 @@ TEST_F(RecordDecoderTest, AnnotationsAreNamedAtEntryAndClosedByTheirHandle) {
   enter.handle = 0xabc;
   std::memcpy(enter.name, "## step ##", 10);
   enter.name_length = 10;
+  enter.scope = 7;  // USER_SCOPE: record_function()
   decoder_.decode(bytes_of(head(OP_RECORD_ANNOTATION_ENTER, 7, 10), enter));
   decoder_.decode(bytes_of(head(OP_RECORD_ANNOTATION_EXIT, 7, 15), annotation_exit{0xdef}));  // not ours
   decoder_.decode(bytes_of(head(OP_RECORD_ANNOTATION_EXIT, 7, 20), annotation_exit{0xabc}));
   EXPECT_EQ(annotation_names_, std::vector<std::string>{"## step ##"});
+  EXPECT_EQ(annotation_kinds_, std::vector<model::RangeKind>{model::RangeKind::kUserAnnotation});
   const std::vector<model::OpSpan> spans = build();
   ASSERT_EQ(spans.size(), 1u);
   EXPECT_EQ(spans[0].operator_index, 50u);
   EXPECT_EQ(spans[0].end_ns, 20u);
+}
+
+TEST_F(RecordDecoderTest, FunctionScopeRangesAreDynamosNamedRanges) {
+  annotation_enter enter{};
+  enter.handle = 0xabc;
+  std::memcpy(enter.name, "Torch-Compiled Region: 0/1", 26);
+  enter.name_length = 26;
+  enter.scope = 0;  // FUNCTION: dynamo's frame evaluator
+  decoder_.decode(bytes_of(head(OP_RECORD_ANNOTATION_ENTER, 7, 10), enter));
+  decoder_.decode(bytes_of(head(OP_RECORD_ANNOTATION_EXIT, 7, 20), annotation_exit{0xabc}));
+  EXPECT_EQ(annotation_names_, std::vector<std::string>{"Torch-Compiled Region: 0/1"});
+  EXPECT_EQ(annotation_kinds_, std::vector<model::RangeKind>{model::RangeKind::kFunctionRange});
+  ASSERT_EQ(build().size(), 1u);
 }
 
 TEST_F(RecordDecoderTest, AutogradRangesPairPerThreadAndKeepTheNodesSequenceNumber) {

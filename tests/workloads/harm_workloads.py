@@ -11,6 +11,8 @@ code does, and counts what it saw, so that a test can tell that tracing changed 
                      raises under at::_ops::mul::call, and a tensor hook that raises in backward
   dataloader-fork    a DataLoader with two forked workers feeds a model; an op error per batch
   threads            64 threads, each throwing and catching op errors
+  compiled-op-error  (torch 2.x) a torch.compile'd graph whose index_select throws, unwinding
+                     through the compiled region dynamo opens and tprof probes
 
 Protocol as train_loop.py: READY <pid>, a line on stdin runs --steps steps (or, with
 --until-stopped, steps until the next line), then COUNTS {json} and DONE; the next line or EOF
@@ -144,6 +146,26 @@ def make_dataloader_fork():
     return step
 
 
+def make_compiled_op_error():
+    """torch.compile'd code (torch 2.x) whose graph's op throws: the index is a value no guard or
+    fake tensor sees, so the compiled graph runs and c10::IndexError unwinds through it, its
+    "Torch-Compiled Region" RecordFunction and dynamo's frame evaluator."""
+    def gather(x, index):
+        return torch.index_select(torch.sin(x) + 1, 0, index) * 2
+    compiled = torch.compile(gather, backend="eager")
+    x, good, bad = torch.randn(4), torch.tensor([0, 3]), torch.tensor([0, 9])
+
+    def step(counts):
+        counts.checksum += float(compiled(x, good).sum())
+        counts.expected += 1
+        try:
+            compiled(x, bad)  # index 9 of 4: thrown inside at::_ops::index_select::call
+        except (IndexError, RuntimeError):
+            counts.caught += 1
+
+    return step
+
+
 def threads(counts):
     """64 threads, each throwing and catching; the per-thread counts are summed."""
     per_thread = [Counts() for _ in range(THREADS)]
@@ -165,6 +187,7 @@ SCENARIOS = {
     "python-raise": lambda: python_raise,
     "dataloader-fork": make_dataloader_fork,
     "threads": lambda: threads,
+    "compiled-op-error": make_compiled_op_error,
 }
 
 

@@ -25,8 +25,8 @@ uint32_t RangeOperators::index_of(std::string name, model::RangeKind kind) {
   return index;
 }
 
-uint32_t RangeOperators::annotation(std::string_view name) {
-  return index_of(std::string(name), model::RangeKind::kUserAnnotation);
+uint32_t RangeOperators::annotation(std::string_view name, model::RangeKind kind) {
+  return index_of(std::string(name), kind);
 }
 
 uint32_t RangeOperators::node(uint64_t vptr, model::RangeKind kind) {

@@ -22,7 +22,8 @@ class RangeOperators {
   // ("MmBackward0", "torch::autograd::AccumulateGrad"), or returns "" when it cannot.
   RangeOperators(std::vector<model::Operator>& operators, std::function<std::string(uint64_t vptr)> node_name);
 
-  uint32_t annotation(std::string_view name);
+  // kUserAnnotation: record_function("name"); kFunctionRange: a range C code names (dynamo's).
+  uint32_t annotation(std::string_view name, model::RangeKind kind = model::RangeKind::kUserAnnotation);
   // kBackwardEvaluate: "autograd::engine::evaluate_function: <node>"; kBackwardNode: "<node>".
   uint32_t node(uint64_t vptr, model::RangeKind kind);
 

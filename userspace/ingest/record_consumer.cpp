@@ -23,6 +23,8 @@ namespace {
 // position past that record (it is consumed) and returns this from ring_buffer__consume().
 constexpr int kBudgetSpent = -ECANCELED;
 
+constexpr uint32_t kRecordScopeFunction = 0;  // at::RecordScope::FUNCTION
+
 }  // namespace
 
 RecordConsumer::RecordConsumer(int ring_buffer_fd, RecordRouter& router) : router_(router) {
@@ -264,7 +266,10 @@ void RecordDecoder::consume(const op_record& head, const unsigned char* payload,
       const auto enter = payload_as<annotation_enter>(payload, payload_size);
       if (!enter) break;
       const size_t length = std::min<size_t>(enter->name_length, strnlen(enter->name, sizeof(enter->name)));
-      event.op_id = callbacks_.annotation_operator(std::string_view(enter->name, length));
+      // RecordScope::FUNCTION: dynamo's ranges (bpf/annotation_probes.bpf.h); else record_function().
+      const auto kind = enter->scope == kRecordScopeFunction ? model::RangeKind::kFunctionRange
+                                                             : model::RangeKind::kUserAnnotation;
+      event.op_id = callbacks_.annotation_operator(std::string_view(enter->name, length), kind);
       event.optimizer_steps = enter->optimizer_steps;
       open_annotations_[enter->handle] = event.op_id;
       spans_.add(head.tid, std::move(event));

@@ -41,7 +41,7 @@ class RecordDecoder {
     std::function<std::vector<model::Value>(uint32_t op_id, bool returns, const op_arguments& arguments)>
         decode_arguments;
     // The operator index of a record_function range with this name.
-    std::function<uint32_t(std::string_view name)> annotation_operator;
+    std::function<uint32_t(std::string_view name, model::RangeKind kind)> annotation_operator;
     // The operator index of an autograd node's range (evaluate_function or the node itself),
     // from the node's vtable pointer.
     std::function<uint32_t(uint64_t vptr, model::RangeKind kind)> node_operator;

@@ -267,6 +267,10 @@ void TargetProbes::attach_annotations(const UprobeSites& name_kernels, const Upr
     step_markers_link_ = attach_uprobe_multi(skeleton().progs.step_marker, pid_, name_kernels);
 }
 
+void TargetProbes::attach_compiled_regions(const UprobeSites& naming_functions) {
+  add_op_probe(skeleton().progs.compiled_region_name, naming_functions);
+}
+
 void TargetProbes::attach_autograd(const UprobeSites& evaluate_function, const UprobeSites& node_apply) {
   add_op_probe(skeleton().progs.evaluate_enter, evaluate_function);
   if (!node_apply.offsets.empty()) add_op_probe(skeleton().progs.node_enter, node_apply, &WindowSites::node_applies);

@@ -135,6 +135,10 @@ class TargetProbes {
   // Single sites go through uprobe_multi links too: a classic uprobe costs several times more
   // per hit, and RecordFunction's constructor and end() run for every engine node.
   void attach_annotations(const UprobeSites& name_kernels, const UprobeSites& constructor, const UprobeSites& end);
+  // Where dynamo names its compiled regions (symbolizer/dynamo/compiled_region_sites.h), each
+  // site's cookie the argument that holds the name; after attach_annotations, whose constructor
+  // and end() probes open and close them.
+  void attach_compiled_regions(const UprobeSites& naming_functions);
   // Backward nodes: Engine::evaluate_function and every Node subclass's apply().
   void attach_autograd(const UprobeSites& evaluate_function, const UprobeSites& node_apply);
 

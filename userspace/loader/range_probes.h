@@ -65,6 +65,8 @@ class RangeProbes {
   };
   const std::optional<SequenceCounterTls>& sequence_counter() const { return sequence_counter_; }
 
+  // Whether record_function()'s ranges are probed: the kernels, the constructor and end().
+  bool records_annotations() const { return sites_->annotations_found(); }
   // Attaches every probe that was found.
   void attach(TargetProbes& probes) const;
   // The apply() sites of the node classes whose vtables (runtime vptrs) the target was seen

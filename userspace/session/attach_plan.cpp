@@ -5,6 +5,7 @@
 #include "symbolizer/aten/op_call_guards.h"
 #include "symbolizer/binary/elf_file.h"
 #include "symbolizer/binary/section_map.h"
+#include "symbolizer/dynamo/compiled_region_sites.h"
 #include "userspace/cli/error.h"
 
 namespace tprof {
@@ -12,6 +13,7 @@ namespace {
 
 constexpr const char* kTorchLibraryPrefix = "libtorch_cpu.so";
 constexpr const char* kTensorLibraryPrefix = "libc10.so";
+constexpr const char* kTorchPythonLibraryPrefix = "libtorch_python.so";
 
 // The TensorImpl layout of the target's libc10 (and where its undefined tensor is), or none
 // (said on the console) when shapes cannot be read: better no shapes than wrong ones.
@@ -91,8 +93,18 @@ void plan_gpu_activity(AttachPlan& plan, const TargetProcess& target, Console& c
   console.line("GPU timing " + plan.gpu);
 }
 
-}  // namespace
+// torch.compile's regions open and close through record_function()'s constructor and end()
+// probes, so they need those. torch 1.13, which has no dynamo, has no site: nothing to say.
+std::optional<UprobeSites> plan_compiled_regions(const RangeProbes& ranges, const TargetProcess& target) {
+  const auto torch_python = target.find_mapped_library(kTorchPythonLibraryPrefix);
+  if (!torch_python || !ranges.records_annotations()) return std::nullopt;
+  std::string why_not;
+  const auto site = symbolizer::find_compiled_region_site(torch_python->host_path, &why_not);
+  if (!site) return std::nullopt;
+  return UprobeSites{torch_python->host_path, {site->file_offset}, {site->name_argument}};
+}
 
+}  // namespace
 
 AttachPlan plan_attach(const AttachOptions& options, const TargetProcess& target, TorchLibraryPlans& library_plans,
                        Console& console) {
@@ -125,6 +137,7 @@ void plan_range_probes(AttachPlan& plan, const TargetProcess& target, Console& c
   if (!plan.ops) return;
   const TorchLibraryPlan& library_plan = *plan.ops->library_plan;
   plan.range_probes.emplace(library_plan.ranges, plan.ops->library, console);
+  plan.compiled_regions = plan_compiled_regions(*plan.range_probes, target);
   plan.exits = plan_range_exits(*plan.ops, target, console);
   if (plan.ops->tensor_layout) {
     plan.spills = library_plan.spills;
@@ -173,6 +186,7 @@ void attach_probes(TargetProbes& probes, OpTracer& tracer, AttachPlan& plan, uin
   for (size_t library = 0; library < plan.cuda_api.entries.size(); ++library)
     probes.attach_api_calls(plan.cuda_api.entries[library], plan.cuda_api.returns[library]);
   if (plan.range_probes) plan.range_probes->attach(probes);
+  if (plan.compiled_regions) probes.attach_compiled_regions(*plan.compiled_regions);
   if (plan.memory) probes.attach_memory(plan.memory->allocations, plan.memory->frees, plan.memory->device_reports);
   if (plan.python && sample_hz > 0) tracer.attach_python_sampler(sample_hz);
 }

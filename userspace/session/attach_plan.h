@@ -54,6 +54,9 @@ struct AttachPlan {
   std::optional<symbolizer::PythonLayout> python;
   std::optional<OpProbes> ops;
   std::optional<RangeProbes> range_probes;
+  // Where dynamo names each call of a compiled graph, in the target's libtorch_python (torch 2.x
+  // with record_function()'s probes): a cookie per site, the argument that holds the name.
+  std::optional<UprobeSites> compiled_regions;
   std::optional<ExitProbes> exits;
   SpillProbes spills;                          // where ops' doubles are read, with shapes
   std::optional<MappedLibrary> cupti_library;  // libtprof_cupti.so, where the target loaded it

@@ -32,7 +32,7 @@ void CycleOutput::remove() {
 SessionSinks::SessionSinks(OutputFiles& outputs, const AttachOptions& options, const TargetProcess& target,
                            ScheduledSink::SummarySoFar summary_so_far)
     : outputs_(outputs), totals_(options.summary.group_by_shape) {
-  std::vector<model::TraceSink*> sinks{&totals_, &unknown_values_};
+  std::vector<model::TraceSink*> sinks{&totals_, &unknown_values_, &compile_summary_};
   if (outputs.stacks) {
     stacks_.emplace(*outputs.stacks);
     sinks.push_back(&*stacks_);

@@ -11,6 +11,7 @@
 #include "exporters/memory_timeline_writer.h"
 #include "model/trace_sink.h"
 #include "userspace/assemble/scheduled_sink.h"
+#include "userspace/cli/compile_summary.h"
 #include "userspace/cli/op_summary.h"
 #include "userspace/cli/unknown_values.h"
 #include "userspace/session/attach_session.h"
@@ -44,6 +45,7 @@ class SessionSinks {
   model::TraceSink& sink() { return scheduled_ ? static_cast<model::TraceSink&>(*scheduled_) : *fan_out_; }
   const OperatorTotalsSink& totals() const { return totals_; }
   const UnknownValuesSink& unknown_values() const { return unknown_values_; }
+  const CompileSummarySink& compile_summary() const { return compile_summary_; }
   // --memory-timeline: the memory events it left out past its bound (0: none, or no timeline).
   uint64_t memory_timeline_left_out() const { return memory_timeline_ ? memory_timeline_->events_left_out() : 0; }
   // --schedule with repeat=R: the last cycle is written.
@@ -65,6 +67,7 @@ class SessionSinks {
   std::optional<exporters::MemoryTimelineWriter> memory_timeline_;
   OperatorTotalsSink totals_;
   UnknownValuesSink unknown_values_;
+  CompileSummarySink compile_summary_;
   std::optional<model::FanOutSink> fan_out_;
   std::optional<ScheduledSink> scheduled_;
   uint64_t last_flush_ns_ = 0;

@@ -112,52 +112,6 @@ model::SessionInfo session_info(const TargetProcess& target, const std::optional
 // (templates make them long).
 constexpr size_t kMaxTargetStringBytes = 4096;
 
-void report(Console& console, StopReason reason, const SessionSinks& sinks, const SpanCloser& closer,
-            const RecordDecoder& decoder, const model::RunSummary& summary, const LossCounts& losses,
-            const PythonStackStore* stacks, const SummaryOptions& summary_options) {
-  const SpanCloser::Counts& counts = closer.counts();
-  console.line(std::string("stopped: ") + describe(reason) + ". Wrote " + sinks.written());
-  const std::string partial = counts.partial_steps > 0 ? ", " + group_thousands(counts.partial_steps) + " partial" : "";
-  console.line(group_thousands(counts.ops) + " ranges (" + group_thousands(counts.steps) + " ProfilerSteps" + partial +
-               ") and " +
-               group_thousands(counts.python_spans) +
-               " python_function spans on " + std::to_string(counts.threads) + " threads from " +
-               group_thousands(decoder.records()) + " events; " + group_thousands(summary.dropped_records) +
-               " events dropped; " + group_thousands(summary.unmatched_returns) +
-               " returns of calls that began before attach (ignored)");
-  if (stacks) {
-    console.line(group_thousands(summary.python_samples) + " stack samples; " +
-                 group_thousands(summary.ops_without_python_stack) + " ops without a Python stack");
-    report_python_losses(console, summary, losses, *stacks);
-  }
-  if (decoder.malformed_records() > 0)
-    console.line("warning: " + group_thousands(decoder.malformed_records()) +
-                 " records of an unknown shape were ignored (tprof and its BPF object disagree?)");
-  if (summary.late_records > 0)
-    console.line("warning: " + group_thousands(summary.late_records) +
-                 " records arrived later than the 50 ms skew bound and may nest wrongly");
-  if (summary.python_timeline_lost > 0)
-    console.line("warning: " + group_thousands(summary.python_timeline_lost) +
-                 " stack observations were left out of python_function spans (a thread's backlog reached its bound)");
-  if (losses.ranges_not_tracked > 0)
-    console.line("warning: " + group_thousands(losses.ranges_not_tracked) +
-                 " calls nested deeper than tprof tracks (64 open ops per thread) end with their caller, "
-                 "flagged 'tprof: return missing'");
-  if (summary.dropped_records > 0)
-    console.line("warning: the ring buffer overflowed and events were lost; retry with a larger --buffer-mb");
-  if (sinks.unknown_values().total() > 0) console.line("warning: " + sinks.unknown_values().describe());
-  if (sinks.memory_timeline_left_out() > 0)
-    console.line("warning: the memory timeline stops at its bound (" +
-                 group_thousands(exporters::MemoryCategories::kMaxEvents) + " events, " +
-                 group_thousands(exporters::MemoryCategories::kMaxNodes) + " ops): " +
-                 group_thousands(sinks.memory_timeline_left_out()) + " later events and ops are not in it");
-  const uint64_t unmatched_continuations = decoder.unmatched_list_elements() + decoder.unmatched_more_arguments();
-  if (unmatched_continuations > 0)
-    console.line("warning: " + group_thousands(unmatched_continuations) +
-                 " records of list elements or further arguments found no op entry of theirs (lost before them)");
-  console.summary_table(format_summary_table(sinks.totals().table(), summary_options));
-}
-
 // Inside a catch: a target that exited while tprof read it or put its probes in fails with
 // whatever was met first (a vanished /proc/PID/maps, libbpf's "No such file or directory"); say
 // what happened instead, and drop what planning warned of it (held till then): a process that
@@ -324,7 +278,7 @@ class RecordingPipeline {
   }
 
   void report(Console& console, StopReason reason, const model::RunSummary& summary, const LossCounts& losses) const {
-    tprof::report(console, reason, sinks_, closer_, decoder_, summary, losses, stacks_ ? &*stacks_ : nullptr,
+    report_recording(console, reason, sinks_, closer_, decoder_, summary, losses, stacks_ ? &*stacks_ : nullptr,
                   summary_options_);
     if (argument_decoder_)
       if (const auto rejection = argument_decoder_->layout_rejection()) console.line("warning: " + *rejection);
@@ -397,7 +351,8 @@ class RecordingPipeline {
               if (!argument_decoder_) return {};
               return argument_decoder_->decode(op_id, returns, arguments);
             },
-            .annotation_operator = [this](std::string_view name) { return range_operators_.annotation(name); },
+            .annotation_operator = [this](std::string_view name,
+                                          model::RangeKind kind) { return range_operators_.annotation(name, kind); },
             .node_operator = [this](uint64_t vptr, model::RangeKind kind) { return range_operators_.node(vptr, kind); },
             .on_device_activity =
                 [this](const device_activity& activity) {

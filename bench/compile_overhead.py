@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""What tprof costs a torch.compile'd program per call of a compiled function, measured in one
+run (docs/BENCHMARKS.md).
+
+On torch 2.6 (the trixie root) and torch 2.14 (the sid root; scripts/make-torch-root.sh builds
+both), a step of step_timer.py --compiled is one call of tests/workloads/compiled_function.py's
+function (backend "eager", one graph break): two compiled regions and four ATen ops, plus on
+torch 2.6 two cache lookups. Rounds interleaved so that drift hits every mode alike, the mean
+call time of:
+  none  - no probes
+  ops   - tprof attach --no-python --no-shapes (ops and dynamo's ranges)
+  tprof - tprof attach (with shapes and Python stacks)
+and, from the ops-only trace, the ranges tprof recorded per call, so that (ops - none) per range
+is what each probed op or region costs there.
+
+Usage (root): /usr/bin/python3 bench/compile_overhead.py [--rounds R] [--steps N] [--markdown FILE]
+"""
+import collections
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from overhead import REPO, TPROF, Attached, StepTimer, bench_arguments  # noqa: E402
+
+COPIED = ("bench/step_timer.py", "tests/workloads/train_loop.py", "tests/workloads/compiled_function.py")
+
+
+def ranges_per_call(trace_path, calls):
+    """Per call: the ATen ops, the compiled regions and the cache lookups the trace holds."""
+    with open(trace_path) as trace:
+        events = json.load(trace)["traceEvents"]
+    counts = collections.Counter()
+    for event in events:
+        name = event.get("name", "")
+        if event.get("cat") != "cpu_op":
+            continue
+        kind = "regions" if name.startswith("Torch-Compiled Region") else \
+            "lookups" if name == "TorchDynamo Cache Lookup" else "ops"
+        counts[kind] += 1
+    return {kind: counts[kind] / calls for kind in ("ops", "regions", "lookups")}
+
+
+def measure(root, rounds, steps):
+    """Median µs per call of each mode in `root`, and the ranges per call."""
+    with tempfile.TemporaryDirectory(dir=os.path.join(root, "tmp")) as scratch:
+        for relative in COPIED:
+            os.makedirs(os.path.join(scratch, os.path.dirname(relative)), exist_ok=True)
+            shutil.copy(os.path.join(REPO, relative), os.path.join(scratch, relative))
+        inside = "/tmp/" + os.path.basename(scratch)
+        timer = StepTimer(["chroot", root, "python3", inside + "/bench/step_timer.py", "--compiled"])
+        samples = {mode: [] for mode in ("none", "ops", "tprof")}
+        per_call = None
+        try:
+            for round_index in range(rounds):
+                samples["none"].append(timer.measure("run", steps))
+                for mode, extra in (("ops", ["--no-python", "--no-shapes"]), ("tprof", [])):
+                    trace = os.path.join(scratch, f"{mode}{round_index}.pt.trace.json")
+                    tprof = Attached([TPROF, "attach", str(timer.pid), "--output", trace, "--no-et"] + extra)
+                    samples[mode].append(timer.measure("run", steps))
+                    tprof.close()
+                    if mode == "ops" and per_call is None:
+                        per_call = ranges_per_call(trace, steps)
+        finally:
+            timer.close()
+    return {mode: statistics.median(values) for mode, values in samples.items()}, per_call
+
+
+def main():
+    args = bench_arguments(__doc__)
+    lines = [f"torch.compile overhead ({args.rounds} rounds of {args.steps} calls, medians):"]
+    for suite, torch_name in (("trixie", "torch 2.6"), ("sid", "torch 2.14")):
+        root = subprocess.run(["bash", os.path.join(REPO, "scripts", "make-torch-root.sh"), suite],
+                              capture_output=True, text=True)
+        if root.returncode != 0:
+            lines.append(f"- {torch_name}: NOT MEASURED (the {suite} root could not be built)")
+            continue
+        medians, per_call = measure(root.stdout.strip(), args.rounds, args.steps)
+        ranges = per_call["ops"] + per_call["regions"] + per_call["lookups"]
+        added = medians["ops"] - medians["none"]
+        lines.append(f"- {torch_name} ({suite} chroot): a call takes {medians['none']:.1f} us untraced, "
+                     f"{medians['ops']:.1f} us with ops and regions ({medians['ops'] / medians['none']:.2f}x), "
+                     f"{medians['tprof']:.1f} us with shapes and Python stacks ({medians['tprof'] / medians['none']:.2f}x); "
+                     f"per call tprof recorded {per_call['ops']:.1f} ops, {per_call['regions']:.1f} compiled regions and "
+                     f"{per_call['lookups']:.1f} cache lookups: {added / ranges:.1f} us per recorded range")
+    report = "\n".join(lines)
+    print(report)
+    if args.markdown:
+        with open(args.markdown, "w") as out:
+            out.write(report + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+// The torch.compile summary from closed ranges: graphs and calls from dynamo's region names,
+// outermost ops inside a region (captured) or outside every one, compile work left out, and
+// the user's line of each graph's first call and of each eager op.
+#include "userspace/cli/compile_summary.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/trace_model.h"
+
+namespace tprof {
+namespace {
+
+using model::RangeKind;
+
+const model::Operator kRegion00{"Torch-Compiled Region: 0/0", "", RangeKind::kFunctionRange};
+const model::Operator kRegion01{"Torch-Compiled Region: 0/1", "", RangeKind::kFunctionRange};
+const model::Operator kRegion10{"Torch-Compiled Region: 1/0", "", RangeKind::kFunctionRange};
+const model::Operator kSin{"aten::sin", "", RangeKind::kOperator};
+const model::Operator kEmpty{"aten::empty", "", RangeKind::kOperator};
+const model::Operator kStep{"ProfilerStep#0", "", RangeKind::kUserAnnotation};
+const model::Operator kCompile{"_compile.compile_inner (dynamo_timed)", "", RangeKind::kUserAnnotation};
+const model::PythonStack kUserCall{{"/usr/lib/python3/dist-packages/torch/_dynamo/eval_frame.py", 574, "_fn", ""},
+                                   {"/work/train.py", 12, "step", ""}};
+const model::PythonStack kBreak{{"/work/train.py", 30, "forward", ""}};
+
+class CompileSummaryTest : public ::testing::Test {
+ protected:
+  // Closes a range of `op` on thread 1 at `depth`, [start, end) in µs.
+  void close(const model::Operator& op, uint32_t depth, uint64_t start_us, uint64_t end_us,
+             const model::PythonStack* stack = nullptr, uint32_t tid = 1) {
+    const model::OpSpan span{.start_ns = start_us * 1000, .end_ns = end_us * 1000, .depth = depth};
+    sink_.op({.tid = tid, .span = span, .op = op, .stack = stack});
+  }
+
+  CompileSummarySink sink_;
+};
+
+TEST(ParseCompiledRegionTest, ReadsFrameAndRecompileCount) {
+  std::pair<uint64_t, uint64_t> graph;
+  ASSERT_TRUE(parse_compiled_region("Torch-Compiled Region: 12/3", &graph));
+  EXPECT_EQ(graph, std::make_pair(uint64_t{12}, uint64_t{3}));
+  EXPECT_FALSE(parse_compiled_region("Torch-Compiled Region: 12", &graph));
+  EXPECT_FALSE(parse_compiled_region("Torch-Compiled Region: a/1", &graph));
+  EXPECT_FALSE(parse_compiled_region("TorchDynamo Cache Lookup", &graph));
+}
+
+TEST_F(CompileSummaryTest, NothingCompiledSaysNothing) {
+  close(kSin, 0, 0, 10);
+  EXPECT_TRUE(sink_.describe().empty());
+}
+
+// Inside the step annotation: region 0/0 holds sin (whose own empty is not outermost) and the
+// nested region 1/0 holds another sin; an eager sin runs outside both.
+TEST_F(CompileSummaryTest, OutermostOpsInsideARegionAreCapturedOnce) {
+  close(kEmpty, 3, 11, 12);
+  close(kSin, 2, 10, 20, &kUserCall);
+  close(kSin, 3, 31, 35);
+  close(kRegion10, 2, 30, 40, &kBreak);
+  close(kRegion00, 1, 5, 50, &kUserCall);
+  close(kSin, 1, 60, 70, &kBreak);
+  close(kStep, 0, 0, 100);
+  EXPECT_EQ(sink_.captured_ops(), 2u);
+  EXPECT_EQ(sink_.total_ops(), 3u);
+  EXPECT_EQ(sink_.graph_calls(), 2u);
+  const std::vector<std::string> lines = sink_.describe();
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines[0], "torch.compile: 2 graphs (of 2 frames), 2 graph calls; 2/3 ops (67%) and 58% of op time inside "
+                      "compiled regions");
+  EXPECT_EQ(lines[1], "  graph 0/0: 1 calls, 0.0 ms, first called from /work/train.py(12): step");
+  EXPECT_EQ(lines[2], "  graph 1/0: 1 calls, 0.0 ms, first called from /work/train.py(30): forward");
+  EXPECT_EQ(lines.back(), "    aten::sin x1, 0.0 ms, at /work/train.py(30): forward");
+}
+
+TEST_F(CompileSummaryTest, RecompilesAreNamedWithTheFrameFirstCall) {
+  close(kRegion00, 0, 0, 10, &kUserCall);
+  close(kRegion01, 0, 20, 30, &kBreak);
+  close(kRegion01, 0, 40, 50, &kBreak);
+  EXPECT_EQ(sink_.graph_calls(), 3u);
+  const std::vector<std::string> lines = sink_.describe();
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[2], "  graph 0/1: 2 calls, 0.0 ms, first called from /work/train.py(30): forward");
+  EXPECT_EQ(lines[3], "  recompiled: frame 0 has 2 graphs (1 recompiles), first called from /work/train.py(12): step");
+}
+
+// torch 2.6's compile work (tracing with fake tensors) counts neither as compiled nor as eager.
+TEST_F(CompileSummaryTest, OpsOfCompileWorkCountNowhere) {
+  close(kSin, 1, 1, 2);
+  close(kCompile, 0, 0, 1000);
+  close(kSin, 1, 1001, 1002);
+  close(kRegion00, 0, 1000, 1010, &kUserCall);
+  EXPECT_EQ(sink_.captured_ops(), 1u);
+  EXPECT_EQ(sink_.total_ops(), 1u);
+  EXPECT_NE(sink_.describe()[0].find("; 1.0 ms compiling (1 compiles)"), std::string::npos) << sink_.describe()[0];
+}
+
+// Ranges close per thread: one thread's pending ops never fold into another's region.
+TEST_F(CompileSummaryTest, ThreadsAreApart) {
+  close(kSin, 1, 1, 2, nullptr, 2);
+  close(kRegion00, 0, 0, 10, &kUserCall);
+  close(kStep, 0, 0, 3, nullptr, 2);
+  EXPECT_EQ(sink_.captured_ops(), 0u);
+  EXPECT_EQ(sink_.total_ops(), 1u);
+}
+
+}  // namespace
+}  // namespace tprof

@@ -1,0 +1,159 @@
+#include "userspace/cli/compile_summary.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <string_view>
+
+namespace tprof {
+namespace {
+
+constexpr std::string_view kRegionPrefix = "Torch-Compiled Region: ";
+constexpr std::string_view kCompileRange = "_compile.compile_inner (dynamo_timed)";
+// torch 2.6 opens these around its compile work, whose ops (tracing with fake tensors) are
+// neither compiled code nor eager code.
+constexpr std::string_view kCompileWorkSuffix = " (dynamo_timed)";
+// Distinct (op, Python line) pairs kept per level; past it they share one row, so that memory
+// stays bounded whatever the code calls.
+constexpr size_t kMaxSites = 4096;
+const std::pair<std::string, std::string> kOtherSites{"(other ops)", ""};
+constexpr std::string_view kTorchPackage = "-packages/torch/";  // site-packages, dist-packages
+
+std::string milliseconds(uint64_t ns) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f ms", static_cast<double>(ns) / 1e6);
+  return text;
+}
+
+std::string percent(uint64_t part, uint64_t whole) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%.0f%%", whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole));
+  return text;
+}
+
+// The innermost frame outside torch's own package (dynamo's wrappers, Tensor's operator
+// methods): the user's line that called in; "" without a stack.
+std::string user_line(const model::PythonStack* stack) {
+  if (!stack || stack->empty()) return "";
+  for (const model::PythonFrame& frame : *stack)
+    if (frame.file.find(kTorchPackage) == std::string::npos) return model::frame_label(frame);
+  return model::frame_label(stack->front());
+}
+
+bool parse_number(std::string_view text, uint64_t* value) {
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), *value);
+  return error == std::errc() && end == text.data() + text.size() && !text.empty();
+}
+
+}  // namespace
+
+bool parse_compiled_region(const std::string& name, std::pair<uint64_t, uint64_t>* graph) {
+  if (!name.starts_with(kRegionPrefix)) return false;
+  const std::string_view id = std::string_view(name).substr(kRegionPrefix.size());
+  const size_t slash = id.find('/');
+  return slash != id.npos && parse_number(id.substr(0, slash), &graph->first) &&
+         parse_number(id.substr(slash + 1), &graph->second);
+}
+
+void CompileSummarySink::Ops::add(const Ops& other) {
+  ops += other.ops;
+  ns += other.ns;
+  for (const auto& [site, counts] : other.by_site) {
+    auto found = by_site.find(site);
+    if (found == by_site.end())
+      found = by_site.size() < kMaxSites ? by_site.emplace(site, std::pair<uint64_t, uint64_t>{}).first
+                                         : by_site.try_emplace(kOtherSites).first;
+    found->second.first += counts.first;
+    found->second.second += counts.second;
+  }
+}
+
+CompileSummarySink::Ops CompileSummarySink::take_enclosed(std::vector<Ops>& pending, uint32_t depth) {
+  Ops enclosed;
+  for (size_t level = depth + 1; level < pending.size(); ++level) enclosed.add(pending[level]);
+  if (pending.size() > depth + 1) pending.resize(depth + 1);
+  if (pending.size() <= depth) pending.resize(depth + 1);
+  return enclosed;
+}
+
+void CompileSummarySink::op(const model::ClosedOp& closed) {
+  const model::OpSpan& span = closed.span;
+  const uint64_t ns = span.end_ns > span.start_ns ? span.end_ns - span.start_ns : 0;
+  std::vector<Ops>& pending = pending_[closed.tid];
+  Ops enclosed = take_enclosed(pending, span.depth);
+  Ops& level = pending[span.depth];
+  std::pair<uint64_t, uint64_t> graph;
+  if (closed.op.kind == model::RangeKind::kFunctionRange && parse_compiled_region(closed.op.name, &graph)) {
+    Graph& called = graphs_[graph];
+    if (called.calls++ == 0) called.called_at = user_line(closed.stack);
+    called.ns += ns;
+    captured_.ops += enclosed.ops;
+    captured_.ns += enclosed.ns;
+  } else if (closed.op.kind == model::RangeKind::kOperator) {
+    // What an op encloses is not outermost: only the op itself counts.
+    Ops own{1, ns, {}};
+    own.by_site[{closed.op.name, user_line(closed.stack)}] = {1, ns};
+    level.add(own);
+  } else if (closed.op.kind == model::RangeKind::kUserAnnotation && closed.op.name.ends_with(kCompileWorkSuffix)) {
+    if (closed.op.name == kCompileRange) {
+      ++compiles_;
+      compile_ns_ += ns;
+    }
+  } else {
+    level.add(enclosed);
+  }
+  if (span.depth == 0) {  // nothing encloses these: outside every region
+    outside_.add(level);
+    level = {};
+  }
+}
+
+uint64_t CompileSummarySink::graph_calls() const {
+  uint64_t calls = 0;
+  for (const auto& [id, graph] : graphs_) calls += graph.calls;
+  return calls;
+}
+
+std::vector<std::string> CompileSummarySink::describe(size_t limit) const {
+  std::vector<std::string> lines;
+  if (graphs_.empty()) return lines;
+  std::map<uint64_t, std::vector<uint64_t>> recompiles;  // frame -> its recompile counts seen
+  for (const auto& [id, graph] : graphs_) recompiles[id.first].push_back(id.second);
+  const uint64_t total = total_ops();
+  std::string first = "torch.compile: " + std::to_string(graphs_.size()) + " graphs (of " +
+                      std::to_string(recompiles.size()) + " frames), " + std::to_string(graph_calls()) +
+                      " graph calls; " + std::to_string(captured_.ops) + "/" + std::to_string(total) + " ops (" +
+                      percent(captured_.ops, total) + ") and " + percent(captured_.ns, captured_.ns + outside_.ns) +
+                      " of op time inside compiled regions";
+  if (compiles_ > 0) first += "; " + milliseconds(compile_ns_) + " compiling (" + std::to_string(compiles_) + " compiles)";
+  lines.push_back(first);
+  size_t shown = 0;
+  for (const auto& [id, graph] : graphs_) {
+    if (shown++ == limit) {
+      lines.push_back("  ... " + std::to_string(graphs_.size() - limit) + " more graphs");
+      break;
+    }
+    lines.push_back("  graph " + std::to_string(id.first) + "/" + std::to_string(id.second) + ": " +
+                    std::to_string(graph.calls) + " calls, " + milliseconds(graph.ns) +
+                    (graph.called_at.empty() ? "" : ", first called from " + graph.called_at));
+  }
+  for (const auto& [frame, counts] : recompiles) {
+    if (counts.size() < 2) continue;
+    lines.push_back("  recompiled: frame " + std::to_string(frame) + " has " + std::to_string(counts.size()) +
+                    " graphs (" + std::to_string(counts.size() - 1) + " recompiles), first called from " +
+                    graphs_.at({frame, counts.front()}).called_at);
+  }
+  std::vector<std::pair<std::pair<std::string, std::string>, std::pair<uint64_t, uint64_t>>> sites(
+      outside_.by_site.begin(), outside_.by_site.end());
+  std::sort(sites.begin(), sites.end(), [](const auto& a, const auto& b) {
+    return a.second.second != b.second.second ? a.second.second > b.second.second : a.first < b.first;
+  });
+  if (!sites.empty()) lines.push_back("  eager ops outside every compiled region (graph breaks worth fixing), by time:");
+  for (size_t i = 0; i < std::min(limit, sites.size()); ++i)
+    lines.push_back("    " + sites[i].first.first + " x" + std::to_string(sites[i].second.first) + ", " +
+                    milliseconds(sites[i].second.second) +
+                    (sites[i].first.second.empty() ? "" : ", at " + sites[i].first.second));
+  return lines;
+}
+
+}  // namespace tprof

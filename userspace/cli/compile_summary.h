@@ -1,0 +1,75 @@
+// The torch.compile summary at the end of a run: what dynamo's own profiler
+// (torch/_dynamo/profiler.py, which must wrap the code in advance) reports, from the ranges
+// dynamo's frame evaluator opens around every call of a compiled graph, "Torch-Compiled Region:
+// <frame id>/<recompile count>" (symbolizer/dynamo/compiled_region_sites.h):
+// - graphs (distinct frame/recompile pairs), the frames they come from, and graph calls;
+// - the outermost ATen ops (no op encloses them) inside a compiled region and in all, by count
+//   and by time: the seed's captured/total;
+// and what it cannot give: each frame's recompiles, the eager ops outside every region with the
+// Python line that called them (the graph breaks worth fixing), and the time torch 2.6's
+// `_compile.compile_inner (dynamo_timed)` ranges spent compiling. The ops inside 2.6's
+// `(dynamo_timed)` ranges are compile work and count nowhere; torch 2.14 opens those ranges only
+// while its own profiler runs, so there its compile work's ops count as eager.
+// By time, as dynamo's profiler counts: an op of eager code between two graphs of one frame
+// (a graph break) runs inside that frame's region and counts as captured.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "model/trace_sink.h"
+
+namespace tprof {
+
+class CompileSummarySink final : public model::TraceSink {
+ public:
+  void begin(const model::SessionInfo&) override {}
+  void thread(const model::ThreadInfo&) override {}
+  void op(const model::ClosedOp& closed) override;
+  void python_span(uint32_t, const model::PythonSpan&) override {}
+  void flow(const model::ForwardBackwardFlow&) override {}
+  void finish(const model::RunSummary&) override {}
+
+  struct Graph {
+    uint64_t calls = 0;
+    uint64_t ns = 0;
+    std::string called_at;  // its first call's innermost Python frame outside torch: "file(line): function"
+  };
+  // By (frame id, recompile count).
+  const std::map<std::pair<uint64_t, uint64_t>, Graph>& graphs() const { return graphs_; }
+  uint64_t graph_calls() const;
+  uint64_t captured_ops() const { return captured_.ops; }
+  uint64_t total_ops() const { return captured_.ops + outside_.ops; }
+
+  // Lines for the console, the first a one-line summary; none when no compiled graph ran.
+  std::vector<std::string> describe(size_t limit = 5) const;
+
+ private:
+  // Outermost ATen ops not yet known to be inside a region, and where outside ones were called.
+  struct Ops {
+    uint64_t ops = 0;
+    uint64_t ns = 0;
+    std::map<std::pair<std::string, std::string>, std::pair<uint64_t, uint64_t>> by_site;  // (op, line) -> ops, ns
+    void add(const Ops& other);
+  };
+  // The ops of ranges closed on a thread, by the depth they closed at, until the range
+  // enclosing them closes: ranges close innermost first, so a range at depth d encloses exactly
+  // what is pending deeper than d when it closes.
+  Ops take_enclosed(std::vector<Ops>& pending, uint32_t depth);
+
+  std::unordered_map<uint32_t, std::vector<Ops>> pending_;  // by thread
+  std::map<std::pair<uint64_t, uint64_t>, Graph> graphs_;
+  Ops captured_;
+  Ops outside_;
+  uint64_t compiles_ = 0;
+  uint64_t compile_ns_ = 0;
+};
+
+// "Torch-Compiled Region: 0/1" -> {0, 1}; false for any other name.
+bool parse_compiled_region(const std::string& name, std::pair<uint64_t, uint64_t>* graph);
+
+}  // namespace tprof
