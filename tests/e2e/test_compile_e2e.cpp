@@ -1,7 +1,7 @@
 // torch.compile seen from outside (torch 2.6 and 2.14 roots): every call of a compiled graph
 // is a "Torch-Compiled Region: F/N" cpu_op, as torch's profiler records them, and the
 // end-of-run compile summary gives dynamo's profiler's graphs, graph calls and captured/total
-// ops, and names the recompiles with the line that first called each graph.
+// ops, and names the recompiles with the line that first called each graph, and the graph break.
 // tests/workloads/compiled_function.py is the target: one function with a graph break,
 // compiled three times.
 #include <gtest/gtest.h>
@@ -108,7 +108,7 @@ TEST_P(CompileTest, RegionsAndCapturedOpsMatchTorchsProfiler) {
 }
 
 // `tprof record` sees the compiles too: three graphs of each frame, each first called from its
-// line of the step, and the recompiles named.
+// line of the step, the recompiles named, and the graph break at its line.
 TEST_P(CompileTest, RecordNamesEachGraphsFirstCallAndTheRecompiles) {
   if (!testing::has_tracing_capabilities())
     GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; compiled regions are NOT tested ***";
@@ -130,7 +130,8 @@ TEST_P(CompileTest, RecordNamesEachGraphsFirstCallAndTheRecompiles) {
   const int compiles = line_marked(script, "# compiles");
   const int requires_grad = line_marked(script, "# recompiles: requires_grad");
   const int shape = line_marked(script, "# recompiles: shape");
-  ASSERT_TRUE(compiles > 0 && requires_grad > 0 && shape > 0) << "markers missing from " << script;
+  const int graph_break = line_marked(script, "# breaks the graph");
+  ASSERT_TRUE(compiles > 0 && requires_grad > 0 && shape > 0 && graph_break > 0) << "markers missing from " << script;
   const SummaryFigures figures = summary_figures(console);
   EXPECT_EQ(figures.graphs, 6) << console;
   EXPECT_EQ(figures.frames, 2) << console;
@@ -145,6 +146,10 @@ TEST_P(CompileTest, RecordNamesEachGraphsFirstCallAndTheRecompiles) {
             std::string::npos)
       << console;
   EXPECT_NE(console.find("recompiled: frame 1 has 3 graphs (2 recompiles)"), std::string::npos) << console;
+  EXPECT_NE(console.find("graph break: in twice_sine_then_cosine at " + called_from + std::to_string(graph_break) +
+                         "), resumed "),
+            std::string::npos)
+      << console;
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch2, CompileTest, ::testing::Values(TorchRoot::kTrixie, TorchRoot::kSid),

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -95,6 +96,17 @@ TEST_F(CompileSummaryTest, OpsOfCompileWorkCountNowhere) {
   EXPECT_EQ(sink_.captured_ops(), 1u);
   EXPECT_EQ(sink_.total_ops(), 1u);
   EXPECT_NE(sink_.describe()[0].find("; 1.0 ms compiling (1 compiles)"), std::string::npos) << sink_.describe()[0];
+}
+
+TEST_F(CompileSummaryTest, ResumeFunctionsNameTheGraphBreak) {
+  close(kRegion00, 0, 0, 10, &kUserCall);
+  for (int call = 0; call < 2; ++call)
+    sink_.python_span(1, {.name = "/work/train.py(30): torch_dynamo_resume_in_forward_at_31"});
+  sink_.python_span(1, {.name = "/work/train.py(12): step"});
+  sink_.python_span(1, {.name = "nn.Module: Linear_0"});
+  const std::vector<std::string> lines = sink_.describe();
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "  graph break: in forward at /work/train.py(31), resumed 2 times"),
+            lines.end());
 }
 
 // Ranges close per thread: one thread's pending ops never fold into another's region.

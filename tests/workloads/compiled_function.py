@@ -6,6 +6,8 @@ backward), on 16 and on 32. The first step compiles frame 0 (`twice_sine_then_co
 frame 1 (the resume function after its graph break) three times each: 0/0 and 1/0 at the
 line marked "compiles", 0/1 and 1/1 (a guard on requires_grad) at "recompiles: requires_grad",
 0/2 and 1/2 (dynamic shapes) at "recompiles: shape"; the call on 32 floats reuses 0/2 and 1/2.
+Frame 1 is the function dynamo resumes after the graph break, at the line marked "breaks the
+graph".
 The warm-up steps compile; the measured steps only call.
 
 train_loop.py's protocol and options, and --compile-reference-out FILE: the measured steps
@@ -31,7 +33,7 @@ CACHE_LOOKUP = "TorchDynamo Cache Lookup"
 
 def twice_sine_then_cosine(x):
     y = torch.sin(x) + 1
-    torch._dynamo.graph_break()
+    torch._dynamo.graph_break()  # breaks the graph
     return torch.cos(y) * 2
 
 

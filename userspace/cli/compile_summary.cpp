@@ -18,6 +18,11 @@ constexpr std::string_view kCompileWorkSuffix = " (dynamo_timed)";
 constexpr size_t kMaxSites = 4096;
 const std::pair<std::string, std::string> kOtherSites{"(other ops)", ""};
 constexpr std::string_view kTorchPackage = "-packages/torch/";  // site-packages, dist-packages
+// What dynamo names the function it makes of a frame's code after a graph break
+// (resume_execution.py): torch_dynamo_resume_in_<function>_at_<line of the break>.
+constexpr std::string_view kResumePrefix = "torch_dynamo_resume_in_";
+constexpr std::string_view kResumeLine = "_at_";
+constexpr size_t kMaxGraphBreaks = 1024;
 
 std::string milliseconds(uint64_t ns) {
   char text[32];
@@ -108,6 +113,21 @@ void CompileSummarySink::op(const model::ClosedOp& closed) {
   }
 }
 
+void CompileSummarySink::python_span(uint32_t, const model::PythonSpan& span) {
+  // span.name: "path(line): co_name"
+  const size_t function_at = span.name.find("): ");
+  if (function_at == std::string::npos) return;
+  const std::string_view function = std::string_view(span.name).substr(function_at + 3);
+  if (!function.starts_with(kResumePrefix)) return;
+  const size_t line_at = function.rfind(kResumeLine);
+  const size_t file_end = span.name.rfind('(', function_at);
+  if (line_at == std::string_view::npos || line_at <= kResumePrefix.size() || file_end == std::string::npos) return;
+  std::tuple<std::string, std::string, std::string> graph_break{
+      span.name.substr(0, file_end), std::string(function.substr(kResumePrefix.size(), line_at - kResumePrefix.size())),
+      std::string(function.substr(line_at + kResumeLine.size()))};
+  if (graph_breaks_.size() < kMaxGraphBreaks || graph_breaks_.contains(graph_break)) ++graph_breaks_[graph_break];
+}
+
 uint64_t CompileSummarySink::graph_calls() const {
   uint64_t calls = 0;
   for (const auto& [id, graph] : graphs_) calls += graph.calls;
@@ -143,6 +163,9 @@ std::vector<std::string> CompileSummarySink::describe(size_t limit) const {
                     " graphs (" + std::to_string(counts.size() - 1) + " recompiles), first called from " +
                     graphs_.at({frame, counts.front()}).called_at);
   }
+  for (const auto& [graph_break, resumed] : graph_breaks_)
+    lines.push_back("  graph break: in " + std::get<1>(graph_break) + " at " + std::get<0>(graph_break) + "(" +
+                    std::get<2>(graph_break) + "), resumed " + std::to_string(resumed) + " times");
   std::vector<std::pair<std::pair<std::string, std::string>, std::pair<uint64_t, uint64_t>>> sites(
       outside_.by_site.begin(), outside_.by_site.end());
   std::sort(sites.begin(), sites.end(), [](const auto& a, const auto& b) {

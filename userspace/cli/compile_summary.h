@@ -5,8 +5,9 @@
 // - graphs (distinct frame/recompile pairs), the frames they come from, and graph calls;
 // - the outermost ATen ops (no op encloses them) inside a compiled region and in all, by count
 //   and by time: the seed's captured/total;
-// and what it cannot give: each frame's recompiles, the eager ops outside every region with the
-// Python line that called them (the graph breaks worth fixing), and the time torch 2.6's
+// and what it cannot give: each frame's recompiles, the graph breaks (from the Python frames of
+// the functions dynamo resumes after them, which name the function and line), the eager ops
+// outside every region with the Python line that called them, and the time torch 2.6's
 // `_compile.compile_inner (dynamo_timed)` ranges spent compiling. The ops inside 2.6's
 // `(dynamo_timed)` ranges are compile work and count nowhere; torch 2.14 opens those ranges only
 // while its own profiler runs, so there its compile work's ops count as eager.
@@ -17,6 +18,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -30,7 +32,8 @@ class CompileSummarySink final : public model::TraceSink {
   void begin(const model::SessionInfo&) override {}
   void thread(const model::ThreadInfo&) override {}
   void op(const model::ClosedOp& closed) override;
-  void python_span(uint32_t, const model::PythonSpan&) override {}
+  // dynamo's resume functions, "torch_dynamo_resume_in_<function>_at_<line>": a graph break.
+  void python_span(uint32_t tid, const model::PythonSpan& span) override;
   void flow(const model::ForwardBackwardFlow&) override {}
   void finish(const model::RunSummary&) override {}
 
@@ -65,6 +68,8 @@ class CompileSummarySink final : public model::TraceSink {
   std::map<std::pair<uint64_t, uint64_t>, Graph> graphs_;
   Ops captured_;
   Ops outside_;
+  // (file, function, line) of each graph break -> calls of the function that resumes after it.
+  std::map<std::tuple<std::string, std::string, std::string>, uint64_t> graph_breaks_;
   uint64_t compiles_ = 0;
   uint64_t compile_ns_ = 0;
 };
