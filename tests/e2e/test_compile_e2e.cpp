@@ -62,6 +62,15 @@ SummaryFigures summary_figures(const std::string& console) {
   return figures;
 }
 
+// What `tprof report --compile TRACE` prints.
+std::string report_compile(const fs::path& trace) {
+  ChildProcess report({.argv = {testing::tprof_binary(), "report", "--compile", trace.string()}, .pipe_stdout = true});
+  report.stdout_lines().read_to_end(120s);
+  const auto status = report.wait_for_exit(30s);
+  EXPECT_TRUE(status && status->exited_normally && status->code == 0) << trace;
+  return report.stdout_lines().transcript();
+}
+
 // The line of compiled_function.py that ends with `marker`, 1-based; 0 if none does.
 int line_marked(const fs::path& script, const std::string& marker) {
   std::ifstream in(script);
@@ -105,6 +114,20 @@ TEST_P(CompileTest, RegionsAndCapturedOpsMatchTorchsProfiler) {
   EXPECT_EQ(figures.graphs, static_cast<int>(expected.size() - expected.count(kCacheLookup))) << console;
   EXPECT_LE(std::abs(figures.captured - reference.at("captured_ops").get<int>()), 1) << console;
   EXPECT_LE(std::abs(figures.total - reference.at("total_ops").get<int>()), 1) << console;
+
+  // `tprof report --compile` reads the same figures off torch's own trace and off tprof's.
+  const SummaryFigures from_torch = summary_figures(report_compile(environment.scratch_for_us / "reference.json.trace.json"));
+  const SummaryFigures from_tprof = summary_figures(report_compile(trace_path));
+  std::cout << environment.description << ": tprof report --compile: torch's trace " << from_torch.graphs << " graphs, "
+            << from_torch.calls << " graph calls, " << from_torch.captured << "/" << from_torch.total
+            << " ops; tprof's trace " << from_tprof.graphs << " graphs, " << from_tprof.calls << " graph calls, "
+            << from_tprof.captured << "/" << from_tprof.total << " ops\n";
+  EXPECT_EQ(from_torch.calls, expected_calls);
+  EXPECT_EQ(from_torch.graphs, figures.graphs);
+  EXPECT_EQ(from_tprof.calls, expected_calls);
+  EXPECT_EQ(from_tprof.graphs, figures.graphs);
+  EXPECT_LE(std::abs(from_tprof.captured - from_torch.captured), 1);
+  EXPECT_LE(std::abs(from_tprof.total - from_torch.total), 1);
 }
 
 // `tprof record` sees the compiles too: three graphs of each frame, each first called from its

@@ -271,6 +271,42 @@ TEST(Report, MemoryReportReadsTheSummaryPastTheEvents) {
   EXPECT_NE(text.find("  512 b in 1 blocks: outside every op\n"), std::string::npos) << text;
 }
 
+// torch.profiler's own trace of a compiled function: region 0/0 holds aten::sin (and the
+// aten::empty inside it, not outermost); region 1/0, nested, holds aten::cos; aten::randn runs
+// outside both, and a cache lookup ("TorchDynamo Cache Lookup", no "::") encloses nothing
+// counted. The resume function's python_function names the graph break.
+constexpr const char* kCompiledTrace = R"({"traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "aten::randn", "pid": 7, "tid": 1, "ts": 0.0, "dur": 5.0},
+  {"ph": "X", "cat": "cpu_op", "name": "TorchDynamo Cache Lookup", "pid": 7, "tid": 1, "ts": 6.0, "dur": 1.0},
+  {"ph": "X", "cat": "cpu_op", "name": "Torch-Compiled Region: 0/0", "pid": 7, "tid": 1, "ts": 8.0, "dur": 50.0},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::sin", "pid": 7, "tid": 1, "ts": 10.0, "dur": 10.0},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 7, "tid": 1, "ts": 11.0, "dur": 1.0},
+  {"ph": "X", "cat": "cpu_op", "name": "Torch-Compiled Region: 1/0", "pid": 7, "tid": 1, "ts": 30.0, "dur": 20.0},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::cos", "pid": 7, "tid": 1, "ts": 31.0, "dur": 10.0},
+  {"ph": "X", "cat": "python_function", "name": "t.py(4): torch_dynamo_resume_in_f_at_4", "pid": 7, "tid": 1,
+   "ts": 30.0, "dur": 20.0}
+]})";
+
+TEST(Report, CompileSummaryOfATorchProfilerTrace) {
+  test::ScratchDirectory scratch;
+  const auto path = scratch.path() / "compiled.json";
+  std::ofstream(path) << kCompiledTrace;
+  const std::vector<std::string> lines = compile_summary_from_trace(path.string());
+  ASSERT_EQ(lines.size(), 6u);
+  EXPECT_EQ(lines[0], "torch.compile: 2 graphs (of 2 frames), 2 graph calls; 2/3 ops (67%) and 80% of op time inside "
+                      "compiled regions");
+  EXPECT_EQ(lines[1], "  graph 0/0: 1 calls, 0.1 ms");
+  EXPECT_EQ(lines[3], "  graph break: in f at t.py(4), resumed 1 times");
+  EXPECT_EQ(lines[5], "    aten::randn x1, 0.0 ms");
+}
+
+TEST(Report, CompileSummaryOfATraceWithoutRegionsIsEmpty) {
+  test::ScratchDirectory scratch;
+  const auto path = scratch.path() / "t.json";
+  std::ofstream(path) << kTrace;
+  EXPECT_TRUE(compile_summary_from_trace(path.string()).empty());
+}
+
 TEST(Report, MemoryReportOfATraceWithoutMemoryIsAnError) {
   test::ScratchDirectory scratch;
   const auto path = scratch.path() / "plain.json";

@@ -14,7 +14,8 @@ train_loop.py's protocol and options, and --compile-reference-out FILE: the meas
 under torch's own profiler (CPU), writing {"regions": {"Torch-Compiled Region: F/N": calls,
 "TorchDynamo Cache Lookup": calls}, "captured_ops": n, "total_ops": n, "torch": version} to FILE,
 where the ops are the outermost ATen ops (no op encloses them) and the captured ones those
-inside a compiled region, by torch's own event tree.
+inside a compiled region, by torch's own event tree; and torch's Chrome trace of the same
+steps to FILE.trace.json.
 """
 import argparse
 import collections
@@ -61,10 +62,11 @@ def ancestors(event):
         parent = parent.cpu_parent
 
 
-def compile_reference(run_steps):
+def compile_reference(run_steps, trace_path):
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU]) as profiler:
         run_steps()
+    profiler.export_chrome_trace(trace_path)
     events = profiler.events()
     regions = collections.Counter(event.name for event in events
                                   if event.name.startswith(REGION_PREFIX) or event.name == CACHE_LOOKUP)
@@ -86,7 +88,8 @@ def main():
         return train_loop.run_protocol(args, step)
     for _ in range(args.warmup):
         step()
-    reference = compile_reference(lambda: [step() for _ in range(args.steps)])
+    reference = compile_reference(lambda: [step() for _ in range(args.steps)],
+                                  own.compile_reference_out + ".trace.json")
     with open(own.compile_reference_out, "w") as out:
         json.dump(reference, out)
     return 0

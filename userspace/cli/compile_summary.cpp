@@ -159,9 +159,10 @@ std::vector<std::string> CompileSummarySink::describe(size_t limit) const {
   }
   for (const auto& [frame, counts] : recompiles) {
     if (counts.size() < 2) continue;
+    const std::string& called_at = graphs_.at({frame, counts.front()}).called_at;
     lines.push_back("  recompiled: frame " + std::to_string(frame) + " has " + std::to_string(counts.size()) +
-                    " graphs (" + std::to_string(counts.size() - 1) + " recompiles), first called from " +
-                    graphs_.at({frame, counts.front()}).called_at);
+                    " graphs (" + std::to_string(counts.size() - 1) + " recompiles)" +
+                    (called_at.empty() ? "" : ", first called from " + called_at));
   }
   for (const auto& [graph_break, resumed] : graph_breaks_)
     lines.push_back("  graph break: in " + std::get<1>(graph_break) + " at " + std::get<0>(graph_break) + "(" +

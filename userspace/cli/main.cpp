@@ -189,8 +189,11 @@ constexpr const char* kReportFooter =
     "where it has [memory] events (profile_memory=True, tprof --memory) CPU Mem and Self CPU Mem.\n"
     "Streams the file, in about 32 bytes per op; stops with an error past 64 levels of nesting,\n"
     "1 MiB tokens, 16,777,216 ops or 32 GiB of text, and on an event whose fields have the wrong type.\n"
-    "\nExample:\n"
-    "  tprof report run.pt.trace.json.gz --sort cpu_time_total --row-limit 20";
+    "--compile adds what dynamo's own profiler reports of a torch.compile'd run, from the\n"
+    "\"Torch-Compiled Region: F/N\" ranges torch.profiler and tprof both record (docs/torch-compile.md).\n"
+    "\nExamples:\n"
+    "  tprof report run.pt.trace.json.gz --sort cpu_time_total --row-limit 20\n"
+    "  tprof report torch_profile.json --compile";
 
 // The options `attach` and `record` share: how and where to record.
 struct RecordingFlags {
@@ -364,11 +367,17 @@ constexpr const char* kDoctorFooter =
     "\nExample:\n"
     "  sudo tprof doctor $(pgrep -f train.py)";
 
-// `tprof report TRACE`: the table, on stdout; with `memory`, then what the trace says of memory.
-int print_report(const std::string& path, const tprof::SummaryOptions& summary, bool memory) {
+// `tprof report TRACE`: the table, on stdout; with `memory`, then what the trace says of memory;
+// with `compile`, then its torch.compile summary.
+int print_report(const std::string& path, const tprof::SummaryOptions& summary, bool memory, bool compile) {
   try {
     std::fputs(tprof::format_summary_table(tprof::totals_from_trace(path, summary.group_by_shape), summary).c_str(), stdout);
     if (memory) std::fputs(tprof::memory_report_from_trace(path).c_str(), stdout);
+    if (compile) {
+      const std::vector<std::string> lines = tprof::compile_summary_from_trace(path);
+      if (lines.empty()) std::printf("torch.compile: no compiled region (\"Torch-Compiled Region: F/N\") in %s\n", path.c_str());
+      for (const std::string& line : lines) std::printf("%s\n", line.c_str());
+    }
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "tprof: error: %s\n", error.what());
@@ -514,6 +523,11 @@ int main(int argc, char** argv) {
                    "Also print what a trace recorded with tprof --memory says of memory: the peak, the blocks "
                    "live at it by the op and Python stack that allocated them, and in a --schedule cycle's "
                    "trace what earlier cycles left live");
+  bool report_compile = false;
+  report->add_flag("--compile", report_compile,
+                   "Also print the torch.compile summary: graphs, graph calls, the ops inside compiled regions "
+                   "against all (dynamo's profiler's captured/total), recompiles, graph breaks and the eager ops "
+                   "outside every region; from tprof's traces and torch.profiler's alike");
 
   pid_t doctor_pid = 0;
   CLI::App* doctor = app.add_subcommand("doctor", "Check whether tprof can attach here, and to a process");
@@ -546,7 +560,7 @@ int main(int argc, char** argv) {
   }
   if (recover->parsed()) return recover_files(partial_paths, *parse_file_mode(recover_mode));
   if (app.got_subcommand("env")) return print_environment();
-  if (report->parsed()) return print_report(report_path, report_summary, report_memory);
+  if (report->parsed()) return print_report(report_path, report_summary, report_memory, report_compile);
   if (doctor->parsed())
     return print_doctor_report(doctor->count("pid") > 0 ? std::optional<pid_t>(doctor_pid) : std::nullopt);
   apply_recording_flags(record->parsed() ? *record : *attach, flags, options);

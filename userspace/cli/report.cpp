@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "userspace/cli/compile_summary.h"
 #include "userspace/cli/error.h"
 
 namespace tprof {
@@ -186,6 +187,8 @@ class TraceReader {
 
   // The ranges and memory events by thread, once the whole text has passed.
   std::map<uint32_t, ThreadEvents>& threads();
+  // The python_function events of the functions dynamo resumes after a graph break, by name.
+  const std::map<std::string, uint64_t>& resume_functions() const { return resume_functions_; }
   const DistinctStrings& strings() const { return strings_; }
 
  private:
@@ -203,6 +206,7 @@ class TraceReader {
   void append_dims(const std::string& text);
   void finish_event();
   void finish_memory_event();
+  void note_resume_function();
   [[noreturn]] void fail(const std::string& what) const {
     throw Error(path_ + ": byte " + std::to_string(text_.offset()) + ": " + what);
   }
@@ -224,6 +228,7 @@ class TraceReader {
   size_t ranges_ = 0;
   DistinctStrings strings_;
   std::map<uint32_t, ThreadEvents> threads_;  // by the interned "pid\ntid"
+  std::map<std::string, uint64_t> resume_functions_;
 };
 
 bool TraceReader::open(bool array) {
@@ -328,6 +333,10 @@ void TraceReader::finish_event() {
     return;
   }
   if (event_.phase != "X") return;
+  if (event_.category == "python_function") {
+    note_resume_function();
+    return;
+  }
   if (event_.category && event_.category != "cpu_op" && event_.category != "user_annotation") return;
   if (!event_.start_ns || !event_.duration_ns) fail_event("a complete event (ph X) without a numeric ts and dur");
   if (*event_.duration_ns < 0) fail_event("negative dur");
@@ -347,6 +356,15 @@ void TraceReader::finish_memory_event() {
     fail("more than " + std::to_string(limits_.max_ranges) + " op, annotation and memory events (tprof report's limit)");
   threads_[strings_.id(event_.pid + '\n' + event_.tid)].memory.push_back(
       {*event_.start_ns, *event_.bytes, event_.device_type != 0});
+}
+
+// A graph break shows as the function dynamo resumes after it (compile_summary.h); a bounded
+// number of them is kept, by name.
+void TraceReader::note_resume_function() {
+  constexpr size_t kMaxResumeFunctions = 1024;
+  if (!event_.name || event_.name->find("): torch_dynamo_resume_in_") == std::string::npos) return;
+  if (resume_functions_.size() < kMaxResumeFunctions || resume_functions_.contains(*event_.name))
+    ++resume_functions_[*event_.name];
 }
 
 bool TraceReader::parse_error(size_t position, const std::string&, const json::exception& error) {
@@ -473,6 +491,66 @@ std::string memory_report_from_trace(const std::string& path, const ReportLimits
   } catch (const json::exception& error) {
     throw Error(path + ": tprof_summary.memory is not as tprof writes it (" + std::string(error.what()) + ")");
   }
+}
+
+namespace {
+
+// What a range of a saved trace is to the compile summary, from its name alone: dynamo's
+// region, torch 2.6's compile work, an operator ("ns::name", not the autograd engine's
+// ranges), or a range that only encloses.
+const model::Operator& operator_named(std::map<std::string, model::Operator, std::less<>>& operators,
+                                      const std::string& name) {
+  if (const auto found = operators.find(name); found != operators.end()) return found->second;
+  model::RangeKind kind = model::RangeKind::kUserAnnotation;
+  std::pair<uint64_t, uint64_t> graph;
+  if (parse_compiled_region(name, &graph))
+    kind = model::RangeKind::kFunctionRange;
+  else if (name.find("::") != std::string::npos && !name.starts_with("autograd::") && name.find(' ') == std::string::npos)
+    kind = model::RangeKind::kOperator;
+  return operators.emplace(name, model::Operator{name, "", kind, {}}).first->second;
+}
+
+// One thread's ranges into `sink` in the order they closed while recording, innermost first:
+// by start, outermost first, each closing once a range starts at or after its end (as
+// add_thread nests them).
+void close_ranges_into(ThreadEvents& events, uint32_t thread, const DistinctStrings& strings,
+                       std::map<std::string, model::Operator, std::less<>>& operators, model::TraceSink& sink) {
+  std::vector<Range>& ranges = events.ranges;
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
+    return std::tie(a.start_ns, b.end_ns) < std::tie(b.start_ns, a.end_ns);
+  });
+  std::vector<const Range*> open;
+  const auto close_top = [&] {
+    const Range& range = *open.back();
+    open.pop_back();
+    const model::OpSpan span{.start_ns = static_cast<uint64_t>(range.start_ns),
+                             .end_ns = static_cast<uint64_t>(range.end_ns),
+                             .depth = static_cast<uint32_t>(open.size())};
+    sink.op({.tid = thread, .span = span, .op = operator_named(operators, strings.text(range.name))});
+  };
+  for (const Range& range : ranges) {
+    while (!open.empty() && open.back()->end_ns <= range.start_ns) close_top();
+    open.push_back(&range);
+  }
+  while (!open.empty()) close_top();
+}
+
+}  // namespace
+
+std::vector<std::string> compile_summary_from_trace(const std::string& path, const ReportLimits& limits) {
+  InflatedText text(path, limits);
+  std::istream stream(&text);
+  TraceReader reader(path, text, /*group_by_shape=*/false, limits);
+  json::sax_parse(stream, &reader, json::input_format_t::json, /*strict=*/true);
+  CompileSummarySink sink;
+  std::map<std::string, model::Operator, std::less<>> operators;
+  for (auto& [thread, events] : reader.threads()) {
+    close_ranges_into(events, thread, reader.strings(), operators, sink);
+    events = ThreadEvents{};
+  }
+  for (const auto& [name, calls] : reader.resume_functions())
+    for (uint64_t call = 0; call < calls; ++call) sink.python_span(0, {.name = name});
+  return sink.describe();
 }
 
 OperatorTotalsTable totals_from_trace(const std::string& path, bool group_by_shape, const ReportLimits& limits) {

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "userspace/cli/op_summary.h"
 
@@ -33,6 +34,12 @@ constexpr double kMaxTraceMicroseconds = 4e15;
 // cannot be read, is not a Chrome trace, has an event whose fields have the wrong type, or goes
 // past a limit.
 OperatorTotalsTable totals_from_trace(const std::string& path, bool group_by_shape, const ReportLimits& limits = {});
+
+// `tprof report --compile`: the torch.compile summary (compile_summary.h) of a saved trace,
+// tprof's or torch.profiler's, from its ranges' names and nesting and its python_function
+// events; no line when it holds no compiled region. Ops carry no Python stack in a trace, so
+// no first caller and no line of an eager op is given. Throws tprof::Error as totals_from_trace.
+std::vector<std::string> compile_summary_from_trace(const std::string& path, const ReportLimits& limits = {});
 
 // `tprof report --memory`: what a trace tprof recorded with --memory says of memory
 // (tprof_summary.memory: the counts, the peak, its holders, and in a --schedule cycle what earlier
