@@ -1,5 +1,5 @@
 // libFuzzer target: `tprof report` of a saved trace, grouped by op and by op and input shapes,
-// and `tprof report --memory`'s summary.
+// `tprof report --memory`'s summary and `tprof report --compile`'s.
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -18,6 +18,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   try {
     tprof::memory_report_from_trace(path);
+  } catch (const std::exception&) {
+  }
+  try {
+    tprof::compile_summary_from_trace(path);
   } catch (const std::exception&) {
   }
   return 0;
