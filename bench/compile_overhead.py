@@ -25,7 +25,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from overhead import REPO, TPROF, Attached, StepTimer, bench_arguments  # noqa: E402
+from overhead import REPO, TPROF, Attached, StepTimer, bench_arguments, print_report  # noqa: E402
 
 COPIED = ("bench/step_timer.py", "tests/workloads/train_loop.py", "tests/workloads/compiled_function.py")
 
@@ -87,11 +87,7 @@ def main():
                      f"{medians['tprof']:.1f} us with shapes and Python stacks ({medians['tprof'] / medians['none']:.2f}x); "
                      f"per call tprof recorded {per_call['ops']:.1f} ops, {per_call['regions']:.1f} compiled regions and "
                      f"{per_call['lookups']:.1f} cache lookups: {added / ranges:.1f} us per recorded range")
-    report = "\n".join(lines)
-    print(report)
-    if args.markdown:
-        with open(args.markdown, "w") as out:
-            out.write(report + "\n")
+    print_report(lines, args.markdown)
 
 
 if __name__ == "__main__":

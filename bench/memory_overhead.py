@@ -24,7 +24,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from overhead import FLOOR, REPO, TPROF, Attached, StepTimer, bench_arguments  # noqa: E402
+from overhead import FLOOR, REPO, TPROF, Attached, StepTimer, bench_arguments, print_report  # noqa: E402
 
 
 def memory_events_per_step(trace_path, steps):
@@ -111,11 +111,7 @@ def main():
         f"i.e. **{loop_cost / loop_events:.2f} us** per event recorded against the floor's "
         f"**{loop_floor / loop_events:.2f} us**",
     ]
-    report = "\n".join(lines)
-    print(report)
-    if args.markdown:
-        with open(args.markdown, "w") as out:
-            out.write(report + "\n")
+    print_report(lines, args.markdown)
 
 
 if __name__ == "__main__":

@@ -155,6 +155,15 @@ def floor_on_torch26(root, rounds, steps):
     return {mode: statistics.median(values) for mode, values in samples.items()}
 
 
+def print_report(lines, markdown_path):
+    """Prints the report's lines and, with --markdown, writes them to that file too."""
+    report = "\n".join(lines)
+    print(report)
+    if markdown_path:
+        with open(markdown_path, "w") as out:
+            out.write(report + "\n")
+
+
 def bench_arguments(description):
     """The options the overhead benches share (--rounds, --steps, --markdown), parsed, once tprof
     and the floor probe are known to be built."""
@@ -275,11 +284,7 @@ def main():
                      f"**{(torch26['ops'] - none26) / (torch26['floor'] - none26):.2f}**")
     else:
         lines.append("- torch 2.6 step times: NOT MEASURED (the trixie root could not be built)")
-    report = "\n".join(lines)
-    print(report)
-    if args.markdown:
-        with open(args.markdown, "w") as out:
-            out.write(report + "\n")
+    print_report(lines, args.markdown)
 
 
 if __name__ == "__main__":

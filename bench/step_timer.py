@@ -36,7 +36,7 @@ def main():
 
         def step():
             compiled(small)
-    if "--allocations" in sys.argv[1:]:
+    elif "--allocations" in sys.argv[1:]:
         def step():
             for _ in range(100):
                 block = torch.empty(256)

@@ -24,6 +24,6 @@ ldd "$build/tprof" | awk '/=> \// {print $1, $3}' | while read -r name path; do
   case "$name" in libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*|ld-linux*) continue ;; esac
   cp -L "$path" "$pack/lib/$name"
 done
-cp "$repo/tests/gpu/gpu_check.sh" "$repo/tests/gpu/compiled_kernels_check.sh" "$pack/tests/gpu/"
+cp "$repo/tests/gpu/gpu_check.sh" "$repo/tests/gpu/compiled_kernels_check.sh" "$repo/tests/gpu/gpu_machine.sh" "$pack/tests/gpu/"
 cp "$repo/tests/workloads/cuda_train_loop.py" "$repo/tests/workloads/cuda_compiled_function.py" "$pack/tests/workloads/"
 echo "pack-for-device: $(du -sh "$pack" | cut -f1) in $pack"

@@ -1,7 +1,6 @@
 #include "symbolizer/dynamo/compiled_region_sites.h"
 
 #include <array>
-#include <exception>
 
 #include "symbolizer/binary/defined_symbols.h"
 #include "symbolizer/binary/elf_file.h"
@@ -26,25 +25,19 @@ constexpr std::array<NamingFunction, 2> kNamingFunctions = {{
 
 }  // namespace
 
-std::optional<CompiledRegionSite> find_compiled_region_site(const std::string& libtorch_python_path,
-                                                            std::string* why_not) {
-  try {
-    const ElfFile elf(libtorch_python_path);
-    const DefinedSymbols symbols(elf);
-    const SectionMap sections(elf);
-    for (const NamingFunction& naming : kNamingFunctions) {
-      const DefinedSymbol* symbol = symbols.find(naming.symbol);
-      if (!symbol) continue;
-      // Past the entry where the kernel emulates the probed instruction, the name still where
-      // the caller put it: a single-stepped trap costs several emulated ones.
-      const auto offset = sections.file_offset_of(
-          emulated_entry_probe_address(sections, symbol->address, {naming.name_register}));
-      if (!offset) continue;
-      return CompiledRegionSite{*offset, naming.name_argument, std::string(naming.symbol)};
-    }
-    *why_not = libtorch_python_path + " defines neither _pytorch_record_function_enter nor dynamo_eval_custom_code";
-  } catch (const std::exception& error) {
-    *why_not = error.what();
+std::optional<CompiledRegionSite> find_compiled_region_site(const std::string& libtorch_python_path) {
+  const ElfFile elf(libtorch_python_path);
+  const DefinedSymbols symbols(elf);
+  const SectionMap sections(elf);
+  for (const NamingFunction& naming : kNamingFunctions) {
+    const DefinedSymbol* symbol = symbols.find(naming.symbol);
+    if (!symbol) continue;
+    // Past the entry where the kernel emulates the probed instruction, the name still where
+    // the caller put it: a single-stepped trap costs several emulated ones.
+    const auto offset =
+        sections.file_offset_of(emulated_entry_probe_address(sections, symbol->address, {naming.name_register}));
+    if (!offset) continue;
+    return CompiledRegionSite{*offset, naming.name_argument, std::string(naming.symbol)};
   }
   return std::nullopt;
 }

@@ -23,9 +23,8 @@ struct CompiledRegionSite {
   std::string function;      // its symbol, for messages
 };
 
-// The site in `libtorch_python_path`, or none when it exports neither function (or is not an
-// ELF file it can read: *why_not says so).
-std::optional<CompiledRegionSite> find_compiled_region_site(const std::string& libtorch_python_path,
-                                                            std::string* why_not);
+// The site in `libtorch_python_path`, or none when it defines neither function. Throws
+// std::runtime_error (one line, naming the file) when it cannot be read as an ELF file.
+std::optional<CompiledRegionSite> find_compiled_region_site(const std::string& libtorch_python_path);
 
 }  // namespace tprof::symbolizer

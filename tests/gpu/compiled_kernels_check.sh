@@ -7,22 +7,10 @@
 # its "Torch-Compiled Region", a backward graph's to the autograd node that runs it. Exits 77
 # (skipped) without a GPU, torch.cuda or BPF, saying why.
 set -uo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-build=${1:-$repo/build}
-out=${2:-$(mktemp -d)}
-python=${3:-python3}
+check=compiled_kernels_check
+python_modules="torch, triton"
+source "$(dirname "$0")/gpu_machine.sh"
 workload=$repo/tests/workloads/cuda_compiled_function.py
-mkdir -p "$out"
-skip() { echo "*** SKIPPED LOUDLY: $* ***"; exit 77; }
-fail() { echo "compiled_kernels_check: FAILED: $*"; exit 1; }
-
-command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || skip "no NVIDIA GPU here; the check did NOT run"
-"$python" -c 'import torch, triton, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null \
-  || skip "$python has no torch with CUDA and Triton; the check did NOT run"
-[ -x "$build/tprof" ] && [ -f "$build/libtprof_cupti.so" ] || fail "no tprof or libtprof_cupti.so in $build"
-[ "$(id -u)" -eq 0 ] || skip "BPF needs root; the check did NOT run"
-grep -q . /sys/kernel/btf/vmlinux 2>/dev/null || skip "this kernel has no BTF (gVisor?): the check did NOT run"
 
 echo "== reference: torch.profiler"
 "$python" "$workload" --reference-out "$out/reference.pt.trace.json" > "$out/reference.log" 2>&1 \

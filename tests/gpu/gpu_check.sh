@@ -12,25 +12,10 @@
 # them). Both paths are checked even if one fails. Exits 77 (skipped) without a GPU, torch.cuda
 # or BPF, saying why.
 set -uo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-build=${1:-$repo/build}
-out=${2:-$(mktemp -d)}
-python=${3:-python3}
+check=gpu_check
+source "$(dirname "$0")/gpu_machine.sh"
 steps=${STEPS:-50}
 workload=$repo/tests/workloads/cuda_train_loop.py
-mkdir -p "$out"
-
-skip() { echo "*** SKIPPED LOUDLY: $* ***"; exit 77; }
-fail() { echo "gpu_check: FAILED: $*"; exit 1; }
-
-command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || skip "no NVIDIA GPU here; the GPU check did NOT run"
-"$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null \
-  || skip "$python has no torch with CUDA; the GPU check did NOT run"
-[ -x "$build/tprof" ] && [ -f "$build/libtprof_cupti.so" ] || fail "no tprof or libtprof_cupti.so in $build"
-[ "$(id -u)" -eq 0 ] || skip "BPF needs root; the GPU check did NOT run"
-bpftool_probe=$( (grep -q . /sys/kernel/btf/vmlinux && echo ok) 2>/dev/null )
-[ "$bpftool_probe" = ok ] || skip "this kernel has no BTF (gVisor?): tprof cannot attach; the GPU check did NOT run"
 
 echo "== reference: torch.profiler, $steps steps"
 "$python" "$workload" --steps "$steps" --reference-out "$out/reference.pt.trace.json" || fail "the reference run failed"

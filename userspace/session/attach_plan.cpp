@@ -95,13 +95,17 @@ void plan_gpu_activity(AttachPlan& plan, const TargetProcess& target, Console& c
 
 // torch.compile's regions open and close through record_function()'s constructor and end()
 // probes, so they need those. torch 1.13, which has no dynamo, has no site: nothing to say.
-std::optional<UprobeSites> plan_compiled_regions(const RangeProbes& ranges, const TargetProcess& target) {
+std::optional<UprobeSites> plan_compiled_regions(const RangeProbes& ranges, const TargetProcess& target,
+                                                 Console& console) {
   const auto torch_python = target.find_mapped_library(kTorchPythonLibraryPrefix);
   if (!torch_python || !ranges.records_annotations()) return std::nullopt;
-  std::string why_not;
-  const auto site = symbolizer::find_compiled_region_site(torch_python->host_path, &why_not);
-  if (!site) return std::nullopt;
-  return UprobeSites{torch_python->host_path, {site->file_offset}, {site->name_argument}};
+  try {
+    const auto site = symbolizer::find_compiled_region_site(torch_python->host_path);
+    if (site) return UprobeSites{torch_python->host_path, {site->file_offset}, {site->name_argument}};
+  } catch (const std::exception& error) {
+    console.line(std::string("warning: torch.compile's regions are not recorded: ") + error.what());
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -137,7 +141,7 @@ void plan_range_probes(AttachPlan& plan, const TargetProcess& target, Console& c
   if (!plan.ops) return;
   const TorchLibraryPlan& library_plan = *plan.ops->library_plan;
   plan.range_probes.emplace(library_plan.ranges, plan.ops->library, console);
-  plan.compiled_regions = plan_compiled_regions(*plan.range_probes, target);
+  plan.compiled_regions = plan_compiled_regions(*plan.range_probes, target, console);
   plan.exits = plan_range_exits(*plan.ops, target, console);
   if (plan.ops->tensor_layout) {
     plan.spills = library_plan.spills;

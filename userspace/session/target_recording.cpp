@@ -279,7 +279,7 @@ class RecordingPipeline {
 
   void report(Console& console, StopReason reason, const model::RunSummary& summary, const LossCounts& losses) const {
     report_recording(console, reason, sinks_, closer_, decoder_, summary, losses, stacks_ ? &*stacks_ : nullptr,
-                  summary_options_);
+                     summary_options_);
     if (argument_decoder_)
       if (const auto rejection = argument_decoder_->layout_rejection()) console.line("warning: " + *rejection);
     if (device_correlator_) report_device_activity(console, device_correlator_->counts(), losses);
