@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,7 +34,10 @@ class CompileSummaryTest : public ::testing::Test {
   // Closes a range of `op` on thread 1 at `depth`, [start, end) in µs.
   void close(const model::Operator& op, uint32_t depth, uint64_t start_us, uint64_t end_us,
              const model::PythonStack* stack = nullptr, uint32_t tid = 1) {
-    const model::OpSpan span{.start_ns = start_us * 1000, .end_ns = end_us * 1000, .depth = depth};
+    // One operator index per name, as the operator table gives them.
+    const auto index = static_cast<uint32_t>(std::hash<std::string>()(op.name));
+    const model::OpSpan span{
+        .start_ns = start_us * 1000, .end_ns = end_us * 1000, .operator_index = index, .depth = depth};
     sink_.op({.tid = tid, .span = span, .op = op, .stack = stack});
   }
 
@@ -105,7 +109,7 @@ TEST_F(CompileSummaryTest, ResumeFunctionsNameTheGraphBreak) {
   sink_.python_span(1, {.name = "/work/train.py(12): step"});
   sink_.python_span(1, {.name = "nn.Module: Linear_0"});
   const std::vector<std::string> lines = sink_.describe();
-  EXPECT_NE(std::find(lines.begin(), lines.end(), "  graph break: in forward at /work/train.py(31), resumed 2 times"),
+  EXPECT_NE(std::find(lines.begin(), lines.end(), "  graph break: in forward at /work/train.py(31)"),
             lines.end());
 }
 

@@ -16,7 +16,8 @@ constexpr std::string_view kCompileWorkSuffix = " (dynamo_timed)";
 // Distinct (op, Python line) pairs kept per level; past it they share one row, so that memory
 // stays bounded whatever the code calls.
 constexpr size_t kMaxSites = 4096;
-const std::pair<std::string, std::string> kOtherSites{"(other ops)", ""};
+// Where the sites past kMaxSites are counted together.
+constexpr uint32_t kOtherOps = UINT32_MAX;
 constexpr std::string_view kTorchPackage = "-packages/torch/";  // site-packages, dist-packages
 // What dynamo names the function it makes of a frame's code after a graph break
 // (resume_execution.py): torch_dynamo_resume_in_<function>_at_<line of the break>.
@@ -60,17 +61,17 @@ bool parse_compiled_region(const std::string& name, std::pair<uint64_t, uint64_t
          parse_number(id.substr(slash + 1), &graph->second);
 }
 
+void CompileSummarySink::Ops::add(const Site& site, uint64_t calls, uint64_t site_ns) {
+  auto found = by_site.find(site);
+  if (found == by_site.end()) found = by_site.try_emplace(by_site.size() < kMaxSites ? site : Site{kOtherOps, nullptr}).first;
+  found->second.first += calls;
+  found->second.second += site_ns;
+}
+
 void CompileSummarySink::Ops::add(const Ops& other) {
   ops += other.ops;
   ns += other.ns;
-  for (const auto& [site, counts] : other.by_site) {
-    auto found = by_site.find(site);
-    if (found == by_site.end())
-      found = by_site.size() < kMaxSites ? by_site.emplace(site, std::pair<uint64_t, uint64_t>{}).first
-                                         : by_site.try_emplace(kOtherSites).first;
-    found->second.first += counts.first;
-    found->second.second += counts.second;
-  }
+  for (const auto& [site, counts] : other.by_site) add(site, counts.first, counts.second);
 }
 
 CompileSummarySink::Ops CompileSummarySink::take_enclosed(std::vector<Ops>& pending, uint32_t depth) {
@@ -96,9 +97,10 @@ void CompileSummarySink::op(const model::ClosedOp& closed) {
     captured_.ns += enclosed.ns;
   } else if (closed.op.kind == model::RangeKind::kOperator) {
     // What an op encloses is not outermost: only the op itself counts.
-    Ops own{1, ns, {}};
-    own.by_site[{closed.op.name, user_line(closed.stack)}] = {1, ns};
-    level.add(own);
+    if (!op_names_.contains(span.operator_index)) op_names_.emplace(span.operator_index, closed.op.name);
+    ++level.ops;
+    level.ns += ns;
+    level.add({span.operator_index, closed.stack}, 1, ns);
   } else if (closed.op.kind == model::RangeKind::kUserAnnotation && closed.op.name.ends_with(kCompileWorkSuffix)) {
     if (closed.op.name == kCompileRange) {
       ++compiles_;
@@ -125,7 +127,7 @@ void CompileSummarySink::python_span(uint32_t, const model::PythonSpan& span) {
   std::tuple<std::string, std::string, std::string> graph_break{
       span.name.substr(0, file_end), std::string(function.substr(kResumePrefix.size(), line_at - kResumePrefix.size())),
       std::string(function.substr(line_at + kResumeLine.size()))};
-  if (graph_breaks_.size() < kMaxGraphBreaks || graph_breaks_.contains(graph_break)) ++graph_breaks_[graph_break];
+  if (graph_breaks_.size() < kMaxGraphBreaks) graph_breaks_.insert(std::move(graph_break));
 }
 
 uint64_t CompileSummarySink::graph_calls() const {
@@ -164,11 +166,20 @@ std::vector<std::string> CompileSummarySink::describe(size_t limit) const {
                     " graphs (" + std::to_string(counts.size() - 1) + " recompiles)" +
                     (called_at.empty() ? "" : ", first called from " + called_at));
   }
-  for (const auto& [graph_break, resumed] : graph_breaks_)
+  // Only where: python_function spans rebuilt from stacks may join two calls in a row, so
+  // they do not count the resume function's calls.
+  for (const auto& graph_break : graph_breaks_)
     lines.push_back("  graph break: in " + std::get<1>(graph_break) + " at " + std::get<0>(graph_break) + "(" +
-                    std::get<2>(graph_break) + "), resumed " + std::to_string(resumed) + " times");
-  std::vector<std::pair<std::pair<std::string, std::string>, std::pair<uint64_t, uint64_t>>> sites(
-      outside_.by_site.begin(), outside_.by_site.end());
+                    std::get<2>(graph_break) + ")");
+  std::map<std::pair<std::string, std::string>, std::pair<uint64_t, uint64_t>> by_line;  // (op, line)
+  for (const auto& [site, counts] : outside_.by_site) {
+    const auto name = op_names_.find(site.first);
+    auto& sum = by_line[{name == op_names_.end() ? "(other ops)" : name->second, user_line(site.second)}];
+    sum.first += counts.first;
+    sum.second += counts.second;
+  }
+  std::vector<std::pair<std::pair<std::string, std::string>, std::pair<uint64_t, uint64_t>>> sites(by_line.begin(),
+                                                                                                    by_line.end());
   std::sort(sites.begin(), sites.end(), [](const auto& a, const auto& b) {
     return a.second.second != b.second.second ? a.second.second > b.second.second : a.first < b.first;
   });

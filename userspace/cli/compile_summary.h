@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -52,11 +53,15 @@ class CompileSummarySink final : public model::TraceSink {
   std::vector<std::string> describe(size_t limit = 5) const;
 
  private:
-  // Outermost ATen ops not yet known to be inside a region, and where outside ones were called.
+  // An op and the stack it was called from (stable for the recording: the stack store keeps
+  // every stack it holds), named only when the summary is written: ops are many, sites few.
+  using Site = std::pair<uint32_t, const model::PythonStack*>;  // (operator index, stack)
+  // Outermost ATen ops not yet known to be inside a region, and where they were called.
   struct Ops {
     uint64_t ops = 0;
     uint64_t ns = 0;
-    std::map<std::pair<std::string, std::string>, std::pair<uint64_t, uint64_t>> by_site;  // (op, line) -> ops, ns
+    std::map<Site, std::pair<uint64_t, uint64_t>> by_site;  // -> ops, ns
+    void add(const Site& site, uint64_t calls, uint64_t ns);
     void add(const Ops& other);
   };
   // The ops of ranges closed on a thread, by the depth they closed at, until the range
@@ -65,11 +70,12 @@ class CompileSummarySink final : public model::TraceSink {
   Ops take_enclosed(std::vector<Ops>& pending, uint32_t depth);
 
   std::unordered_map<uint32_t, std::vector<Ops>> pending_;  // by thread
+  std::unordered_map<uint32_t, std::string> op_names_;     // by operator index, as first seen
   std::map<std::pair<uint64_t, uint64_t>, Graph> graphs_;
   Ops captured_;
   Ops outside_;
-  // (file, function, line) of each graph break -> calls of the function that resumes after it.
-  std::map<std::tuple<std::string, std::string, std::string>, uint64_t> graph_breaks_;
+  // (file, function, line) of each graph break.
+  std::set<std::tuple<std::string, std::string, std::string>> graph_breaks_;
   uint64_t compiles_ = 0;
   uint64_t compile_ns_ = 0;
 };

@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <streambuf>
 #include <tuple>
 #include <unordered_map>
@@ -187,8 +188,8 @@ class TraceReader {
 
   // The ranges and memory events by thread, once the whole text has passed.
   std::map<uint32_t, ThreadEvents>& threads();
-  // The python_function events of the functions dynamo resumes after a graph break, by name.
-  const std::map<std::string, uint64_t>& resume_functions() const { return resume_functions_; }
+  // The names of the python_function events of the functions dynamo resumes after a graph break.
+  const std::set<std::string>& resume_functions() const { return resume_functions_; }
   const DistinctStrings& strings() const { return strings_; }
 
  private:
@@ -228,7 +229,7 @@ class TraceReader {
   size_t ranges_ = 0;
   DistinctStrings strings_;
   std::map<uint32_t, ThreadEvents> threads_;  // by the interned "pid\ntid"
-  std::map<std::string, uint64_t> resume_functions_;
+  std::set<std::string> resume_functions_;
 };
 
 bool TraceReader::open(bool array) {
@@ -359,12 +360,11 @@ void TraceReader::finish_memory_event() {
 }
 
 // A graph break shows as the function dynamo resumes after it (compile_summary.h); a bounded
-// number of them is kept, by name.
+// number of their names is kept.
 void TraceReader::note_resume_function() {
   constexpr size_t kMaxResumeFunctions = 1024;
   if (!event_.name || event_.name->find("): torch_dynamo_resume_in_") == std::string::npos) return;
-  if (resume_functions_.size() < kMaxResumeFunctions || resume_functions_.contains(*event_.name))
-    ++resume_functions_[*event_.name];
+  if (resume_functions_.size() < kMaxResumeFunctions) resume_functions_.insert(*event_.name);
 }
 
 bool TraceReader::parse_error(size_t position, const std::string&, const json::exception& error) {
@@ -523,8 +523,10 @@ void close_ranges_into(ThreadEvents& events, uint32_t thread, const DistinctStri
   const auto close_top = [&] {
     const Range& range = *open.back();
     open.pop_back();
+    // The interned name stands for the operator index: one per name.
     const model::OpSpan span{.start_ns = static_cast<uint64_t>(range.start_ns),
                              .end_ns = static_cast<uint64_t>(range.end_ns),
+                             .operator_index = range.name,
                              .depth = static_cast<uint32_t>(open.size())};
     sink.op({.tid = thread, .span = span, .op = operator_named(operators, strings.text(range.name))});
   };
@@ -548,8 +550,7 @@ std::vector<std::string> compile_summary_from_trace(const std::string& path, con
     close_ranges_into(events, thread, reader.strings(), operators, sink);
     events = ThreadEvents{};
   }
-  for (const auto& [name, calls] : reader.resume_functions())
-    for (uint64_t call = 0; call < calls; ++call) sink.python_span(0, {.name = name});
+  for (const std::string& name : reader.resume_functions()) sink.python_span(0, {.name = name});
   return sink.describe();
 }
 
