@@ -77,8 +77,7 @@ void CompileSummarySink::Ops::add(const Ops& other) {
 CompileSummarySink::Ops CompileSummarySink::take_enclosed(std::vector<Ops>& pending, uint32_t depth) {
   Ops enclosed;
   for (size_t level = depth + 1; level < pending.size(); ++level) enclosed.add(pending[level]);
-  if (pending.size() > depth + 1) pending.resize(depth + 1);
-  if (pending.size() <= depth) pending.resize(depth + 1);
+  pending.resize(depth + 1);
   return enclosed;
 }
 

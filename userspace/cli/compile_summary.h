@@ -38,13 +38,6 @@ class CompileSummarySink final : public model::TraceSink {
   void flow(const model::ForwardBackwardFlow&) override {}
   void finish(const model::RunSummary&) override {}
 
-  struct Graph {
-    uint64_t calls = 0;
-    uint64_t ns = 0;
-    std::string called_at;  // its first call's innermost Python frame outside torch: "file(line): function"
-  };
-  // By (frame id, recompile count).
-  const std::map<std::pair<uint64_t, uint64_t>, Graph>& graphs() const { return graphs_; }
   uint64_t graph_calls() const;
   uint64_t captured_ops() const { return captured_.ops; }
   uint64_t total_ops() const { return captured_.ops + outside_.ops; }
@@ -71,6 +64,12 @@ class CompileSummarySink final : public model::TraceSink {
 
   std::unordered_map<uint32_t, std::vector<Ops>> pending_;  // by thread
   std::unordered_map<uint32_t, std::string> op_names_;     // by operator index, as first seen
+  struct Graph {
+    uint64_t calls = 0;
+    uint64_t ns = 0;
+    std::string called_at;  // its first call's innermost Python frame outside torch: "file(line): function"
+  };
+  // By (frame id, recompile count): dynamo's cache limit (8 a frame by default) bounds them.
   std::map<std::pair<uint64_t, uint64_t>, Graph> graphs_;
   Ops captured_;
   Ops outside_;
