@@ -138,10 +138,12 @@ int annotation_begin(struct pt_regs *ctx)
 	const struct target_settings *target = current_target(&ids);
 	if (!target)
 		return 0;
-	__u64 now = bpf_ktime_get_ns();
+	/* Most FUNCTION-scope RecordFunctions (the autograd engine's) have no name waiting: they
+	 * cost this lookup and nothing more. */
 	struct pending_annotation *pending = bpf_map_lookup_elem(&pending_annotations, &ids.tid);
 	if (!pending || pending->scope != scope)
 		return 0;
+	__u64 now = bpf_ktime_get_ns();
 	__u64 stack_id = capture_python_stack(target, ids);
 	struct record_with_arguments *record = begin_record(ids, 0, OP_RECORD_ANNOTATION_ENTER, stack_id, now,
 			SEQUENCE_COUNTER_UNKNOWN);

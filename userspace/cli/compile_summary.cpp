@@ -110,7 +110,7 @@ void CompileSummarySink::op(const model::ClosedOp& closed) {
   }
   if (span.depth == 0) {  // nothing encloses these: outside every region
     outside_.add(level);
-    level = {};
+    pending_.erase(closed.tid);  // kept only for threads with ranges open: threads come and go
   }
 }
 

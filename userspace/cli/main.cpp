@@ -371,10 +371,12 @@ constexpr const char* kDoctorFooter =
 // with `compile`, then its torch.compile summary.
 int print_report(const std::string& path, const tprof::SummaryOptions& summary, bool memory, bool compile) {
   try {
-    std::fputs(tprof::format_summary_table(tprof::totals_from_trace(path, summary.group_by_shape), summary).c_str(), stdout);
+    std::vector<std::string> lines;  // the compile summary, read in the same pass as the table
+    const tprof::OperatorTotalsTable table =
+        tprof::totals_from_trace(path, summary.group_by_shape, {}, compile ? &lines : nullptr);
+    std::fputs(tprof::format_summary_table(table, summary).c_str(), stdout);
     if (memory) std::fputs(tprof::memory_report_from_trace(path).c_str(), stdout);
     if (compile) {
-      const std::vector<std::string> lines = tprof::compile_summary_from_trace(path);
       if (lines.empty()) std::printf("torch.compile: no compiled region (\"Torch-Compiled Region: F/N\") in %s\n", path.c_str());
       for (const std::string& line : lines) std::printf("%s\n", line.c_str());
     }

@@ -540,30 +540,28 @@ void close_ranges_into(ThreadEvents& events, uint32_t thread, const DistinctStri
 }  // namespace
 
 std::vector<std::string> compile_summary_from_trace(const std::string& path, const ReportLimits& limits) {
-  InflatedText text(path, limits);
-  std::istream stream(&text);
-  TraceReader reader(path, text, /*group_by_shape=*/false, limits);
-  json::sax_parse(stream, &reader, json::input_format_t::json, /*strict=*/true);
-  CompileSummarySink sink;
-  std::map<std::string, model::Operator, std::less<>> operators;
-  for (auto& [thread, events] : reader.threads()) {
-    close_ranges_into(events, thread, reader.strings(), operators, sink);
-    events = ThreadEvents{};
-  }
-  for (const std::string& name : reader.resume_functions()) sink.python_span(0, {.name = name});
-  return sink.describe();
+  std::vector<std::string> compile_summary;
+  totals_from_trace(path, /*group_by_shape=*/false, limits, &compile_summary);
+  return compile_summary;
 }
 
-OperatorTotalsTable totals_from_trace(const std::string& path, bool group_by_shape, const ReportLimits& limits) {
+OperatorTotalsTable totals_from_trace(const std::string& path, bool group_by_shape, const ReportLimits& limits,
+                                      std::vector<std::string>* compile_summary) {
   InflatedText text(path, limits);
   std::istream stream(&text);
   TraceReader reader(path, text, group_by_shape, limits);
   json::sax_parse(stream, &reader, json::input_format_t::json, /*strict=*/true);
   OperatorTotalsTable table(group_by_shape);
+  CompileSummarySink compile;
+  std::map<std::string, model::Operator, std::less<>> operators;  // by name, for the compile summary
   for (auto& [thread, events] : reader.threads()) {
+    if (compile_summary) close_ranges_into(events, thread, reader.strings(), operators, compile);
     add_thread(events, reader.strings(), table);
     events = ThreadEvents{};
   }
+  if (!compile_summary) return table;
+  for (const std::string& name : reader.resume_functions()) compile.python_span(0, {.name = name});
+  *compile_summary = compile.describe();
   return table;
 }
 

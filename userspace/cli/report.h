@@ -33,7 +33,9 @@ constexpr double kMaxTraceMicroseconds = 4e15;
 // Throws tprof::Error, one line naming the file (and the event, or the byte), when the file
 // cannot be read, is not a Chrome trace, has an event whose fields have the wrong type, or goes
 // past a limit.
-OperatorTotalsTable totals_from_trace(const std::string& path, bool group_by_shape, const ReportLimits& limits = {});
+// With `compile_summary`, the same pass also gives what compile_summary_from_trace does.
+OperatorTotalsTable totals_from_trace(const std::string& path, bool group_by_shape, const ReportLimits& limits = {},
+                                      std::vector<std::string>* compile_summary = nullptr);
 
 // `tprof report --compile`: the torch.compile summary (compile_summary.h) of a saved trace,
 // tprof's or torch.profiler's, from its ranges' names and nesting and its python_function
