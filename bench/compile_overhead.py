@@ -13,7 +13,11 @@ call time of:
 and, from the ops-only trace, the ranges tprof recorded per call, so that (ops - none) per range
 is what each probed op or region costs there.
 
-Usage (root): /usr/bin/python3 bench/compile_overhead.py [--rounds R] [--steps N] [--markdown FILE]
+With --inductor, the function is tests/workloads/inductor_function.py's, compiled by inductor
+in the roots with its C++ toolchain (scripts/make-inductor-root.sh): a call is two compiled
+regions, three fused C++ kernels (which tprof probes as it finds them) and an ATen mm.
+
+Usage (root): /usr/bin/python3 bench/compile_overhead.py [--inductor] [--rounds R] [--steps N] [--markdown FILE]
 """
 import collections
 import json
@@ -27,11 +31,13 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from overhead import REPO, TPROF, Attached, StepTimer, bench_arguments, print_report  # noqa: E402
 
-COPIED = ("bench/step_timer.py", "tests/workloads/train_loop.py", "tests/workloads/compiled_function.py")
+COPIED = ("bench/step_timer.py", "tests/workloads/train_loop.py", "tests/workloads/compiled_function.py",
+          "tests/workloads/inductor_function.py")
+KINDS = ("ops", "regions", "lookups", "kernels")
 
 
 def ranges_per_call(trace_path, calls):
-    """Per call: the ATen ops, the compiled regions and the cache lookups the trace holds."""
+    """Per call: the ATen ops, compiled regions, cache lookups and inductor kernels the trace holds."""
     with open(trace_path) as trace:
         events = json.load(trace)["traceEvents"]
     counts = collections.Counter()
@@ -40,19 +46,21 @@ def ranges_per_call(trace_path, calls):
         if event.get("cat") != "cpu_op":
             continue
         kind = "regions" if name.startswith("Torch-Compiled Region") else \
-            "lookups" if name == "TorchDynamo Cache Lookup" else "ops"
+            "lookups" if name == "TorchDynamo Cache Lookup" else \
+            "kernels" if name.startswith("cpp_fused_") else "ops"
         counts[kind] += 1
-    return {kind: counts[kind] / calls for kind in ("ops", "regions", "lookups")}
+    return {kind: counts[kind] / calls for kind in KINDS}
 
 
-def measure(root, rounds, steps):
+def measure(root, rounds, steps, inductor):
     """Median µs per call of each mode in `root`, and the ranges per call."""
     with tempfile.TemporaryDirectory(dir=os.path.join(root, "tmp")) as scratch:
         for relative in COPIED:
             os.makedirs(os.path.join(scratch, os.path.dirname(relative)), exist_ok=True)
             shutil.copy(os.path.join(REPO, relative), os.path.join(scratch, relative))
         inside = "/tmp/" + os.path.basename(scratch)
-        timer = StepTimer(["chroot", root, "python3", inside + "/bench/step_timer.py", "--compiled"])
+        timer = StepTimer(["chroot", root, "env", f"TORCHINDUCTOR_CACHE_DIR={inside}/inductor-cache", "python3",
+                           inside + "/bench/step_timer.py", "--inductor" if inductor else "--compiled"])
         samples = {mode: [] for mode in ("none", "ops", "tprof")}
         per_call = None
         try:
@@ -71,22 +79,27 @@ def measure(root, rounds, steps):
 
 
 def main():
+    inductor = "--inductor" in sys.argv[1:]
+    if inductor:
+        sys.argv.remove("--inductor")
     args = bench_arguments(__doc__)
-    lines = [f"torch.compile overhead ({args.rounds} rounds of {args.steps} calls, medians):"]
+    backend = "inductor" if inductor else "eager"
+    maker = "make-inductor-root.sh" if inductor else "make-torch-root.sh"
+    lines = [f"torch.compile (backend {backend}) overhead ({args.rounds} rounds of {args.steps} calls, medians):"]
     for suite, torch_name in (("trixie", "torch 2.6"), ("sid", "torch 2.14")):
-        root = subprocess.run(["bash", os.path.join(REPO, "scripts", "make-torch-root.sh"), suite],
-                              capture_output=True, text=True)
+        root = subprocess.run(["bash", os.path.join(REPO, "scripts", maker), suite], capture_output=True, text=True)
         if root.returncode != 0:
-            lines.append(f"- {torch_name}: NOT MEASURED (the {suite} root could not be built)")
+            lines.append(f"- {torch_name}: NOT MEASURED (scripts/{maker} {suite} failed)")
             continue
-        medians, per_call = measure(root.stdout.strip(), args.rounds, args.steps)
-        ranges = per_call["ops"] + per_call["regions"] + per_call["lookups"]
+        medians, per_call = measure(root.stdout.strip(), args.rounds, args.steps, inductor)
+        ranges = sum(per_call.values())
         added = medians["ops"] - medians["none"]
         lines.append(f"- {torch_name} ({suite} chroot): a call takes {medians['none']:.1f} us untraced, "
                      f"{medians['ops']:.1f} us with ops and regions ({medians['ops'] / medians['none']:.2f}x), "
                      f"{medians['tprof']:.1f} us with shapes and Python stacks ({medians['tprof'] / medians['none']:.2f}x); "
-                     f"per call tprof recorded {per_call['ops']:.1f} ops, {per_call['regions']:.1f} compiled regions and "
-                     f"{per_call['lookups']:.1f} cache lookups: {added / ranges:.1f} us per recorded range")
+                     f"per call tprof recorded {per_call['ops']:.1f} ops, {per_call['regions']:.1f} compiled regions, "
+                     f"{per_call['lookups']:.1f} cache lookups and {per_call['kernels']:.1f} inductor kernels: "
+                     f"{added / ranges:.1f} us per recorded range")
     print_report(lines, args.markdown)
 
 

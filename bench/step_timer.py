@@ -11,6 +11,8 @@ With --allocations, a step is 100 allocations and frees of a 1 KiB tensor (torch
 instead of a training step: what --memory's probes cost per event, with little else around.
 With --compiled (torch 2.x), a step is one call of tests/workloads/compiled_function.py's
 torch.compile'd function on 8 floats: two compiled regions, four ops (bench/compile_overhead.py).
+With --inductor (torch 2.x, inductor's toolchain), one call of tests/workloads/inductor_function.py's
+function compiled by inductor on a 64x64 tensor: two compiled regions, three fused C++ kernels.
 """
 import os
 import sys
@@ -36,6 +38,13 @@ def main():
 
         def step():
             compiled(small)
+    elif "--inductor" in sys.argv[1:]:
+        import inductor_function
+        compiled = torch.compile(inductor_function.sine_product_then_cosine, backend="inductor")
+        square = torch.randn(64, 64)
+
+        def step():
+            compiled(square)
     elif "--allocations" in sys.argv[1:]:
         def step():
             for _ in range(100):

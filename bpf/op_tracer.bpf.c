@@ -206,6 +206,28 @@ int api_call_enter(struct pt_regs *ctx)
 	return 0;
 }
 
+/*
+ * An inductor C++ kernel (symbolizer/dynamo/inductor_kernels.h) probed while the target runs:
+ * a range like an op's, closed at its `ret`s, with the Python stack that places it in the
+ * generated module's `call` frame. It takes no arguments tprof can name, and makes no autograd
+ * node, so neither is read.
+ */
+SEC("uprobe.multi")
+int compiled_kernel_enter(struct pt_regs *ctx)
+{
+	struct thread_ids ids;
+	const struct target_settings *target = current_target(&ids);
+	if (!target)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u32 op_id = (__u32)bpf_get_attach_cookie(ctx);
+	struct open_range_stack *open = prepare_range_entry(PT_REGS_SP(ctx), ids, now);
+	__u64 stack_id = capture_python_stack(target, ids);
+	emit(ids, op_id, OP_RECORD_ENTER, stack_id, now, SEQUENCE_COUNTER_UNKNOWN);
+	push_range(open, ids, PT_REGS_SP(ctx), op_id, OPEN_RANGE_OP);
+	return 0;
+}
+
 /* The `ret` of op `op_id`'s call: rax holds what it returns (the sret pointer for objects). */
 static __always_inline void emit_op_return(struct pt_regs *ctx, const struct target_settings *target,
 					   struct thread_ids ids, __u32 op_id, __u64 now)

@@ -255,6 +255,10 @@ void ChromeTraceWriter::op(const model::ClosedOp& closed) {
     line_ += ", \"Fwd thread id\": ";
     append_json_integer(line_, span.forward_thread);
   }
+  if (!closed.op.source_file.empty()) {
+    line_ += ", \"Kernel file\": ";
+    append_json_string(line_, closed.op.source_file);
+  }
   if (closed.stack) {
     line_ += ", \"Call stack\": ";
     line_ += call_stack_json(*closed.stack);

@@ -63,7 +63,8 @@ uint64_t scope_of(model::RangeKind kind) {
     case model::RangeKind::kBackwardEvaluate:
     case model::RangeKind::kCudaRuntime:
     case model::RangeKind::kCudaDriver:
-    case model::RangeKind::kFunctionRange: break;
+    case model::RangeKind::kFunctionRange:
+    case model::RangeKind::kCompiledKernel: break;
   }
   return kFunctionScope;
 }
@@ -190,8 +191,11 @@ void ExecutionTraceWriter::thread(const model::ThreadInfo& thread) { thread_entr
 // order, so that sorted by id they follow the enter order as torch's do (PARAM cuts iterations
 // by ProfilerStep node ids).
 void ExecutionTraceWriter::op(const model::ClosedOp& closed) {
-  // torch's ET records RecordFunctions only; CUDA calls are in the Chrome trace.
-  if (closed.op.kind == model::RangeKind::kCudaRuntime || closed.op.kind == model::RangeKind::kCudaDriver) return;
+  // torch's ET records RecordFunctions only; CUDA calls and inductor's kernels (which run none
+  // unless built to) are in the Chrome trace.
+  if (closed.op.kind == model::RangeKind::kCudaRuntime || closed.op.kind == model::RangeKind::kCudaDriver ||
+      closed.op.kind == model::RangeKind::kCompiledKernel)
+    return;
   const model::OpSpan& span = closed.span;
   const ThreadNodes& thread = thread_nodes(closed.tid);
   const NodeFields node{.id = node_id(span.record_id),

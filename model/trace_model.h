@@ -25,6 +25,11 @@ enum class RangeKind {
   // A range C code names with FUNCTION scope, as dynamo's frame evaluator does around each call
   // of a compiled graph ("Torch-Compiled Region: 0/1", "TorchDynamo Cache Lookup"): cpu_op.
   kFunctionRange,
+  // One of inductor's C++ kernels, probed in the library torch.compile built
+  // (symbolizer/dynamo/inductor_kernels.h): cpu_op, as torch's profiler shows it with
+  // TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE=1; not in the ET, which torch's observer leaves it out
+  // of without that setting.
+  kCompiledKernel,
 };
 
 // One kind of recorded range: an ATen operator as named by its schema, or a named annotation
@@ -38,6 +43,8 @@ struct Operator {
   // Per schema argument, whether the schema marks it written in place (`Tensor(a!) self`);
   // empty where the schema is not known.
   std::vector<bool> writes_argument;
+  // kCompiledKernel: the generated C++ it was compiled from, as the target names the file.
+  std::string source_file;
 };
 
 // A tensor's sizes or strides. BPF copies at most 16 dims of a tensor (bpf/op_arguments.h

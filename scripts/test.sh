@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a fresh machine and runs the whole test suite: unit tests and end-to-end tests
 # that attach the real tprof to real Python/torch processes (torch 1.13 on the host and
-# torch 2.6 and torch 2.14 in Debian trixie and sid roots, built once and cached), then the
+# torch 2.6 and torch 2.14 in Debian trixie and sid roots, built once and cached, and overlays
+# of them with inductor's C++ toolchain), then the
 # unit, streaming, refusal and record tests under ASan and UBSan (scripts/sanitize.sh) and a
 # short run of each fuzz target (scripts/fuzz.sh, TPROF_FUZZ_SECONDS each, default 10).
 # Arguments go to the first ctest (bash scripts/test.sh -R Report), and then only it runs.
@@ -11,6 +12,8 @@ bash scripts/install-deps.sh
 bash scripts/build.sh
 bash scripts/make-torch-root.sh trixie >/dev/null
 bash scripts/make-torch-root.sh sid >/dev/null
+bash scripts/make-inductor-root.sh trixie >/dev/null
+bash scripts/make-inductor-root.sh sid >/dev/null
 if [ $# -gt 0 ]; then
   cd build && exec ctest --output-on-failure --timeout 900 "$@"
 fi

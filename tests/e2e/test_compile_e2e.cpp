@@ -3,9 +3,11 @@
 // end-of-run compile summary gives dynamo's profiler's graphs, graph calls and captured/total
 // ops, and names the recompiles with the line that first called each graph, and the graph break.
 // tests/workloads/compiled_function.py is the target: one function with a graph break,
-// compiled three times.
+// compiled three times. tests/workloads/inductor_function.py is the target of inductor's C++
+// kernels, in the roots with inductor's toolchain.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -173,6 +175,68 @@ TEST_P(CompileTest, RecordNamesEachGraphsFirstCallAndTheRecompiles) {
                          ")"),
             std::string::npos)
       << console;
+}
+
+struct TraceEvent {
+  uint64_t tid = 0;
+  double start = 0, end = 0;
+  std::string name;
+};
+
+// Attached after the warm-up compiled the graphs with inductor: every call of a fused C++ kernel
+// in the measured steps, by name, against torch's own profile of the same steps with kernel
+// profiling built in (tests/workloads/inductor_function.py), and each inside its generated
+// module's `call` frame, with its source file.
+TEST_P(CompileTest, InductorKernelCallsMatchTorchsProfilerAndNestInTheirCallFrame) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; inductor's kernels are NOT tested ***";
+  const auto root =
+      RootWorkload::make(GetParam(), workload_script("inductor_function.py"), RootTools::kInductor);
+  if (!root)
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: scripts/make-inductor-root.sh " << suite_name(GetParam())
+                 << " could not add inductor's toolchain; inductor's kernels are NOT tested ***";
+  const WorkloadEnvironment& environment = root->environment();
+  const fs::path trace_path = environment.scratch_for_us / "inductor.pt.trace.json";
+  const std::string console = record_workload_with_tprof(environment, {"--steps", "3"}, trace_path, {"--no-et"});
+  run_workload(environment, {"--steps", "3", "--kernel-reference-out",
+                             (environment.scratch_for_target / "kernels.json").string()});
+  std::ifstream in(environment.scratch_for_us / "kernels.json");
+  const auto expected = nlohmann::json::parse(in).at("kernels").get<std::map<std::string, int>>();
+  int expected_calls = 0;
+  for (const auto& [name, calls] : expected) expected_calls += calls;
+  ASSERT_GT(expected_calls, 0) << "torch's profile shows no inductor kernel: the reference is broken";
+
+  const nlohmann::json trace = nlohmann::json::parse(read_trace_text(trace_path));
+  std::map<std::string, int> kernels;
+  std::vector<TraceEvent> kernel_events, call_frames;
+  for (const auto& event : trace.at("traceEvents")) {
+    if (event.value("ph", "") != "X") continue;
+    const std::string name = event.value("name", "");
+    const TraceEvent span{event.value("tid", uint64_t{0}), event.at("ts").get<double>(),
+                          event.at("ts").get<double>() + event.at("dur").get<double>(), name};
+    if (event.value("cat", "") == "cpu_op" && name.starts_with("cpp_fused_")) {
+      ++kernels[name];
+      kernel_events.push_back(span);
+      const std::string source = event.at("args").value("Kernel file", "");
+      EXPECT_TRUE(source.ends_with(".cpp") && fs::exists(source)) << name << ": " << source;
+    } else if (event.value("cat", "") == "python_function" && name.find("/inductor-cache/") != std::string::npos &&
+               name.ends_with("): call")) {
+      call_frames.push_back(span);
+    }
+  }
+  std::cout << environment.description << ": tprof " << kernel_events.size() << " kernel calls of " << kernels.size()
+            << " kernels; torch's profile " << expected_calls << " of " << expected.size() << "\n";
+  EXPECT_EQ(kernels, expected) << console;
+  EXPECT_NE(console.find("probing 6 new inductor C++ kernels"), std::string::npos) << console;
+  // Python spans are timed from the stacks the probes saw: a frame and the first kernel it calls
+  // begin at the same instant, and the trace rounds both to the nanosecond.
+  for (const TraceEvent& kernel : kernel_events) {
+    const bool nested = std::any_of(call_frames.begin(), call_frames.end(), [&](const TraceEvent& frame) {
+      return frame.tid == kernel.tid && frame.start <= kernel.start + 1e-3 && kernel.end <= frame.end + 1e-3;
+    });
+    EXPECT_TRUE(nested) << kernel.name << " at " << kernel.start << " is in no generated module's call frame";
+  }
+  EXPECT_TRUE(validate_trace_file(trace_path).empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(Torch2, CompileTest, ::testing::Values(TorchRoot::kTrixie, TorchRoot::kSid),

@@ -47,6 +47,7 @@ struct HarmCase {
   int steps = 10;
   std::string unwound_op;  // the op the scenario's exception unwinds
   int unwound_per_step = 0;  // how many of its calls each step ends by an exception
+  RootTools tools = RootTools::kTorch;  // kInductor: the trixie root with inductor's C++ toolchain
 };
 
 void PrintTo(const HarmCase& harm_case, std::ostream* out) {
@@ -174,9 +175,11 @@ class TargetHarm : public ::testing::TestWithParam<HarmCase> {
                       "CAP_PERFMON); target safety is NOT tested ***";
     const fs::path script = workload_script("harm_workloads.py");
     if (GetParam().torch26) {
-      trixie_ = RootWorkload::make(TorchRoot::kTrixie, script);
+      trixie_ = RootWorkload::make(TorchRoot::kTrixie, script, GetParam().tools);
       if (!trixie_)
-        GTEST_SKIP() << missing_root_message(TorchRoot::kTrixie, "target safety on torch 2.6");
+        GTEST_SKIP() << missing_root_message(TorchRoot::kTrixie, "target safety on torch 2.6") +
+                            (GetParam().tools == RootTools::kInductor ? " (or scripts/make-inductor-root.sh trixie failed)"
+                                                                      : "");
       environment_ = trixie_->environment();
     } else {
       environment_ = host_workload(scratch_.path(), script);
@@ -241,7 +244,11 @@ INSTANTIATE_TEST_SUITE_P(
                       HarmCase{"threads", false, 3, "aten::topk", 1},
                       HarmCase{"threads", true, 3, "aten::topk", 1},
                       // torch 2.x only: torch 1.13 has no torch.compile.
-                      HarmCase{"compiled-op-error", true, 20, "aten::index_select", 1}),
+                      HarmCase{"compiled-op-error", true, 20, "aten::index_select", 1},
+                      // An exception thrown inside one of inductor's C++ kernels, which tprof
+                      // probes while the target runs.
+                      HarmCase{"inductor-kernel-error", true, 20, "cpp_fused_add_index_select_mul_sin_0", 1,
+                               RootTools::kInductor}),
     [](const auto& info) {
       std::string name = info.param.scenario + (info.param.torch26 ? "_torch26" : "_torch113");
       std::replace(name.begin(), name.end(), '-', '_');

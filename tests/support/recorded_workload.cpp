@@ -138,15 +138,15 @@ void PrintTo(const RootCase& root_case, std::ostream* out) {
   *out << describe(root_case.root) << ", " << root_case.workload;
 }
 
-std::unique_ptr<RootWorkload> RootWorkload::make(TorchRoot root, const fs::path& script) {
-  const auto built = run_command(
-      {"bash", (fs::path(testing::source_dir()) / "scripts/make-torch-root.sh").string(), suite_name(root)},
-      kRootBuildTimeout);
+std::unique_ptr<RootWorkload> RootWorkload::make(TorchRoot root, const fs::path& script, RootTools tools) {
+  const char* maker = tools == RootTools::kInductor ? "scripts/make-inductor-root.sh" : "scripts/make-torch-root.sh";
+  const auto built =
+      run_command({"bash", (fs::path(testing::source_dir()) / maker).string(), suite_name(root)}, kRootBuildTimeout);
   if (!built.status || !built.status->succeeded() || built.stdout_lines.empty()) return nullptr;
-  return std::unique_ptr<RootWorkload>(new RootWorkload(root, built.stdout_lines.back(), script));
+  return std::unique_ptr<RootWorkload>(new RootWorkload(root, built.stdout_lines.back(), script, tools));
 }
 
-RootWorkload::RootWorkload(TorchRoot root, const fs::path& root_path, const fs::path& script)
+RootWorkload::RootWorkload(TorchRoot root, const fs::path& root_path, const fs::path& script, RootTools tools)
     : in_root_(root_path / "tmp") {
   // The target sees the root as "/": the workload and its output live under its /tmp. torch
   // leaves a temporary directory behind when killed; TMPDIR keeps it in the scratch directory.
@@ -156,8 +156,12 @@ RootWorkload::RootWorkload(TorchRoot root, const fs::path& root_path, const fs::
   const fs::path protocol = workload_script("train_loop.py");
   if (script.filename() != protocol.filename()) fs::copy_file(protocol, in_root_.path() / protocol.filename());
   const fs::path target_dir = "/tmp" / in_root_.path().filename();
-  environment_ = {.description = describe(root),
-                  .interpreter = {"chroot", root_path.string(), "env", "TMPDIR=" + target_dir.string(), "python3"},
+  std::vector<std::string> interpreter = {"chroot", root_path.string(), "env", "TMPDIR=" + target_dir.string()};
+  if (tools == RootTools::kInductor)
+    interpreter.push_back("TORCHINDUCTOR_CACHE_DIR=" + (target_dir / "inductor-cache").string());
+  interpreter.push_back("python3");
+  environment_ = {.description = describe(root) + (tools == RootTools::kInductor ? " with inductor's toolchain" : ""),
+                  .interpreter = interpreter,
                   .script = target_dir / script.filename(),
                   .scratch_for_target = target_dir,
                   .scratch_for_us = in_root_.path()};

@@ -76,14 +76,20 @@ void PrintTo(const RootCase& root_case, std::ostream* out);
 // the other workloads import), with a scratch directory inside the root
 // (scripts/make-torch-root.sh builds the root or reuses it); nullptr when the root cannot be
 // had.
+// With RootTools::kInductor, the root is the one scripts/make-inductor-root.sh makes (inductor's
+// C++ toolchain added in an overlay), and inductor's cache is a directory of the scratch one.
+enum class RootTools { kTorch, kInductor };
+
 class RootWorkload {
  public:
   static std::unique_ptr<RootWorkload> make(TorchRoot root,
-                                            const std::filesystem::path& script = workload_script("train_loop.py"));
+                                            const std::filesystem::path& script = workload_script("train_loop.py"),
+                                            RootTools tools = RootTools::kTorch);
   const WorkloadEnvironment& environment() const { return environment_; }
 
  private:
-  RootWorkload(TorchRoot root, const std::filesystem::path& root_path, const std::filesystem::path& script);
+  RootWorkload(TorchRoot root, const std::filesystem::path& root_path, const std::filesystem::path& script,
+               RootTools tools);
   ScratchDirectory in_root_;
   WorkloadEnvironment environment_;
 };

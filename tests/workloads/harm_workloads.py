@@ -13,6 +13,8 @@ code does, and counts what it saw, so that a test can tell that tracing changed 
   threads            64 threads, each throwing and catching op errors
   compiled-op-error  (torch 2.x) a torch.compile'd graph whose index_select throws, unwinding
                      through the compiled region dynamo opens and tprof probes
+  inductor-kernel-error (torch 2.x, inductor's toolchain) the same gather compiled by inductor:
+                     its fused C++ kernel throws, through the probes tprof adds while it runs
 
 Protocol as train_loop.py: READY <pid>, a line on stdin runs --steps steps (or, with
 --until-stopped, steps until the next line), then COUNTS {json} and DONE; the next line or EOF
@@ -166,6 +168,27 @@ def make_compiled_op_error():
     return step
 
 
+def make_inductor_kernel_error():
+    """The same gather compiled by inductor (torch 2.x with its C++ toolchain): the index check is
+    inside the fused C++ kernel (cpp_fused_add_index_select_mul_sin_0), whose TORCH_CHECK throws
+    c10::Error through the kernel tprof probes while the target runs, and through the Python
+    binding that turns it into a RuntimeError."""
+    def gather(x, index):
+        return torch.index_select(torch.sin(x) + 1, 0, index) * 2
+    compiled = torch.compile(gather, backend="inductor")
+    x, good, bad = torch.randn(4), torch.tensor([0, 3]), torch.tensor([0, 9])
+
+    def step(counts):
+        counts.checksum += float(compiled(x, good).sum())
+        counts.expected += 1
+        try:
+            compiled(x, bad)  # index 9 of 4: thrown inside the kernel
+        except RuntimeError:
+            counts.caught += 1
+
+    return step
+
+
 def threads(counts):
     """64 threads, each throwing and catching; the per-thread counts are summed."""
     per_thread = [Counts() for _ in range(THREADS)]
@@ -188,6 +211,7 @@ SCENARIOS = {
     "dataloader-fork": make_dataloader_fork,
     "threads": lambda: threads,
     "compiled-op-error": make_compiled_op_error,
+    "inductor-kernel-error": make_inductor_kernel_error,
 }
 
 

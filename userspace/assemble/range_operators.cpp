@@ -20,7 +20,7 @@ uint32_t RangeOperators::index_of(std::string name, model::RangeKind kind) {
   auto key = std::make_pair(kind, std::move(name));
   if (const auto found = indices_.find(key); found != indices_.end()) return found->second;
   const auto index = static_cast<uint32_t>(operators_.size());
-  operators_.push_back(model::Operator{key.second, "", kind, {}});
+  operators_.push_back(model::Operator{key.second, "", kind, {}, ""});
   indices_.emplace(std::move(key), index);
   return index;
 }

@@ -410,10 +410,11 @@ void SpanCloser::window_edge(OpWindowEdge edge, uint64_t at_ns, uint32_t optimiz
   if (edge == OpWindowEdge::kClosing && ops_window_open_) close_ops_window(at_ns);
 }
 
-// CUDA calls' probes are not windowed (nor is the stack sampler).
+// CUDA calls' and inductor kernels' probes are not windowed (nor is the stack sampler).
 bool SpanCloser::recorded_all_along(uint32_t operator_index) const {
   const model::RangeKind kind = operators_.at(operator_index).kind;
-  return kind == model::RangeKind::kCudaRuntime || kind == model::RangeKind::kCudaDriver;
+  return kind == model::RangeKind::kCudaRuntime || kind == model::RangeKind::kCudaDriver ||
+         kind == model::RangeKind::kCompiledKernel;
 }
 
 bool SpanCloser::outside_windows(const OpEvent& event) const {

@@ -507,7 +507,7 @@ const model::Operator& operator_named(std::map<std::string, model::Operator, std
     kind = model::RangeKind::kFunctionRange;
   else if (name.find("::") != std::string::npos && !name.starts_with("autograd::") && name.find(' ') == std::string::npos)
     kind = model::RangeKind::kOperator;
-  return operators.emplace(name, model::Operator{name, "", kind, {}}).first->second;
+  return operators.emplace(name, model::Operator{name, "", kind, {}, ""}).first->second;
 }
 
 // One thread's ranges into `sink` in the order they closed while recording, innermost first:

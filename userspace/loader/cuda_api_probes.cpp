@@ -46,7 +46,7 @@ void plan_library(const MappedLibrary& library, const ApiLibrary& api, std::vect
       if (const auto offset = sections.file_offset_of(ret)) return_offsets.insert(*offset);
     entries.offsets.push_back(entry);
     entries.cookies.push_back(operators.size());
-    operators.push_back({std::string(name), "", api.kind, {}});
+    operators.push_back({std::string(name), "", api.kind, {}, ""});
     ++probes.functions;
   }
   if (entries.offsets.empty()) return;

@@ -288,6 +288,12 @@ void TargetProbes::detach_api_calls() noexcept {
   api_return_links_.clear();
 }
 
+void TargetProbes::attach_compiled_kernel(const UprobeSites& entries, const UprobeSites& returns) {
+  if (!returns.offsets.empty())  // none found: the range closes with its caller's (span_closer.h)
+    compiled_kernel_links_.push_back(attach_uprobe_multi(skeleton().progs.range_return, pid_, returns));
+  compiled_kernel_links_.push_back(attach_uprobe_multi(skeleton().progs.compiled_kernel_enter, pid_, entries));
+}
+
 void TargetProbes::attach_memory(const UprobeSites& allocations, const UprobeSites& frees,
                                  const UprobeSites& device_reports) {
   memory_free_link_ = attach_uprobe_multi(skeleton().progs.memory_freed, pid_, frees);
@@ -328,6 +334,8 @@ void TargetProbes::detach() noexcept {
   device_memory_link_ = {};
   memory_free_link_ = {};
   detach_api_calls();
+  for (auto link = compiled_kernel_links_.rbegin(); link != compiled_kernel_links_.rend(); ++link) *link = {};
+  compiled_kernel_links_.clear();
   device_activity_link_ = {};
 }
 

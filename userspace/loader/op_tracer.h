@@ -167,6 +167,10 @@ class TargetProbes {
   // Removes those probes (entries first): CUPTI reports the same calls once CUDA has loaded the
   // injection library, and a trap per call is a cost without a use then.
   void detach_api_calls() noexcept;
+  // Inductor's C++ kernels, found while recording (userspace/session/compiled_kernel_watch.h):
+  // ranges like ops, with Python stacks and no arguments; cookies are their operator indices.
+  // Not windowed by --max-overhead: a kernel library comes and stays, and is probed once.
+  void attach_compiled_kernel(const UprobeSites& entries, const UprobeSites& returns);
   // --memory: the allocators' reports of each block they hand out and take back
   // (memory_probes.h): the CPU's, and the devices' (no offsets: not probed). Frees first, so
   // that no block is seen allocated whose free is missed.
@@ -203,6 +207,7 @@ class TargetProbes {
   BpfLink memory_allocation_link_;
   BpfLink device_memory_link_;
   std::vector<BpfLink> api_call_links_;
+  std::vector<BpfLink> compiled_kernel_links_;  // entries and returns, in attach order
   std::vector<BpfLink> api_return_links_;
   BpfLink device_activity_link_;
   target_settings settings_{};

@@ -41,7 +41,7 @@ ProbePlan plan_op_probes(const symbolizer::OpCatalog& catalog, const std::string
     plan.sites.cookies.push_back(plan.operators.size());
     plan.addresses.push_back(entry.site.symbol_address);
     plan.operators.push_back(
-        model::Operator{entry.op_name, entry.schema, model::RangeKind::kOperator, symbolizer::written_arguments(entry.schema)});
+        model::Operator{entry.op_name, entry.schema, model::RangeKind::kOperator, symbolizer::written_arguments(entry.schema), ""});
     plan.catalog_entries.push_back(index);
   }
   return plan;

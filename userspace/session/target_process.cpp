@@ -58,6 +58,47 @@ TargetProcess::TargetProcess(pid_t pid) : pid_(pid) {
   pidfd_ = UniqueFd(fd);
 }
 
+namespace {
+
+// One line of /proc/PID/maps: "address perms offset dev inode pathname".
+struct MapsLine {
+  uint64_t start = 0, end = 0;
+  ino_t inode = 0;
+  std::string path;
+};
+
+MapsLine parse_maps_line(const std::string& line) {
+  std::istringstream fields(line);
+  std::string address, perms, offset, device;
+  MapsLine parsed;
+  fields >> address >> perms >> offset >> device >> parsed.inode;
+  std::getline(fields >> std::ws, parsed.path);
+  const auto dash = address.find('-');
+  if (dash == std::string::npos) return {};
+  parsed.start = std::strtoull(address.c_str(), nullptr, 16);
+  parsed.end = std::strtoull(address.c_str() + dash + 1, nullptr, 16);
+  return parsed;
+}
+
+// maps shows the path as seen from *our* root. For a target in another mount namespace
+// (a container) that is its own path, reachable through /proc/PID/root; for a chrooted
+// target it is already our path. The mapping's own entry in map_files always works but
+// names a magic link. The first candidate that is the very file mapped; none if none is.
+std::optional<MappedLibrary> open_mapped(const std::string& proc_dir, const MapsLine& mapping) {
+  // map_files names are the range without maps' zero padding: "400000-420000".
+  char range[64];
+  std::snprintf(range, sizeof(range), "%llx-%llx", static_cast<unsigned long long>(mapping.start),
+                static_cast<unsigned long long>(mapping.end));
+  for (const std::string& candidate : {proc_dir + "/root" + mapping.path, mapping.path, proc_dir + "/map_files/" + range}) {
+    struct stat st{};
+    if (::stat(candidate.c_str(), &st) == 0 && st.st_ino == mapping.inode)
+      return MappedLibrary{mapping.path, candidate, mapping.start};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<MappedLibrary> TargetProcess::find_mapped_library(const std::string& file_name_prefix) const {
   const std::string proc_dir = "/proc/" + std::to_string(pid_);
   const std::string maps_path = proc_dir + "/maps";
@@ -65,33 +106,32 @@ std::optional<MappedLibrary> TargetProcess::find_mapped_library(const std::strin
   if (!maps) throw Error(errno_message("cannot read " + maps_path, errno));
   std::string line;
   while (std::getline(maps, line)) {
-    // address perms offset dev inode pathname
-    std::istringstream fields(line);
-    std::string address, perms, offset, device, path;
-    ino_t inode = 0;
-    fields >> address >> perms >> offset >> device >> inode;
-    std::getline(fields >> std::ws, path);
-    if (path.empty() || path[0] != '/') continue;
-    const auto slash = path.rfind('/');
-    if (path.compare(slash + 1, file_name_prefix.size(), file_name_prefix) != 0) continue;
-    // maps shows the path as seen from *our* root. For a target in another mount namespace
-    // (a container) that is its own path, reachable through /proc/PID/root; for a chrooted
-    // target it is already our path. The mapping's own entry in map_files always works but
-    // names a magic link. Take the first candidate that is the very file mapped.
-    // map_files names are the range without maps' zero padding: "400000-420000".
-    const auto dash = address.find('-');
-    char range[64];
-    std::snprintf(range, sizeof(range), "%llx-%llx", std::stoull(address.substr(0, dash), nullptr, 16),
-                  std::stoull(address.substr(dash + 1), nullptr, 16));
-    for (const std::string& candidate : {proc_dir + "/root" + path, path, proc_dir + "/map_files/" + range}) {
-      struct stat st{};
-      if (::stat(candidate.c_str(), &st) == 0 && st.st_ino == inode)
-        return MappedLibrary{path, candidate, std::stoull(address.substr(0, dash), nullptr, 16)};
-    }
-    throw Error("cannot open " + path + " of process " + std::to_string(pid_) +
+    const MapsLine mapping = parse_maps_line(line);
+    if (mapping.path.empty() || mapping.path[0] != '/') continue;
+    const auto slash = mapping.path.rfind('/');
+    if (mapping.path.compare(slash + 1, file_name_prefix.size(), file_name_prefix) != 0) continue;
+    if (auto library = open_mapped(proc_dir, mapping)) return library;
+    throw Error("cannot open " + mapping.path + " of process " + std::to_string(pid_) +
                 " (through /proc/PID/root or /proc/PID/map_files)");
   }
   return std::nullopt;
+}
+
+std::vector<MappedLibrary> TargetProcess::mapped_libraries(
+    const std::function<bool(std::string_view path_in_target)>& wanted) const {
+  const std::string proc_dir = "/proc/" + std::to_string(pid_);
+  std::ifstream maps(proc_dir + "/maps");
+  std::vector<MappedLibrary> libraries;
+  std::string line, previous_path;
+  while (std::getline(maps, line)) {
+    MapsLine mapping = parse_maps_line(line);
+    // A file's consecutive mappings are listed once, by the first (its ELF header's page).
+    if (mapping.path.empty() || mapping.path[0] != '/' || mapping.path == previous_path) continue;
+    previous_path = mapping.path;
+    if (!wanted(mapping.path)) continue;
+    if (auto library = open_mapped(proc_dir, mapping)) libraries.push_back(std::move(*library));
+  }
+  return libraries;
 }
 
 bool TargetProcess::has_exited() const {

@@ -6,8 +6,11 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "userspace/loader/unique_fd.h"
 
@@ -35,6 +38,9 @@ class TargetProcess {
 
   // The first mapping whose file name starts with `file_name_prefix` ("libtorch_cpu.so").
   std::optional<MappedLibrary> find_mapped_library(const std::string& file_name_prefix) const;
+  // The first mapping of every file whose path in the target `wanted` accepts. A file that
+  // cannot be opened from here is left out.
+  std::vector<MappedLibrary> mapped_libraries(const std::function<bool(std::string_view path_in_target)>& wanted) const;
 
   // /proc/PID/task/TID/comm, or "" once the thread is gone.
   std::string thread_name(uint32_t tid) const;

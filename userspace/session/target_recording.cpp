@@ -45,6 +45,7 @@
 #include "userspace/loader/unique_fd.h"
 #include "userspace/session/attach_plan.h"
 #include "userspace/session/attach_timings.h"
+#include "userspace/session/compiled_kernel_watch.h"
 #include "userspace/assemble/wall_clock.h"
 
 #ifndef TPROF_VERSION
@@ -178,6 +179,12 @@ class RecordingPipeline {
     closer_.estimate_flops([](const model::Operator& op, const std::vector<model::Value>& inputs) {
       return symbolizer::estimate_flops(op.name, inputs).value_or(0);
     });
+  }
+
+  // A range found while recording (an inductor kernel): its operator index.
+  uint32_t add_operator(model::Operator op) {
+    operators_.push_back(std::move(op));
+    return static_cast<uint32_t>(operators_.size() - 1);
   }
 
   // Everything up to the watermark is final (SessionTracer::drain): it is closed, handed on and
@@ -430,6 +437,7 @@ struct TargetRecording::State {
   std::optional<OutputFiles> outputs;
   std::unique_ptr<TargetProbes> probes;
   std::unique_ptr<RecordingPipeline> pipeline;
+  std::optional<CompiledKernelWatch> kernel_watch;  // where torch is mapped
   uint64_t attach_start_ns = 0;  // monotonic: when attaching began, and when every probe was live
   uint64_t attached_ns = 0;
   AttachTimings timings;
@@ -482,6 +490,10 @@ void TargetRecording::prepare() {
       s.probes->set_op_plan(op_id, s.plan.ops->argument_plans[op_id].bpf);
   s.pipeline = std::make_unique<RecordingPipeline>(s.plan, s.target, *s.probes, s.session, *s.outputs, s.clock,
                                                    s.options);
+  if (s.plan.ops)
+    s.kernel_watch.emplace(s.target, *s.probes,
+                           [pipeline = s.pipeline.get()](model::Operator op) { return pipeline->add_operator(std::move(op)); },
+                           s.console);
 }
 
 // A recording given up before its attach (another target failed) still says what it found.
@@ -494,6 +506,7 @@ void TargetRecording::attach() {
   s.attach_start_ns = monotonic_now_ns();
   try {
     attach_probes(*s.probes, s.session.tracer(), s.plan, sample_hz());
+    if (s.kernel_watch) s.kernel_watch->look();
   } catch (const std::exception&) {
     rethrow_saying_if_exited(s.target, s.console);
   }
@@ -530,6 +543,7 @@ void TargetRecording::advance(uint64_t watermark_ns) { state_->pipeline->advance
 void TargetRecording::flush_if_due(uint64_t now_ns) {
   State& s = *state_;
   s.pipeline->flush_if_due(now_ns);
+  if (s.kernel_watch && s.stop_ns == 0) s.kernel_watch->look_if_due(now_ns);
   constexpr uint64_t kCpuReadPeriodNs = 500'000'000;
   if (now_ns - s.cpu_read_ns < kCpuReadPeriodNs) return;
   s.cpu_read_ns = now_ns;

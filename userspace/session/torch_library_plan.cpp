@@ -32,7 +32,7 @@ void add_named_scopes(TorchLibraryPlan& planned, const symbolizer::LibraryIndex&
     plan.sites.offsets.push_back(*offset);
     plan.sites.cookies.push_back(plan.operators.size());
     plan.addresses.push_back(scope.function_address);
-    plan.operators.push_back({scope.name, "", model::RangeKind::kOperator, {}});
+    plan.operators.push_back({scope.name, "", model::RangeKind::kOperator, {}, ""});
   }
 }
 

@@ -1,0 +1,90 @@
+#include "userspace/session/compiled_kernel_watch.h"
+
+#include <filesystem>
+#include <utility>
+#include <vector>
+
+#include "symbolizer/binary/elf_file.h"
+#include "symbolizer/binary/library_index.h"
+#include "userspace/assemble/wall_clock.h"
+#include "userspace/loader/exit_probes.h"
+
+namespace tprof {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Reading a large process's mappings takes about a millisecond of tprof's time, none of the
+// target's; a kernel compiled meanwhile misses its first calls at most this long.
+constexpr uint64_t kLookPeriodNs = 250'000'000;
+// How many kernels' names one console line lists.
+constexpr size_t kNamesShown = 4;
+
+std::string with_extension(const std::string& path, const char* extension) {
+  return fs::path(path).replace_extension(extension).string();
+}
+
+}  // namespace
+
+CompiledKernelWatch::CompiledKernelWatch(const TargetProcess& target, TargetProbes& probes, AddOperator add_operator,
+                                         Console& console)
+    : target_(target), probes_(probes), add_operator_(std::move(add_operator)), console_(console) {}
+
+bool CompiledKernelWatch::may_be_kernel_library(std::string_view path) {
+  const fs::path file(path);
+  const std::string name = file.filename().string();
+  return name.size() > 4 && name.front() == 'c' && name.ends_with(".so") &&
+         file.parent_path().filename().string().size() == 2;
+}
+
+void CompiledKernelWatch::look_if_due(uint64_t now_ns) {
+  if (now_ns - last_look_ns_ < kLookPeriodNs) return;
+  look();
+}
+
+void CompiledKernelWatch::look() {
+  last_look_ns_ = monotonic_now_ns();
+  const std::vector<MappedLibrary> candidates = target_.mapped_libraries([this](std::string_view path) {
+    return may_be_kernel_library(path) && seen_.insert(std::string(path)).second;
+  });
+  std::vector<std::string> names;
+  for (const MappedLibrary& library : candidates) {
+    std::string name;
+    try {
+      if (probe(library, name)) names.push_back(std::move(name));
+    } catch (const std::exception& error) {
+      console_.line("warning: inductor kernel " + library.path_in_target + " not probed: " + error.what());
+    }
+  }
+  if (names.empty()) return;
+  kernels_probed_ += names.size();
+  std::string line = "torch.compile: probing " + std::to_string(names.size()) + " new inductor C++ kernel" +
+                     (names.size() == 1 ? "" : "s") + " (";
+  for (size_t at = 0; at < names.size() && at < kNamesShown; ++at) line += (at ? ", " : "") + names[at];
+  console_.line(line + (names.size() > kNamesShown ? ", ...)" : ")"));
+}
+
+bool CompiledKernelWatch::probe(const MappedLibrary& library, std::string& name) {
+  const auto kernel = symbolizer::find_inductor_kernel(library.host_path);
+  if (!kernel) return false;
+  const symbolizer::ElfFile elf(library.host_path);
+  const symbolizer::LibraryIndex index(elf);
+  const auto entry = index.sections.file_offset_of(kernel->kernel_address);
+  if (!entry) throw std::runtime_error("its `kernel` lies in no section of the file");
+  const ReturnSites returns = plan_return_sites(index, {kernel->kernel_address});
+
+  name = names_.name_of(library.host_path, kernel->source_path);
+  const std::string source_in_target = with_extension(library.path_in_target, ".cpp");
+  // Unnamed (no generated module of its cache binds its source): its source file's name.
+  if (name.empty()) name = fs::path(source_in_target).filename().string();
+  model::Operator op;
+  op.name = name;
+  op.kind = model::RangeKind::kCompiledKernel;
+  op.source_file = source_in_target;
+  const uint32_t op_id = add_operator_(std::move(op));
+  probes_.attach_compiled_kernel(UprobeSites{library.host_path, {*entry}, {op_id}},
+                                 exit_sites(library.host_path, returns.offsets));
+  return true;
+}
+
+}  // namespace tprof
