@@ -57,7 +57,6 @@ void CompiledKernelWatch::look() {
     }
   }
   if (names.empty()) return;
-  kernels_probed_ += names.size();
   std::string line = "torch.compile: probing " + std::to_string(names.size()) + " new inductor C++ kernel" +
                      (names.size() == 1 ? "" : "s") + " (";
   for (size_t at = 0; at < names.size() && at < kNamesShown; ++at) line += (at ? ", " : "") + names[at];

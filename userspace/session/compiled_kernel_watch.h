@@ -31,8 +31,6 @@ class CompiledKernelWatch {
   // Looks again once the period has passed since the last look.
   void look_if_due(uint64_t now_ns);
 
-  uint64_t kernels_probed() const { return kernels_probed_; }
-
  private:
   // Whether a new mapping is worth opening: inductor's cache names it <2 chars>/c<hash>[.main].so.
   static bool may_be_kernel_library(std::string_view path_in_target);
@@ -47,7 +45,6 @@ class CompiledKernelWatch {
   symbolizer::InductorKernelNames names_;
   std::unordered_set<std::string> seen_;  // paths in the target, each looked at once
   uint64_t last_look_ns_ = 0;
-  uint64_t kernels_probed_ = 0;
 };
 
 }  // namespace tprof
