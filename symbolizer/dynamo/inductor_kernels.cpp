@@ -36,6 +36,17 @@ std::string read_file(const fs::path& path) {
 
 }  // namespace
 
+bool is_inductor_kernel_name(std::string_view name) {
+  constexpr std::string_view kKernelPrefix = "cpp_fused_";
+  constexpr std::string_view kGraphPrefix = "graph_";
+  if (name.starts_with(kGraphPrefix)) {
+    const size_t digits_end = name.find_first_not_of("0123456789", kGraphPrefix.size());
+    if (digits_end == kGraphPrefix.size() || digits_end == std::string_view::npos || name[digits_end] != '_') return false;
+    name.remove_prefix(digits_end + 1);
+  }
+  return name.starts_with(kKernelPrefix) && name.size() > kKernelPrefix.size();
+}
+
 std::optional<InductorKernelLibrary> find_inductor_kernel(const std::string& library_path) {
   try {
     const ElfFile elf(library_path);

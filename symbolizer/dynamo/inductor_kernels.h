@@ -16,6 +16,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 namespace tprof::symbolizer {
@@ -36,6 +37,10 @@ std::string kernel_source_of_cpp(const std::string& cpp_text);
 // Every `NAME = async_compile.cpp_pybinding([...], '''SOURCE''')` of one generated module, by
 // SOURCE (as kernel_source_of_cpp gives it).
 std::map<std::string, std::string, std::less<>> kernel_bindings_of_module(const std::string& module_text);
+
+// Whether a range's name is an inductor C++ kernel's: "cpp_fused_<ops>_<n>" as tprof names it,
+// or "graph_<id>_cpp_fused_<ops>_<n>" as torch's profiler does with kernel profiling built in.
+bool is_inductor_kernel_name(std::string_view name);
 
 // Names kernel libraries from the generated modules of their caches. The modules a cache holds
 // are read once each, when a library is not found among those read so far.

@@ -228,6 +228,17 @@ TEST_P(CompileTest, InductorKernelCallsMatchTorchsProfilerAndNestInTheirCallFram
             << " kernels; torch's profile " << expected_calls << " of " << expected.size() << "\n";
   EXPECT_EQ(kernels, expected) << console;
   EXPECT_NE(console.find("probing 6 new inductor C++ kernels"), std::string::npos) << console;
+  // The compile summary counts them, at the end of the run and from either trace.
+  const std::regex kernel_line(R"(inductor C\+\+ kernels: (\d+) calls of (\d+) kernels)");
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(console, match, kernel_line)) << console;
+  EXPECT_EQ(std::stoi(match[1]), expected_calls) << console;
+  EXPECT_EQ(std::stoul(match[2]), expected.size()) << console;
+  for (const fs::path& trace : {trace_path, environment.scratch_for_us / "kernels.json.trace.json"}) {
+    const std::string report = report_compile(trace);
+    ASSERT_TRUE(std::regex_search(report, match, kernel_line)) << trace << ":\n" << report;
+    EXPECT_EQ(std::stoi(match[1]), expected_calls) << trace << ":\n" << report;
+  }
   // Python spans are timed from the stacks the probes saw: a frame and the first kernel it calls
   // begin at the same instant, and the trace rounds both to the nanosecond.
   for (const TraceEvent& kernel : kernel_events) {

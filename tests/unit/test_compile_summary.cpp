@@ -91,6 +91,24 @@ TEST_F(CompileSummaryTest, RecompilesAreNamedWithTheFrameFirstCall) {
   EXPECT_EQ(lines[3], "  recompiled: frame 0 has 2 graphs (1 recompiles), first called from /work/train.py(12): step");
 }
 
+// Inductor's C++ kernels are not ops: their calls and their share of the regions' time have a
+// line of their own, and an op a kernel were to enclose would still be outermost.
+TEST_F(CompileSummaryTest, InductorKernelsHaveTheirCallsAndShareOfTheRegions) {
+  const model::Operator sine_kernel{"cpp_fused_sin_0", "", RangeKind::kCompiledKernel};
+  const model::Operator cosine_kernel{"cpp_fused_cos_1", "", RangeKind::kCompiledKernel};
+  close(sine_kernel, 1, 10, 20);
+  close(kSin, 2, 31, 32);
+  close(cosine_kernel, 1, 30, 40);
+  close(kRegion00, 0, 0, 50, &kUserCall);
+  close(sine_kernel, 1, 110, 130);
+  close(kRegion00, 0, 100, 150, &kUserCall);
+  EXPECT_EQ(sink_.captured_ops(), 1u);
+  EXPECT_EQ(sink_.total_ops(), 1u);
+  const std::vector<std::string> lines = sink_.describe();
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_EQ(lines[1], "  inductor C++ kernels: 3 calls of 2 kernels, 0.0 ms (40% of the time in compiled regions)");
+}
+
 // torch 2.6's compile work (tracing with fake tensors) counts neither as compiled nor as eager.
 TEST_F(CompileSummaryTest, OpsOfCompileWorkCountNowhere) {
   close(kSin, 1, 1, 2);

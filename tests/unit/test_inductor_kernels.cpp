@@ -77,6 +77,15 @@ TEST(InductorKernels, NamesALibraryFromTheModulesOfItsCache) {
   EXPECT_EQ(names.name_of(cache / "ij/cij.so", cache / "ij/cij.cpp"), "");
 }
 
+TEST(InductorKernels, KernelNamesAsTprofAndAsTorchsProfilerGiveThem) {
+  EXPECT_TRUE(is_inductor_kernel_name("cpp_fused_add_mul_sin_0"));
+  EXPECT_TRUE(is_inductor_kernel_name("graph_12_cpp_fused_add_mul_sin_0"));
+  EXPECT_FALSE(is_inductor_kernel_name("cpp_fused_"));
+  EXPECT_FALSE(is_inductor_kernel_name("graph__cpp_fused_sin_0"));
+  EXPECT_FALSE(is_inductor_kernel_name("graph_1cpp_fused_sin_0"));
+  EXPECT_FALSE(is_inductor_kernel_name("aten::sin"));
+}
+
 TEST(InductorKernels, OnlyALibraryDefiningKernelAndItsModuleInitIsOne) {
   const tprof::test::ScratchDirectory scratch;
   write(scratch.path() / "not-elf.so", "text");

@@ -10,8 +10,9 @@ frames (dynamic shapes), so the warm-up compiles four graphs, each with its fuse
 train_loop.py's protocol and options, and --kernel-reference-out FILE: the measured steps
 under torch's own profiler (CPU) with TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE=1, which makes
 every kernel open a RecordFunction named graph_<id>_<kernel>; writes {"kernels": {kernel:
-calls}, "torch": version} to FILE, with the graph_<id>_ prefix taken off. That setting
-changes the kernels' code, so it runs with a cache directory of its own.
+calls}, "torch": version} to FILE, with the graph_<id>_ prefix taken off, and torch's Chrome
+trace of the same steps to FILE.trace.json. That setting changes the kernels' code, so it runs
+with a cache directory of its own.
 """
 import argparse
 import collections
@@ -54,10 +55,11 @@ def make_step():
     return step
 
 
-def kernel_reference(run_steps):
+def kernel_reference(run_steps, trace_path):
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU]) as profiler:
         run_steps()
+    profiler.export_chrome_trace(trace_path)
     kernels = collections.Counter()
     for event in profiler.events():
         match = PROFILED_KERNEL.match(event.name)
@@ -74,7 +76,7 @@ def main():
         return train_loop.run_protocol(args, step)
     for _ in range(args.warmup):
         step()
-    reference = kernel_reference(lambda: [step() for _ in range(args.steps)])
+    reference = kernel_reference(lambda: [step() for _ in range(args.steps)], OWN.kernel_reference_out + ".trace.json")
     with open(OWN.kernel_reference_out, "w") as out:
         json.dump(reference, out)
     return 0

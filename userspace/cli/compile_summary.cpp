@@ -100,6 +100,11 @@ void CompileSummarySink::op(const model::ClosedOp& closed) {
     ++level.ops;
     level.ns += ns;
     level.add({span.operator_index, closed.stack}, 1, ns);
+  } else if (closed.op.kind == model::RangeKind::kCompiledKernel) {
+    ++kernel_calls_;
+    kernel_ns_ += ns;
+    if (kernels_.size() < kMaxSites) kernels_.insert(closed.op.name);
+    level.add(enclosed);
   } else if (closed.op.kind == model::RangeKind::kUserAnnotation && closed.op.name.ends_with(kCompileWorkSuffix)) {
     if (closed.op.name == kCompileRange) {
       ++compiles_;
@@ -148,6 +153,13 @@ std::vector<std::string> CompileSummarySink::describe(size_t limit) const {
                       " of op time inside compiled regions";
   if (compiles_ > 0) first += "; " + milliseconds(compile_ns_) + " compiling (" + std::to_string(compiles_) + " compiles)";
   lines.push_back(first);
+  if (kernel_calls_ > 0) {
+    uint64_t region_ns = 0;
+    for (const auto& [id, graph] : graphs_) region_ns += graph.ns;
+    lines.push_back("  inductor C++ kernels: " + std::to_string(kernel_calls_) + " calls of " +
+                    std::to_string(kernels_.size()) + " kernels, " + milliseconds(kernel_ns_) + " (" +
+                    percent(kernel_ns_, region_ns) + " of the time in compiled regions)");
+  }
   size_t shown = 0;
   for (const auto& [id, graph] : graphs_) {
     if (shown++ == limit) {

@@ -5,7 +5,8 @@
 // - graphs (distinct frame/recompile pairs), the frames they come from, and graph calls;
 // - the outermost ATen ops (no op encloses them) inside a compiled region and in all, by count
 //   and by time: the seed's captured/total;
-// and what it cannot give: each frame's recompiles, the graph breaks (from the Python frames of
+// and what it cannot give: inductor's C++ kernels (their calls and share of the regions' time),
+// each frame's recompiles, the graph breaks (from the Python frames of
 // the functions dynamo resumes after them, which name the function and line), the eager ops
 // outside every region with the Python line that called them, and the time torch 2.6's
 // `_compile.compile_inner (dynamo_timed)` ranges spent compiling. The ops inside 2.6's
@@ -77,6 +78,10 @@ class CompileSummarySink final : public model::TraceSink {
   std::set<std::tuple<std::string, std::string, std::string>> graph_breaks_;
   uint64_t compiles_ = 0;
   uint64_t compile_ns_ = 0;
+  // Inductor's C++ kernels: their calls and time, and the distinct kernels (at most kMaxSites).
+  uint64_t kernel_calls_ = 0;
+  uint64_t kernel_ns_ = 0;
+  std::set<std::string> kernels_;
 };
 
 // "Torch-Compiled Region: 0/1" -> {0, 1}; false for any other name.

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "symbolizer/dynamo/inductor_kernels.h"
 #include "userspace/cli/compile_summary.h"
 #include "userspace/cli/error.h"
 
@@ -496,7 +497,7 @@ std::string memory_report_from_trace(const std::string& path, const ReportLimits
 namespace {
 
 // What a range of a saved trace is to the compile summary, from its name alone: dynamo's
-// region, torch 2.6's compile work, an operator ("ns::name", not the autograd engine's
+// region, an inductor C++ kernel, torch 2.6's compile work, an operator ("ns::name", not the autograd engine's
 // ranges), or a range that only encloses.
 const model::Operator& operator_named(std::map<std::string, model::Operator, std::less<>>& operators,
                                       const std::string& name) {
@@ -505,6 +506,8 @@ const model::Operator& operator_named(std::map<std::string, model::Operator, std
   std::pair<uint64_t, uint64_t> graph;
   if (parse_compiled_region(name, &graph))
     kind = model::RangeKind::kFunctionRange;
+  else if (symbolizer::is_inductor_kernel_name(name))
+    kind = model::RangeKind::kCompiledKernel;
   else if (name.find("::") != std::string::npos && !name.starts_with("autograd::") && name.find(' ') == std::string::npos)
     kind = model::RangeKind::kOperator;
   return operators.emplace(name, model::Operator{name, "", kind, {}, ""}).first->second;
