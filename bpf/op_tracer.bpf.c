@@ -187,6 +187,23 @@ int op_spilled_arguments(struct pt_regs *ctx)
 	return emit_assembled(ids, record, sizeof(record->spilled));
 }
 
+/* A range like an op's without arguments, its operator the attach cookie; with the thread's
+ * Python stack when `with_python_stack`. */
+static __always_inline int enter_range_without_arguments(struct pt_regs *ctx, bool with_python_stack)
+{
+	struct thread_ids ids;
+	const struct target_settings *target = current_target(&ids);
+	if (!target)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u32 op_id = (__u32)bpf_get_attach_cookie(ctx);
+	struct open_range_stack *open = prepare_range_entry(PT_REGS_SP(ctx), ids, now);
+	__u64 stack_id = with_python_stack ? capture_python_stack(target, ids) : 0;
+	emit(ids, op_id, OP_RECORD_ENTER, stack_id, now, SEQUENCE_COUNTER_UNKNOWN);
+	push_range(open, ids, PT_REGS_SP(ctx), op_id, OPEN_RANGE_OP);
+	return 0;
+}
+
 /*
  * A CUDA API entry point (userspace/loader/cuda_api_probes.h), closed at its `ret` like an op:
  * its event shows neither arguments nor a Python stack, so none are read on the target's
@@ -195,15 +212,7 @@ int op_spilled_arguments(struct pt_regs *ctx)
 SEC("uprobe.multi")
 int api_call_enter(struct pt_regs *ctx)
 {
-	struct thread_ids ids;
-	if (!current_target(&ids))
-		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	__u32 op_id = (__u32)bpf_get_attach_cookie(ctx);
-	struct open_range_stack *open = prepare_range_entry(PT_REGS_SP(ctx), ids, now);
-	emit(ids, op_id, OP_RECORD_ENTER, 0, now, SEQUENCE_COUNTER_UNKNOWN);
-	push_range(open, ids, PT_REGS_SP(ctx), op_id, OPEN_RANGE_OP);
-	return 0;
+	return enter_range_without_arguments(ctx, false);
 }
 
 /*
@@ -215,17 +224,7 @@ int api_call_enter(struct pt_regs *ctx)
 SEC("uprobe.multi")
 int compiled_kernel_enter(struct pt_regs *ctx)
 {
-	struct thread_ids ids;
-	const struct target_settings *target = current_target(&ids);
-	if (!target)
-		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	__u32 op_id = (__u32)bpf_get_attach_cookie(ctx);
-	struct open_range_stack *open = prepare_range_entry(PT_REGS_SP(ctx), ids, now);
-	__u64 stack_id = capture_python_stack(target, ids);
-	emit(ids, op_id, OP_RECORD_ENTER, stack_id, now, SEQUENCE_COUNTER_UNKNOWN);
-	push_range(open, ids, PT_REGS_SP(ctx), op_id, OPEN_RANGE_OP);
-	return 0;
+	return enter_range_without_arguments(ctx, true);
 }
 
 /* The `ret` of op `op_id`'s call: rax holds what it returns (the sret pointer for objects). */

@@ -2,12 +2,9 @@
 
 #include <fstream>
 #include <iterator>
-#include <sstream>
 #include <string_view>
 #include <system_error>
 
-#include "symbolizer/binary/defined_symbols.h"
-#include "symbolizer/binary/elf_file.h"
 
 namespace tprof::symbolizer {
 namespace {
@@ -47,18 +44,13 @@ bool is_inductor_kernel_name(std::string_view name) {
   return name.starts_with(kKernelPrefix) && name.size() > kKernelPrefix.size();
 }
 
-std::optional<InductorKernelLibrary> find_inductor_kernel(const std::string& library_path) {
-  try {
-    const ElfFile elf(library_path);
-    const DefinedSymbols symbols(elf);
-    const DefinedSymbol* kernel = symbols.find("kernel");
-    if (!kernel || !symbols.find("PyInit_kernel")) return std::nullopt;
-    fs::path source = library_path;
-    source.replace_extension(".cpp");  // c<hash>.so -> c<hash>.cpp, c<hash>.main.so -> c<hash>.main.cpp
-    return InductorKernelLibrary{kernel->address, source.string()};
-  } catch (const std::exception&) {
-    return std::nullopt;  // not an ELF file we can read: not a kernel library either
-  }
+std::optional<InductorKernelLibrary> find_inductor_kernel(const DefinedSymbols& symbols,
+                                                          const std::string& library_path) {
+  const DefinedSymbol* kernel = symbols.find("kernel");
+  if (!kernel || !symbols.find("PyInit_kernel")) return std::nullopt;
+  fs::path source = library_path;
+  source.replace_extension(".cpp");  // c<hash>.so -> c<hash>.cpp, c<hash>.main.so -> c<hash>.main.cpp
+  return InductorKernelLibrary{kernel->address, source.string()};
 }
 
 std::string kernel_source_of_cpp(const std::string& cpp_text) {

@@ -19,6 +19,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "symbolizer/binary/defined_symbols.h"
+
 namespace tprof::symbolizer {
 
 struct InductorKernelLibrary {
@@ -26,9 +28,10 @@ struct InductorKernelLibrary {
   std::string source_path;      // the generated C++ beside the library (may be gone)
 };
 
-// Whether the ELF file at `library_path` is an inductor kernel library: it defines both
-// `kernel` and `PyInit_kernel`. None otherwise, or when it cannot be read as an ELF file.
-std::optional<InductorKernelLibrary> find_inductor_kernel(const std::string& library_path);
+// Whether the library at `library_path`, which defines `symbols`, is an inductor kernel
+// library: it defines both `kernel` and `PyInit_kernel`. None otherwise.
+std::optional<InductorKernelLibrary> find_inductor_kernel(const DefinedSymbols& symbols,
+                                                          const std::string& library_path);
 
 // The C++ source that a kernel library's .cpp and its Python binding share: the file up to
 // its Python bindings, without the surrounding blank space.

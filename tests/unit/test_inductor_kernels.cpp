@@ -9,6 +9,8 @@
 #include <fstream>
 #include <string>
 
+#include "symbolizer/binary/defined_symbols.h"
+#include "symbolizer/binary/elf_file.h"
 #include "tests/support/process_harness.h"
 
 namespace tprof::symbolizer {
@@ -86,12 +88,15 @@ TEST(InductorKernels, KernelNamesAsTprofAndAsTorchsProfilerGiveThem) {
   EXPECT_FALSE(is_inductor_kernel_name("aten::sin"));
 }
 
+// This test binary defines a `kernel` function of its own, but no PyInit_kernel: it is no kernel
+// library.
+extern "C" [[gnu::used, gnu::noinline]] int kernel(int value) { return value + 1; }
+
 TEST(InductorKernels, OnlyALibraryDefiningKernelAndItsModuleInitIsOne) {
-  const tprof::test::ScratchDirectory scratch;
-  write(scratch.path() / "not-elf.so", "text");
-  EXPECT_FALSE(find_inductor_kernel((scratch.path() / "not-elf.so").string()));
-  EXPECT_FALSE(find_inductor_kernel((scratch.path() / "missing.so").string()));
-  EXPECT_FALSE(find_inductor_kernel("/proc/self/exe"));  // an ELF file without either symbol
+  const ElfFile elf("/proc/self/exe");
+  const DefinedSymbols symbols(elf);
+  ASSERT_NE(symbols.find("kernel"), nullptr) << "the test's own `kernel` is not in its symbol table";
+  EXPECT_FALSE(find_inductor_kernel(symbols, "/proc/self/exe"));
 }
 
 }  // namespace

@@ -148,45 +148,37 @@ def make_dataloader_fork():
     return step
 
 
-def make_compiled_op_error():
-    """torch.compile'd code (torch 2.x) whose graph's op throws: the index is a value no guard or
-    fake tensor sees, so the compiled graph runs and c10::IndexError unwinds through it, its
-    "Torch-Compiled Region" RecordFunction and dynamo's frame evaluator."""
+def make_compiled_gather(backend):
+    """A torch.compile'd gather (torch 2.x) whose index is a value no guard or fake tensor sees, so
+    the compiled code runs and its index check throws on the bad index."""
     def gather(x, index):
         return torch.index_select(torch.sin(x) + 1, 0, index) * 2
-    compiled = torch.compile(gather, backend="eager")
+    compiled = torch.compile(gather, backend=backend)
     x, good, bad = torch.randn(4), torch.tensor([0, 3]), torch.tensor([0, 9])
 
     def step(counts):
         counts.checksum += float(compiled(x, good).sum())
         counts.expected += 1
         try:
-            compiled(x, bad)  # index 9 of 4: thrown inside at::_ops::index_select::call
+            compiled(x, bad)  # index 9 of 4
         except (IndexError, RuntimeError):
             counts.caught += 1
 
     return step
 
 
+def make_compiled_op_error():
+    """Backend "eager": c10::IndexError is thrown inside at::_ops::index_select::call and unwinds
+    through the graph, its "Torch-Compiled Region" RecordFunction and dynamo's frame evaluator."""
+    return make_compiled_gather("eager")
+
+
 def make_inductor_kernel_error():
-    """The same gather compiled by inductor (torch 2.x with its C++ toolchain): the index check is
-    inside the fused C++ kernel (cpp_fused_add_index_select_mul_sin_0), whose TORCH_CHECK throws
-    c10::Error through the kernel tprof probes while the target runs, and through the Python
-    binding that turns it into a RuntimeError."""
-    def gather(x, index):
-        return torch.index_select(torch.sin(x) + 1, 0, index) * 2
-    compiled = torch.compile(gather, backend="inductor")
-    x, good, bad = torch.randn(4), torch.tensor([0, 3]), torch.tensor([0, 9])
-
-    def step(counts):
-        counts.checksum += float(compiled(x, good).sum())
-        counts.expected += 1
-        try:
-            compiled(x, bad)  # index 9 of 4: thrown inside the kernel
-        except RuntimeError:
-            counts.caught += 1
-
-    return step
+    """Backend "inductor" (its C++ toolchain needed): the index check is inside the fused C++
+    kernel (cpp_fused_add_index_select_mul_sin_0), whose TORCH_CHECK throws c10::Error through the
+    kernel tprof probes while the target runs, and through the Python binding that turns it into
+    a RuntimeError."""
+    return make_compiled_gather("inductor")
 
 
 def threads(counts):

@@ -1,6 +1,7 @@
 #include "userspace/session/compiled_kernel_watch.h"
 
 #include <filesystem>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -44,6 +45,7 @@ void CompiledKernelWatch::look_if_due(uint64_t now_ns) {
 
 void CompiledKernelWatch::look() {
   last_look_ns_ = monotonic_now_ns();
+  // Each path is looked at once, whatever it turns out to be: a library stays what it is.
   const std::vector<MappedLibrary> candidates = target_.mapped_libraries([this](std::string_view path) {
     return may_be_kernel_library(path) && seen_.insert(std::string(path)).second;
   });
@@ -64,10 +66,10 @@ void CompiledKernelWatch::look() {
 }
 
 bool CompiledKernelWatch::probe(const MappedLibrary& library, std::string& name) {
-  const auto kernel = symbolizer::find_inductor_kernel(library.host_path);
-  if (!kernel) return false;
   const symbolizer::ElfFile elf(library.host_path);
   const symbolizer::LibraryIndex index(elf);
+  const auto kernel = symbolizer::find_inductor_kernel(index.symbols, library.host_path);
+  if (!kernel) return false;
   const auto entry = index.sections.file_offset_of(kernel->kernel_address);
   if (!entry) throw std::runtime_error("its `kernel` lies in no section of the file");
   const ReturnSites returns = plan_return_sites(index, {kernel->kernel_address});

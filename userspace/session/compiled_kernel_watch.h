@@ -3,7 +3,7 @@
 // target's mappings as the recording begins and then every few hundred milliseconds, and probes
 // the kernel of each library it has not seen that is one of inductor's: an entry probe and its
 // `ret`s (no uretprobe, as for ops: exit_probes.h). Each kernel becomes an operator of the
-// recording's table, named as torch's profiler names it, with its generated source file.
+// recording's table, named as inductor's generated module binds it, with its generated source.
 #pragma once
 
 #include <cstdint>
@@ -34,8 +34,8 @@ class CompiledKernelWatch {
  private:
   // Whether a new mapping is worth opening: inductor's cache names it <2 chars>/c<hash>[.main].so.
   static bool may_be_kernel_library(std::string_view path_in_target);
-  // The probes of one kernel library; false when it is none. Throws on a library that cannot
-  // be probed.
+  // Probes the kernel of `library` and sets `name`; false when it is no kernel library. Throws
+  // on a library that cannot be read or probed.
   bool probe(const MappedLibrary& library, std::string& name);
 
   const TargetProcess& target_;
