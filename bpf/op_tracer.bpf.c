@@ -227,6 +227,29 @@ int compiled_kernel_enter(struct pt_regs *ctx)
 	return enter_range_without_arguments(ctx, true);
 }
 
+/* Per target slot: the dynamic loader's notifications since it became a target. ld.so calls
+ * _dl_debug_state as a dlopen's objects are about to be mapped and again once they are: when the
+ * count moves, userspace looks for new inductor kernel libraries at once
+ * (userspace/session/compiled_kernel_watch.h) instead of waiting for its next poll. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TARGET_SLOTS_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} libraries_loaded SEC(".maps");
+
+SEC("uprobe.multi")
+int library_loaded(struct pt_regs *ctx)
+{
+	struct thread_ids ids;
+	if (!current_target(&ids))
+		return 0;
+	__u64 *count = bpf_map_lookup_elem(&libraries_loaded, &ids.slot);
+	if (count)
+		__sync_fetch_and_add(count, 1);
+	return 0;
+}
+
 /* The `ret` of op `op_id`'s call: rax holds what it returns (the sret pointer for objects). */
 static __always_inline void emit_op_return(struct pt_regs *ctx, const struct target_settings *target,
 					   struct thread_ids ids, __u32 op_id, __u64 now)

@@ -148,6 +148,7 @@ TargetProbes::TargetProbes(OpTracer& tracer, const TargetOptions& options, uint3
     throw Error(errno_message("cannot register process " + std::to_string(pid_) + " with the op tracer", errno));
   const uint64_t no_steps = 0;
   bpf_map__update_elem(skeleton().maps.optimizer_steps, &slot_, sizeof(slot_), &no_steps, sizeof(no_steps), BPF_ANY);
+  bpf_map__update_elem(skeleton().maps.libraries_loaded, &slot_, sizeof(slot_), &no_steps, sizeof(no_steps), BPF_ANY);
 }
 
 TargetProbes::~TargetProbes() {
@@ -294,6 +295,20 @@ void TargetProbes::attach_compiled_kernel(const UprobeSites& entries, const Upro
   compiled_kernel_links_.push_back(attach_uprobe_multi(skeleton().progs.compiled_kernel_enter, pid_, entries));
 }
 
+void TargetProbes::attach_library_loads(const std::string& loader_path) {
+  LIBBPF_OPTS(bpf_uprobe_multi_opts, opts);
+  bpf_link* link = bpf_program__attach_uprobe_multi(skeleton().progs.library_loaded, pid_, loader_path.c_str(),
+                                                    "_dl_debug_state", &opts);
+  if (!link) throw Error(errno_message("cannot attach to _dl_debug_state in " + loader_path, errno));
+  library_loads_link_.reset(link);
+}
+
+uint64_t TargetProbes::libraries_loaded() const {
+  uint64_t loads = 0;
+  bpf_map__lookup_elem(skeleton().maps.libraries_loaded, &slot_, sizeof(slot_), &loads, sizeof(loads), 0);
+  return loads;
+}
+
 void TargetProbes::attach_memory(const UprobeSites& allocations, const UprobeSites& frees,
                                  const UprobeSites& device_reports) {
   memory_free_link_ = attach_uprobe_multi(skeleton().progs.memory_freed, pid_, frees);
@@ -336,6 +351,7 @@ void TargetProbes::detach() noexcept {
   detach_api_calls();
   for (auto link = compiled_kernel_links_.rbegin(); link != compiled_kernel_links_.rend(); ++link) *link = {};
   compiled_kernel_links_.clear();
+  library_loads_link_ = {};
   device_activity_link_ = {};
 }
 

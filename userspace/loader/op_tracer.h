@@ -171,6 +171,11 @@ class TargetProbes {
   // ranges like ops, with Python stacks and no arguments; cookies are their operator indices.
   // Not windowed by --max-overhead: a kernel library comes and stays, and is probed once.
   void attach_compiled_kernel(const UprobeSites& entries, const UprobeSites& returns);
+  // The dynamic loader's _dl_debug_state in the loader at `loader_path` (as tprof opens it), which
+  // ld.so calls at every dlopen: libraries_loaded() counts its calls while recording. Throws
+  // tprof::Error.
+  void attach_library_loads(const std::string& loader_path);
+  uint64_t libraries_loaded() const;
   // --memory: the allocators' reports of each block they hand out and take back
   // (memory_probes.h): the CPU's, and the devices' (no offsets: not probed). Frees first, so
   // that no block is seen allocated whose free is missed.
@@ -208,6 +213,7 @@ class TargetProbes {
   BpfLink device_memory_link_;
   std::vector<BpfLink> api_call_links_;
   std::vector<BpfLink> compiled_kernel_links_;  // entries and returns, in attach order
+  BpfLink library_loads_link_;
   std::vector<BpfLink> api_return_links_;
   BpfLink device_activity_link_;
   target_settings settings_{};

@@ -15,9 +15,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Reading a large process's mappings takes about a millisecond of tprof's time, none of the
-// target's; a kernel compiled meanwhile misses its first calls at most this long.
-constexpr uint64_t kLookPeriodNs = 250'000'000;
+// Looks that no load asked for: for a target whose loader could not be probed, and for loads
+// the loader probe did not count (between the attach and the start of recording). Reading a
+// large process's mappings takes about a millisecond of tprof's time, none of the target's.
+constexpr uint64_t kLookPeriodNs = 1'000'000'000;
+// Every glibc x86-64 loader is ld-linux-x86-64.so.2.
+constexpr const char* kLoaderPrefix = "ld-linux";
 // How many kernels' names one console line lists.
 constexpr size_t kNamesShown = 4;
 
@@ -38,13 +41,23 @@ bool CompiledKernelWatch::may_be_kernel_library(std::string_view path) {
          file.parent_path().filename().string().size() == 2;
 }
 
+void CompiledKernelWatch::start() {
+  try {
+    if (const auto loader = target_.find_mapped_library(kLoaderPrefix)) probes_.attach_library_loads(loader->host_path);
+  } catch (const std::exception& error) {
+    console_.line(std::string("warning: new inductor kernels are looked for once a second: ") + error.what());
+  }
+  look();
+}
+
 void CompiledKernelWatch::look_if_due(uint64_t now_ns) {
-  if (now_ns - last_look_ns_ < kLookPeriodNs) return;
+  if (probes_.libraries_loaded() == loads_seen_ && now_ns - last_look_ns_ < kLookPeriodNs) return;
   look();
 }
 
 void CompiledKernelWatch::look() {
   last_look_ns_ = monotonic_now_ns();
+  loads_seen_ = probes_.libraries_loaded();
   // Each path is looked at once, whatever it turns out to be: a library stays what it is.
   const std::vector<MappedLibrary> candidates = target_.mapped_libraries([this](std::string_view path) {
     return may_be_kernel_library(path) && seen_.insert(std::string(path)).second;

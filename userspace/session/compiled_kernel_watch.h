@@ -1,7 +1,9 @@
 // Inductor's C++ kernels appear while the target runs: torch.compile builds one library per
 // fused kernel and imports it (symbolizer/dynamo/inductor_kernels.h). The watch reads the
-// target's mappings as the recording begins and then every few hundred milliseconds, and probes
-// the kernel of each library it has not seen that is one of inductor's: an entry probe and its
+// target's mappings as the recording begins, then whenever the target's dynamic loader has
+// mapped something (a probe on its _dl_debug_state counts its dlopens; the recording loop asks
+// at every drain, 20 ms), and once a second whatever happens. It probes the kernel of each
+// library it has not seen that is one of inductor's: an entry probe and its
 // `ret`s (no uretprobe, as for ops: exit_probes.h). Each kernel becomes an operator of the
 // recording's table, named as inductor's generated module binds it, with its generated source.
 #pragma once
@@ -26,14 +28,15 @@ class CompiledKernelWatch {
   // All must outlive the watch.
   CompiledKernelWatch(const TargetProcess& target, TargetProbes& probes, AddOperator add_operator, Console& console);
 
-  // Looks for new kernel libraries now.
-  void look();
-  // Looks again once the period has passed since the last look.
+  // Probes the target's dynamic loader, where it can, and looks for kernel libraries now.
+  void start();
+  // Looks again if the loader has mapped something since the last look, or a second has passed.
   void look_if_due(uint64_t now_ns);
 
  private:
   // Whether a new mapping is worth opening: inductor's cache names it <2 chars>/c<hash>[.main].so.
   static bool may_be_kernel_library(std::string_view path_in_target);
+  void look();
   // Probes the kernel of `library` and sets `name`; false when it is no kernel library. Throws
   // on a library that cannot be read or probed.
   bool probe(const MappedLibrary& library, std::string& name);
@@ -45,6 +48,7 @@ class CompiledKernelWatch {
   symbolizer::InductorKernelNames names_;
   std::unordered_set<std::string> seen_;  // paths in the target, each looked at once
   uint64_t last_look_ns_ = 0;
+  uint64_t loads_seen_ = 0;  // the loader's notifications counted at the last look
 };
 
 }  // namespace tprof

@@ -506,7 +506,7 @@ void TargetRecording::attach() {
   s.attach_start_ns = monotonic_now_ns();
   try {
     attach_probes(*s.probes, s.session.tracer(), s.plan, sample_hz());
-    if (s.kernel_watch) s.kernel_watch->look();
+    if (s.kernel_watch) s.kernel_watch->start();
   } catch (const std::exception&) {
     rethrow_saying_if_exited(s.target, s.console);
   }
