@@ -44,13 +44,14 @@ bool is_inductor_kernel_name(std::string_view name) {
   return name.starts_with(kKernelPrefix) && name.size() > kKernelPrefix.size();
 }
 
-std::optional<InductorKernelLibrary> find_inductor_kernel(const DefinedSymbols& symbols,
-                                                          const std::string& library_path) {
+std::optional<uint64_t> inductor_kernel_address(const DefinedSymbols& symbols) {
   const DefinedSymbol* kernel = symbols.find("kernel");
   if (!kernel || !symbols.find("PyInit_kernel")) return std::nullopt;
-  fs::path source = library_path;
-  source.replace_extension(".cpp");  // c<hash>.so -> c<hash>.cpp, c<hash>.main.so -> c<hash>.main.cpp
-  return InductorKernelLibrary{kernel->address, source.string()};
+  return kernel->address;
+}
+
+std::string kernel_source_path(const std::string& library_path) {
+  return fs::path(library_path).replace_extension(".cpp").string();
 }
 
 std::string kernel_source_of_cpp(const std::string& cpp_text) {
@@ -76,12 +77,12 @@ std::map<std::string, std::string, std::less<>> kernel_bindings_of_module(const 
   return bindings;
 }
 
-std::string InductorKernelNames::name_of(const fs::path& library_path, const fs::path& source_path) {
+std::string InductorKernelNames::name_of(const fs::path& source_path) {
   const std::string source = kernel_source_of_cpp(read_file(source_path));
   if (source.empty()) return "";
   const size_t key = std::hash<std::string>{}(source);
-  // The library's directory is one of the cache's two-character buckets.
-  const fs::path cache_path = library_path.parent_path().parent_path();
+  // The source's directory is one of the cache's two-character buckets.
+  const fs::path cache_path = source_path.parent_path().parent_path();
   Cache& cache = caches_[cache_path];
   if (const auto found = cache.names_by_source_hash.find(key); found != cache.names_by_source_hash.end())
     return found->second;

@@ -23,15 +23,13 @@
 
 namespace tprof::symbolizer {
 
-struct InductorKernelLibrary {
-  uint64_t kernel_address = 0;  // link-time address of `kernel`
-  std::string source_path;      // the generated C++ beside the library (may be gone)
-};
+// The link-time address of `kernel` when a library defining `symbols` is an inductor kernel
+// library (it defines both `kernel` and `PyInit_kernel`); none otherwise.
+std::optional<uint64_t> inductor_kernel_address(const DefinedSymbols& symbols);
 
-// Whether the library at `library_path`, which defines `symbols`, is an inductor kernel
-// library: it defines both `kernel` and `PyInit_kernel`. None otherwise.
-std::optional<InductorKernelLibrary> find_inductor_kernel(const DefinedSymbols& symbols,
-                                                          const std::string& library_path);
+// The generated C++ beside a kernel library (it may be gone): c<hash>.so -> c<hash>.cpp,
+// c<hash>.main.so -> c<hash>.main.cpp. Either side's path: tprof's or the target's.
+std::string kernel_source_path(const std::string& library_path);
 
 // The C++ source that a kernel library's .cpp and its Python binding share: the file up to
 // its Python bindings, without the surrounding blank space.
@@ -49,9 +47,9 @@ bool is_inductor_kernel_name(std::string_view name);
 // are read once each, when a library is not found among those read so far.
 class InductorKernelNames {
  public:
-  // The kernel's name (cpp_fused_...), or "" when no module of its cache binds its source.
-  // `library_path` and `source_path` as this process opens them.
-  std::string name_of(const std::filesystem::path& library_path, const std::filesystem::path& source_path);
+  // The name (cpp_fused_...) of the kernel whose generated C++ is at `source_path` (as this
+  // process opens it), or "" when no module of its cache binds that source.
+  std::string name_of(const std::filesystem::path& source_path);
 
  private:
   struct Cache {

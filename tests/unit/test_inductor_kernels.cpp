@@ -63,6 +63,11 @@ TEST(InductorKernels, LibrarySourceStopsAtItsPythonBindings) {
   EXPECT_EQ(kernel_source_of_cpp(" \n"), "");
 }
 
+TEST(InductorKernels, ALibrarysSourceLiesBesideIt) {
+  EXPECT_EQ(kernel_source_path("/tmp/torchinductor_root/ab/cab.so"), "/tmp/torchinductor_root/ab/cab.cpp");
+  EXPECT_EQ(kernel_source_path("/tmp/torchinductor_root/ab/cab.main.so"), "/tmp/torchinductor_root/ab/cab.main.cpp");
+}
+
 TEST(InductorKernels, NamesALibraryFromTheModulesOfItsCache) {
   const tprof::test::ScratchDirectory scratch;
   const fs::path cache = scratch.path() / "torchinductor_root";
@@ -70,13 +75,13 @@ TEST(InductorKernels, NamesALibraryFromTheModulesOfItsCache) {
   write(cache / "cd/ccd.main.cpp", library_cpp(kCosineSource));
   write(cache / "ef/cef.py", module_binding("cpp_fused_sin_0", "", kSineSource));
   InductorKernelNames names;
-  EXPECT_EQ(names.name_of(cache / "ab/cab.so", cache / "ab/cab.cpp"), "cpp_fused_sin_0");
+  EXPECT_EQ(names.name_of(cache / "ab/cab.cpp"), "cpp_fused_sin_0");
   // Not bound by any module yet: unnamed, until a module that binds it is written.
-  EXPECT_EQ(names.name_of(cache / "cd/ccd.main.so", cache / "cd/ccd.main.cpp"), "");
+  EXPECT_EQ(names.name_of(cache / "cd/ccd.main.cpp"), "");
   write(cache / "gh/cgh.py", module_binding("cpp_fused_cos_3", "r", kCosineSource));
-  EXPECT_EQ(names.name_of(cache / "cd/ccd.main.so", cache / "cd/ccd.main.cpp"), "cpp_fused_cos_3");
+  EXPECT_EQ(names.name_of(cache / "cd/ccd.main.cpp"), "cpp_fused_cos_3");
   // A library whose source is gone has no name.
-  EXPECT_EQ(names.name_of(cache / "ij/cij.so", cache / "ij/cij.cpp"), "");
+  EXPECT_EQ(names.name_of(cache / "ij/cij.cpp"), "");
 }
 
 TEST(InductorKernels, KernelNamesAsTprofAndAsTorchsProfilerGiveThem) {
@@ -96,7 +101,7 @@ TEST(InductorKernels, OnlyALibraryDefiningKernelAndItsModuleInitIsOne) {
   const ElfFile elf("/proc/self/exe");
   const DefinedSymbols symbols(elf);
   ASSERT_NE(symbols.find("kernel"), nullptr) << "the test's own `kernel` is not in its symbol table";
-  EXPECT_FALSE(find_inductor_kernel(symbols, "/proc/self/exe"));
+  EXPECT_FALSE(inductor_kernel_address(symbols));
 }
 
 }  // namespace
