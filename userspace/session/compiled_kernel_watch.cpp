@@ -15,9 +15,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Looks that no load asked for: for a target whose loader could not be probed, and for loads
-// the loader probe did not count (between the attach and the start of recording). Reading a
-// torch 2.6 process's mappings (478 lines) took 0.6 ms on the test VM, of tprof's time.
+// The polling period for a target whose loader could not be probed. Reading a torch 2.6
+// process's mappings (478 lines) took 0.6 ms on the test VM, of tprof's time; meanwhile the
+// kernel holds the target's mmap lock for reading, which an mmap of the target waits for: with
+// the loader probed, the mappings are read only after the target has loaded something.
 constexpr uint64_t kLookPeriodNs = 1'000'000'000;
 // Every glibc x86-64 loader is ld-linux-x86-64.so.2.
 constexpr const char* kLoaderPrefix = "ld-linux";
@@ -39,7 +40,10 @@ bool CompiledKernelWatch::may_be_kernel_library(std::string_view path) {
 
 void CompiledKernelWatch::start() {
   try {
-    if (const auto loader = target_.find_mapped_library(kLoaderPrefix)) probes_.attach_library_loads(loader->host_path);
+    if (const auto loader = target_.find_mapped_library(kLoaderPrefix)) {
+      probes_.attach_library_loads(loader->host_path);
+      loader_probed_ = true;
+    }
   } catch (const std::exception& error) {
     console_.line(std::string("warning: new inductor kernels are looked for once a second: ") + error.what());
   }
@@ -47,8 +51,8 @@ void CompiledKernelWatch::start() {
 }
 
 void CompiledKernelWatch::look_if_due(uint64_t now_ns) {
-  if (probes_.libraries_loaded() == loads_seen_ && now_ns - last_look_ns_ < kLookPeriodNs) return;
-  look();
+  const bool due = loader_probed_ ? probes_.libraries_loaded() != loads_seen_ : now_ns - last_look_ns_ >= kLookPeriodNs;
+  if (due) look();
 }
 
 void CompiledKernelWatch::look() {

@@ -520,6 +520,7 @@ void TargetRecording::begin(uint64_t base_time_unix_ns, std::optional<uint64_t> 
   State& s = *state_;
   const uint64_t window_start_ns = window_start.value_or(s.attach_start_ns);
   start_recording(*s.probes, s.plan, s.console);
+  if (s.kernel_watch) s.kernel_watch->look();  // what the target loaded since attach(), uncounted
   model::SessionInfo session = session_info(s.target, s.plan.ops, s.plan.python);
   session.window_start_unix_ns = s.clock.to_unix(window_start_ns);
   session.attach_unix_ns = s.clock.to_unix(std::max(s.attached_ns, window_start_ns));
