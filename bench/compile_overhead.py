@@ -13,11 +13,15 @@ call time of:
 and, from the ops-only trace, the ranges tprof recorded per call, so that (ops - none) per range
 is what each probed op or region costs there.
 
+With --aot-eager, the same function compiled by backend "aot_eager": its graphs call their
+ops as torch.ops.aten.<op>.<overload>, which tprof probes where they pass libtorch_python's
+boxed dispatch (counted as "ops" below).
+
 With --inductor, the function is tests/workloads/inductor_function.py's, compiled by inductor
 in the roots with its C++ toolchain (scripts/make-inductor-root.sh): a call is two compiled
 regions, three fused C++ kernels (which tprof probes as it finds them) and an ATen mm.
 
-Usage (root): /usr/bin/python3 bench/compile_overhead.py [--inductor] [--rounds R] [--steps N] [--markdown FILE]
+Usage (root): /usr/bin/python3 bench/compile_overhead.py [--inductor | --aot-eager] [--rounds R] [--steps N] [--markdown FILE]
 """
 import collections
 import json
@@ -34,6 +38,7 @@ from overhead import REPO, TPROF, Attached, StepTimer, bench_arguments, print_re
 COPIED = ("bench/step_timer.py", "tests/workloads/train_loop.py", "tests/workloads/compiled_function.py",
           "tests/workloads/inductor_function.py")
 KINDS = ("ops", "regions", "lookups", "kernels")
+STEP_OPTIONS = {"eager": ["--compiled"], "aot_eager": ["--compiled", "--aot-eager"], "inductor": ["--inductor"]}
 
 
 def ranges_per_call(trace_path, calls):
@@ -52,7 +57,7 @@ def ranges_per_call(trace_path, calls):
     return {kind: counts[kind] / calls for kind in KINDS}
 
 
-def measure(root, rounds, steps, inductor):
+def measure(root, rounds, steps, backend):
     """Median µs per call of each mode in `root`, and the ranges per call."""
     with tempfile.TemporaryDirectory(dir=os.path.join(root, "tmp")) as scratch:
         for relative in COPIED:
@@ -60,7 +65,7 @@ def measure(root, rounds, steps, inductor):
             shutil.copy(os.path.join(REPO, relative), os.path.join(scratch, relative))
         inside = "/tmp/" + os.path.basename(scratch)
         timer = StepTimer(["chroot", root, "env", f"TORCHINDUCTOR_CACHE_DIR={inside}/inductor-cache", "python3",
-                           inside + "/bench/step_timer.py", "--inductor" if inductor else "--compiled"])
+                           inside + "/bench/step_timer.py"] + STEP_OPTIONS[backend])
         samples = {mode: [] for mode in ("none", "ops", "tprof")}
         per_call = None
         try:
@@ -79,19 +84,20 @@ def measure(root, rounds, steps, inductor):
 
 
 def main():
-    inductor = "--inductor" in sys.argv[1:]
-    if inductor:
-        sys.argv.remove("--inductor")
+    backend = "eager"
+    for option, chosen in (("--inductor", "inductor"), ("--aot-eager", "aot_eager")):
+        if option in sys.argv[1:]:
+            sys.argv.remove(option)
+            backend = chosen
     args = bench_arguments(__doc__)
-    backend = "inductor" if inductor else "eager"
-    maker = "make-inductor-root.sh" if inductor else "make-torch-root.sh"
+    maker = "make-inductor-root.sh" if backend == "inductor" else "make-torch-root.sh"
     lines = [f"torch.compile (backend {backend}) overhead ({args.rounds} rounds of {args.steps} calls, medians):"]
     for suite, torch_name in (("trixie", "torch 2.6"), ("sid", "torch 2.14")):
         root = subprocess.run(["bash", os.path.join(REPO, "scripts", maker), suite], capture_output=True, text=True)
         if root.returncode != 0:
             lines.append(f"- {torch_name}: NOT MEASURED (scripts/{maker} {suite} failed)")
             continue
-        medians, per_call = measure(root.stdout.strip(), args.rounds, args.steps, inductor)
+        medians, per_call = measure(root.stdout.strip(), args.rounds, args.steps, backend)
         ranges = sum(per_call.values())
         added = medians["ops"] - medians["none"]
         lines.append(f"- {torch_name} ({suite} chroot): a call takes {medians['none']:.1f} us untraced, "

@@ -219,6 +219,7 @@ int main(int argc, char** argv) {
                                                                                 : (op_id + call / 6) % kShapeVariants);
                                  },
                                  .annotation_operator = [](std::string_view, model::RangeKind) { return 0u; },
+                                 .boxed_operator = {},
                                  .node_operator = [](uint64_t, model::RangeKind) { return 0u; },
                                  .on_device_activity = {},
                                  .on_python_stack = {},

@@ -10,7 +10,9 @@ Prints "READY <pid>", then reads commands from stdin, one per line:
 With --allocations, a step is 100 allocations and frees of a 1 KiB tensor (torch.empty)
 instead of a training step: what --memory's probes cost per event, with little else around.
 With --compiled (torch 2.x), a step is one call of tests/workloads/compiled_function.py's
-torch.compile'd function on 8 floats: two compiled regions, four ops (bench/compile_overhead.py).
+torch.compile'd function on 8 floats: two compiled regions, four ops (bench/compile_overhead.py);
+with --aot-eager as well, compiled by backend "aot_eager", whose graphs call their ops through
+torch.ops (the boxed dispatcher).
 With --inductor (torch 2.x, inductor's toolchain), one call of tests/workloads/inductor_function.py's
 function compiled by inductor on a 64x64 tensor: two compiled regions, three fused C++ kernels.
 """
@@ -33,7 +35,8 @@ def main():
     step = train_loop.make_training_step(model, optimizer, batches)
     if "--compiled" in sys.argv[1:]:
         import compiled_function
-        compiled = torch.compile(compiled_function.twice_sine_then_cosine, backend="eager")
+        backend = "aot_eager" if "--aot-eager" in sys.argv[1:] else "eager"
+        compiled = torch.compile(compiled_function.twice_sine_then_cosine, backend=backend)
         small = torch.randn(8)
 
         def step():

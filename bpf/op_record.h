@@ -34,6 +34,9 @@ enum op_record_kind {
 					   * elements of a list argument of the entry this thread recorded last */
 	OP_RECORD_MEMORY = 15,            /* + struct memory_event: an allocator's block allocated or freed
 					   * (--memory); op_id unused */
+	OP_RECORD_BOXED_OP_ENTER = 16,    /* + struct boxed_operator: an op called from Python through the boxed
+					   * dispatcher (torch.ops.<ns>.<op>.<overload>); op_id unused */
+	OP_RECORD_BOXED_OP_EXIT = 17,     /* its end; op_id unused */
 };
 
 /*
@@ -56,7 +59,7 @@ struct op_record {
 };
 
 /* Raised whenever a record's layout or meaning changes; the consumer drops other versions. */
-#define OP_RECORD_ABI_VERSION 8
+#define OP_RECORD_ABI_VERSION 9
 
 /* Why a range ended (open_ranges.bpf.h). */
 enum range_exit_cause {
@@ -94,6 +97,20 @@ struct annotation_enter {
 
 struct annotation_exit {
 	__u64 handle;
+};
+
+#define OPERATOR_NAME_MAX 96
+#define OVERLOAD_NAME_MAX 32
+
+/* The operator a boxed call from Python runs, as its c10::OperatorName names it. */
+struct boxed_operator {
+	__u32 name_length;     /* the std::strings' lengths (the copies may be cut); 0: unreadable */
+	__u32 overload_length;
+	__u32 candidates;      /* the overloads it is chosen from: 1 for torch.ops.<ns>.<op>.<overload>,
+				* more for an overload packet (torch.ops.<ns>.<op>), whose overload is not read */
+	__u32 reserved;
+	char name[OPERATOR_NAME_MAX];         /* "aten::cos" */
+	char overload[OVERLOAD_NAME_MAX];     /* "default" is "" */
 };
 
 /* A torch::autograd::Node, as the engine is about to run it. */

@@ -33,6 +33,7 @@
 #include "annotation_probes.bpf.h"
 #include "argument_reader.bpf.h"
 #include "autograd_probes.bpf.h"
+#include "boxed_operators.bpf.h"
 #include "device_activity_probes.bpf.h"
 #include "list_elements.bpf.h"
 #include "memory_probes.bpf.h"
@@ -187,6 +188,35 @@ int op_spilled_arguments(struct pt_regs *ctx)
 	return emit_assembled(ids, record, sizeof(record->spilled));
 }
 
+/*
+ * An op called from Python through the boxed dispatcher (boxed_operators.bpf.h): a range like an
+ * op's, with the op's name in its record, since no op id names it, and the thread's sequence
+ * counter at both ends, which say which backward node it made. Its arguments are Python objects,
+ * not read.
+ */
+SEC("uprobe.multi")
+int boxed_op_enter(struct pt_regs *ctx)
+{
+	struct thread_ids ids;
+	const struct target_settings *target = current_target(&ids);
+	if (!target)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 second = PT_REGS_PARM2(ctx), third = PT_REGS_PARM3(ctx);
+	struct open_range_stack *open = prepare_range_entry(PT_REGS_SP(ctx), ids, now);
+	__u64 counter = read_sequence_counter(target);
+	__u64 stack_id = capture_python_stack(target, ids);
+	struct record_with_arguments *record = begin_record(ids, 0, OP_RECORD_BOXED_OP_ENTER, stack_id, now, counter);
+	if (!record)
+		return 0;  /* no range opened: its exit would close none in userspace */
+	struct boxed_operator *boxed = &record->boxed_operator;
+	__builtin_memset(boxed, 0, sizeof(*boxed));
+	read_boxed_operator(second, third, bpf_get_attach_cookie(ctx), boxed);
+	emit_assembled(ids, record, sizeof(*boxed));
+	push_range(open, ids, PT_REGS_SP(ctx), 0, OPEN_RANGE_BOXED_OP);
+	return 0;
+}
+
 /* A range like an op's without arguments, its operator the attach cookie; with the thread's
  * Python stack when `with_python_stack`. */
 static __always_inline int enter_range_without_arguments(struct pt_regs *ctx, bool with_python_stack)
@@ -281,6 +311,8 @@ int range_return(struct pt_regs *ctx)
 		return 0;
 	if (returned.kind == OPEN_RANGE_OP)
 		emit_op_return(ctx, target, ids, returned.op_id, now);
+	else if (returned.kind == OPEN_RANGE_BOXED_OP)
+		emit(ids, 0, OP_RECORD_BOXED_OP_EXIT, 0, now, read_sequence_counter(target));
 	else
 		emit_range_exit(&returned, ids, now, RANGE_EXIT_RETURNED);
 	return 0;

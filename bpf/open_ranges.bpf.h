@@ -2,8 +2,8 @@
 /*
  * Closing ranges without uretprobes. A uretprobe swaps the return address on the stack for a
  * trampoline that has no unwind info, so a C++ exception thrown through that frame aborts the
- * target. Instead, each thread keeps a stack of its open ranges (op, evaluate_function, node
- * apply) with the stack pointer at entry, where rsp points at the return address:
+ * target. Instead, each thread keeps a stack of its open ranges (op, boxed op, evaluate_function,
+ * node apply) with the stack pointer at entry, where rsp points at the return address:
  *   - at a `ret` of a probed function rsp is that same slot, so the range whose entry rsp
  *     equals it has returned; `ret` sites may be shared by several functions, so a range is
  *     found by stack pointer, never by the probed address;
@@ -27,6 +27,7 @@ enum open_range_kind {
 	OPEN_RANGE_OP = 0,
 	OPEN_RANGE_EVALUATE = 1,
 	OPEN_RANGE_NODE = 2,
+	OPEN_RANGE_BOXED_OP = 3, /* its exit is an OP_RECORD_BOXED_OP_EXIT */
 };
 
 struct open_range {
@@ -68,6 +69,8 @@ static __always_inline __u8 exit_record_kind(__u32 range_kind)
 		return OP_RECORD_EVALUATE_EXIT;
 	if (range_kind == OPEN_RANGE_NODE)
 		return OP_RECORD_NODE_EXIT;
+	if (range_kind == OPEN_RANGE_BOXED_OP)
+		return OP_RECORD_BOXED_OP_EXIT;
 	return OP_RECORD_EXIT;
 }
 

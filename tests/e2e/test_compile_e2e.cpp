@@ -38,15 +38,25 @@ std::unique_ptr<RootWorkload> compiled_workload(TorchRoot root) {
   return RootWorkload::make(root, workload_script("compiled_function.py"));
 }
 
-// The cpu_op ranges dynamo opens, by name.
-std::map<std::string, int> dynamo_ranges(const fs::path& trace_path) {
+// The cpu_op events of a Chrome trace (tprof's or torch's) whose name `counted` accepts, by name.
+template <typename Predicate>
+std::map<std::string, int> cpu_ops(const fs::path& trace_path, Predicate counted) {
   const nlohmann::json trace = nlohmann::json::parse(read_trace_text(trace_path));
   std::map<std::string, int> counts;
   for (const auto& event : trace.at("traceEvents")) {
     const std::string name = event.value("name", "");
-    if (event.value("cat", "") == "cpu_op" && (name.starts_with(kRegionPrefix) || name == kCacheLookup)) ++counts[name];
+    if (event.value("cat", "") == "cpu_op" && counted(name)) ++counts[name];
   }
   return counts;
+}
+
+// The ranges dynamo opens, by name.
+std::map<std::string, int> dynamo_ranges(const fs::path& trace_path) {
+  return cpu_ops(trace_path, [](const std::string& name) { return name.starts_with(kRegionPrefix) || name == kCacheLookup; });
+}
+
+std::map<std::string, int> aten_ops(const fs::path& trace_path) {
+  return cpu_ops(trace_path, [](const std::string& name) { return name.starts_with("aten::"); });
 }
 
 struct SummaryFigures {
@@ -130,6 +140,38 @@ TEST_P(CompileTest, RegionsAndCapturedOpsMatchTorchsProfiler) {
   EXPECT_EQ(from_tprof.graphs, figures.graphs);
   EXPECT_LE(std::abs(from_tprof.captured - from_torch.captured), 1);
   EXPECT_LE(std::abs(from_tprof.total - from_torch.total), 1);
+}
+
+// Under aot_eager, AOTAutograd's graphs call every op as torch.ops.aten.<op>.<overload>, through
+// the boxed dispatcher, which at::_ops::<op>::call never sees: tprof's probe where those calls
+// pass libtorch_python must give the same ops as torch's profiler, and the captured ops with them.
+TEST_P(CompileTest, BoxedOpsOfAotEagerGraphsMatchTorchsProfiler) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; boxed ops are NOT tested ***";
+  const auto root = compiled_workload(GetParam());
+  if (!root) GTEST_SKIP() << missing_root_message(GetParam(), "boxed ops");
+  const WorkloadEnvironment& environment = root->environment();
+  const fs::path trace_path = environment.scratch_for_us / "aot_eager.pt.trace.json";
+  const std::string console = record_workload_with_tprof(environment, {"--steps", "3", "--backend", "aot_eager"},
+                                                         trace_path, {"--no-et"});
+  run_workload(environment, {"--steps", "3", "--backend", "aot_eager", "--compile-reference-out",
+                             (environment.scratch_for_target / "reference.json").string()});
+  const nlohmann::json reference = nlohmann::json::parse(std::ifstream(environment.scratch_for_us / "reference.json"));
+
+  const std::map<std::string, int> ours = aten_ops(trace_path);
+  const std::map<std::string, int> torchs = aten_ops(environment.scratch_for_us / "reference.json.trace.json");
+  std::cout << environment.description << ": aten:: ops (tprof / torch's profile):";
+  for (const auto& [name, calls] : torchs) std::cout << " " << name << " " << (ours.contains(name) ? ours.at(name) : 0) << "/" << calls;
+  std::cout << "\n";
+  EXPECT_EQ(ours, torchs) << console;
+  EXPECT_TRUE(validate_trace_file(trace_path).empty());
+
+  const SummaryFigures figures = summary_figures(console);
+  std::cout << environment.description << ": tprof " << figures.captured << "/" << figures.total
+            << " ops captured; torch's profile " << reference.at("captured_ops") << "/" << reference.at("total_ops") << "\n";
+  EXPECT_GT(figures.captured, 0) << console;
+  EXPECT_LE(std::abs(figures.captured - reference.at("captured_ops").get<int>()), 1) << console;
+  EXPECT_LE(std::abs(figures.total - reference.at("total_ops").get<int>()), 1) << console;
 }
 
 // `tprof record` sees the compiles too: three graphs of each frame, each first called from its

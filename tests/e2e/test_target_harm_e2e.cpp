@@ -235,6 +235,10 @@ INSTANTIATE_TEST_SUITE_P(
                       HarmCase{"caught-op-error", true, 200, "aten::topk", 1},
                       HarmCase{"nested-op-error", false, 50, "aten::cat", 1},
                       HarmCase{"nested-op-error", true, 50, "aten::cat", 1},
+                      // Ops called through torch.ops, which tprof probes where they pass
+                      // libtorch_python's boxed dispatch, not at their at::_ops::<op>::call.
+                      HarmCase{"boxed-op-error", false, 50, "aten::index_select", 1},
+                      HarmCase{"boxed-op-error", true, 50, "aten::index_select", 1},
                       HarmCase{"backward-raises", false, 20, kFailingNodeRange, 1},
                       HarmCase{"backward-raises", true, 20, kFailingNodeRange, 1},
                       HarmCase{"python-raise", false, 20, "aten::mul", 1},

@@ -84,6 +84,9 @@ void write_trace(const std::vector<std::span<const std::byte>>& records, const s
                .on_stack_id = [](uint64_t) {},
                .decode_arguments = [&](uint32_t op_id, bool returns, const op_arguments& raw) { return arguments.decode(op_id, returns, raw); },
                .annotation_operator = [&](std::string_view name, model::RangeKind kind) { return ranges.annotation(name, kind); },
+               .boxed_operator = [&](std::string_view name, std::optional<std::string_view> overload) {
+                 return ranges.boxed_op(name, overload);
+               },
                .node_operator = [&](uint64_t vptr, model::RangeKind kind) { return ranges.node(vptr, kind); },
                .on_device_activity = {},
                .on_python_stack = {},

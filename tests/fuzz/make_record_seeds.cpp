@@ -181,6 +181,25 @@ Bytes strings_and_stacks() {
   return out;
 }
 
+// Ops called through torch.ops: an overload's, an overload packet's around it, and one torch
+// never observes (record_function's enter), with their exits.
+Bytes boxed_ops() {
+  Bytes out;
+  boxed_operator packet{.name_length = 8, .overload_length = 0, .candidates = 2, .reserved = 0, .name = "aten::mm",
+                        .overload = ""};
+  append(out, head(OP_RECORD_BOXED_OP_ENTER, 7, 10), &packet, sizeof(packet));
+  boxed_operator overload{.name_length = 9, .overload_length = 6, .candidates = 1, .reserved = 0, .name = "aten::add",
+                          .overload = "Tensor"};
+  append(out, head(OP_RECORD_BOXED_OP_ENTER, 7, 11), &overload, sizeof(overload));
+  append(out, head(OP_RECORD_BOXED_OP_EXIT, 7, 12));
+  boxed_operator unobserved{.name_length = 36, .overload_length = 0, .candidates = 1, .reserved = 0,
+                            .name = "profiler::_record_function_enter_new", .overload = ""};
+  append(out, head(OP_RECORD_BOXED_OP_ENTER, 7, 13), &unobserved, sizeof(unobserved));
+  append(out, head(OP_RECORD_BOXED_OP_EXIT, 7, 14));
+  append(out, head(OP_RECORD_BOXED_OP_EXIT, 7, 20));
+  return out;
+}
+
 void write(const std::string& path, const Bytes& bytes) {
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
@@ -193,5 +212,6 @@ int main(int argc, char** argv) {
   write(directory + "/ops_and_ranges", ops_and_ranges());
   write(directory + "/lists_and_spills", lists_and_spills());
   write(directory + "/strings_and_stacks", strings_and_stacks());
+  write(directory + "/boxed_ops", boxed_ops());
   return 0;
 }

@@ -160,6 +160,37 @@ TEST_F(RangeOperatorsTest, IndicesInterleaveInOrderOfFirstSight) {
   EXPECT_EQ(operators_.size(), 5u);
 }
 
+// A boxed call of an overload is the planned op of that schema; of an overload packet, or of an
+// op no plan has, an operator of that name alone.
+TEST_F(RangeOperatorsTest, BoxedOpsAreThePlannedOpOfTheirSchema) {
+  EXPECT_EQ(ranges_.boxed_op("aten::mm", ""), 0u);
+  EXPECT_EQ(ranges_.boxed_op("aten::add", "Tensor"), 1u);
+  EXPECT_EQ(ranges_.boxed_op("aten::add", "Scalar"), 2u) << "no planned op has that schema";
+  EXPECT_EQ(ranges_.boxed_op("aten::add", std::nullopt), 2u) << "an overload packet's call: the name alone";
+  EXPECT_EQ(ranges_.boxed_op("aten::mm", std::nullopt), 3u);
+  EXPECT_EQ(ranges_.boxed_op("mylib::custom", ""), 4u);
+  EXPECT_EQ(ranges_.boxed_op("aten::add", "Scalar"), 2u);
+  ASSERT_EQ(operators_.size(), 5u);
+  expect_operator(2, "aten::add", RangeKind::kOperator);
+  expect_operator(3, "aten::mm", RangeKind::kOperator);
+  expect_operator(4, "mylib::custom", RangeKind::kOperator);
+}
+
+TEST_F(RangeOperatorsTest, BoxedOpsTorchNeverObservesAreNone) {
+  EXPECT_FALSE(ranges_.boxed_op("profiler::_record_function_enter_new", ""));
+  EXPECT_FALSE(ranges_.boxed_op("profiler::_record_function_exit", std::nullopt));
+  EXPECT_FALSE(ranges_.boxed_op("aten::size", "int"));
+  EXPECT_EQ(operators_.size(), 2u);
+}
+
+TEST_F(RangeOperatorsTest, UnreadableBoxedOpNamesShareOneOperator) {
+  const uint32_t unreadable = *ranges_.boxed_op("", std::nullopt);
+  EXPECT_EQ(ranges_.boxed_op("no_namespace", ""), unreadable);
+  EXPECT_EQ(ranges_.boxed_op("aten::", ""), unreadable);
+  EXPECT_EQ(ranges_.boxed_op("aten::co\x01s", ""), unreadable);
+  expect_operator(unreadable, std::string(RangeOperators::kUnreadableBoxedOp), RangeKind::kOperator);
+}
+
 TEST(RangeOperators, StartsAfterAnEmptyTable) {
   std::vector<model::Operator> operators;
   RangeOperators ranges(operators, [](uint64_t) { return std::string("AddBackward0"); });

@@ -85,6 +85,12 @@ class RecordDecoderTest : public ::testing::Test {
                             annotation_kinds_.push_back(kind);
                             return 50u;
                           },
+                          .boxed_operator = [this](std::string_view name,
+                                                   std::optional<std::string_view> overload) -> std::optional<uint32_t> {
+                            boxed_names_.push_back(std::string(name) + (overload ? "." + std::string(*overload) : ""));
+                            if (name == "profiler::_record_function_enter_new") return std::nullopt;
+                            return overload ? 61u : 60u;
+                          },
                           .node_operator = [](uint64_t vptr, model::RangeKind kind) {
                             return static_cast<uint32_t>(vptr + (kind == model::RangeKind::kBackwardNode ? 1 : 0));
                           },
@@ -124,7 +130,18 @@ class RecordDecoderTest : public ::testing::Test {
   std::vector<uint64_t> stack_ids_;
   std::vector<std::string> annotation_names_;
   std::vector<model::RangeKind> annotation_kinds_;
+  std::vector<std::string> boxed_names_;  // "name.overload", or "name" with no overload known
 };
+
+boxed_operator boxed(std::string_view name, std::string_view overload, uint32_t candidates) {
+  boxed_operator op{};
+  op.name_length = static_cast<uint32_t>(name.size());
+  op.overload_length = static_cast<uint32_t>(overload.size());
+  op.candidates = candidates;
+  name.copy(op.name, sizeof(op.name) - 1);
+  overload.copy(op.overload, sizeof(op.overload) - 1);
+  return op;
+}
 
 TEST_F(RecordDecoderTest, OpEntriesAndExitsBecomeSpansWithTheirExitCause) {
   op_record enter = head(OP_RECORD_ENTER, 7, 10, 3);
@@ -257,6 +274,52 @@ TEST_F(RecordDecoderTest, FunctionScopeRangesAreDynamosNamedRanges) {
   EXPECT_EQ(annotation_names_, std::vector<std::string>{"Torch-Compiled Region: 0/1"});
   EXPECT_EQ(annotation_kinds_, std::vector<model::RangeKind>{model::RangeKind::kFunctionRange});
   ASSERT_EQ(build().size(), 1u);
+}
+
+// Boxed ops carry their name: an overload's call knows its overload, an overload packet's does
+// not. Their exits pair per thread; one with nothing open (entered before attach) is dropped.
+TEST_F(RecordDecoderTest, BoxedOpsAreNamedAtEntryAndPairPerThread) {
+  decoder_.decode(bytes_of(head(OP_RECORD_BOXED_OP_ENTER, 7, 10), boxed("aten::mm", "", 2)));
+  decoder_.decode(bytes_of(head(OP_RECORD_BOXED_OP_ENTER, 7, 11), boxed("aten::add", "Tensor", 1)));
+  decoder_.decode(bytes_of(head(OP_RECORD_BOXED_OP_EXIT, 7, 20, 0, RANGE_EXIT_UNWOUND)));
+  decoder_.decode(bytes_of(head(OP_RECORD_BOXED_OP_EXIT, 7, 30)));
+  decoder_.decode(bytes_of(head(OP_RECORD_BOXED_OP_EXIT, 8, 35)));
+  EXPECT_EQ(boxed_names_, (std::vector<std::string>{"aten::mm", "aten::add.Tensor"}));
+  EXPECT_EQ(decoder_.malformed_records(), 0u);
+  const std::vector<model::OpSpan> spans = build();
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_EQ(spans[0].operator_index, 60u);
+  EXPECT_EQ(spans[0].end_ns, 30u);
+  EXPECT_FALSE(spans[0].unwound);
+  EXPECT_EQ(spans[1].operator_index, 61u);
+  EXPECT_EQ(spans[1].end_ns, 20u);
+  EXPECT_TRUE(spans[1].unwound);
+  EXPECT_FALSE(spans[1].arguments_recorded) << "a boxed op's arguments are not read";
+}
+
+// An op torch never observes is no range: its entry and its exit are dropped, and the ranges
+// around it pair as if it were not there.
+TEST_F(RecordDecoderTest, BoxedOpsTorchDoesNotObserveAreNoRange) {
+  decoder_.decode(bytes_of(head(OP_RECORD_BOXED_OP_ENTER, 7, 10), boxed("aten::mm", "", 2)));
+  decoder_.decode(bytes_of(head(OP_RECORD_BOXED_OP_ENTER, 7, 11), boxed("profiler::_record_function_enter_new", "", 1)));
+  decoder_.decode(bytes_of(head(OP_RECORD_BOXED_OP_EXIT, 7, 12)));
+  decoder_.decode(bytes_of(head(OP_RECORD_BOXED_OP_EXIT, 7, 30)));
+  const std::vector<model::OpSpan> spans = build();
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(spans[0].operator_index, 60u);
+  EXPECT_EQ(spans[0].end_ns, 30u);
+  EXPECT_FALSE(spans[0].return_missing);
+}
+
+// A name cut at the buffer, or a length longer than what was copied, reads up to the NUL.
+TEST_F(RecordDecoderTest, BoxedOpNamesStopAtTheirCopy) {
+  boxed_operator op = boxed("aten::cos", "", 1);
+  op.name_length = 500;
+  decoder_.decode(bytes_of(head(OP_RECORD_BOXED_OP_ENTER, 7, 10), op));
+  op_record short_record = head(OP_RECORD_BOXED_OP_ENTER, 7, 11);
+  decoder_.decode(bytes_of(short_record, uint32_t{3}));
+  EXPECT_EQ(boxed_names_, std::vector<std::string>{"aten::cos."});
+  EXPECT_EQ(decoder_.malformed_records(), 1u);
 }
 
 TEST_F(RecordDecoderTest, AutogradRangesPairPerThreadAndKeepTheNodesSequenceNumber) {

@@ -10,6 +10,9 @@ Frame 1 is the function dynamo resumes after the graph break, at the line marked
 graph".
 The warm-up steps compile; the measured steps only call.
 
+--backend aot_eager compiles through AOTAutograd instead: its graphs, forward and backward, call
+every op as torch.ops.aten.<op>.<overload>, through the boxed dispatcher.
+
 train_loop.py's protocol and options, and --compile-reference-out FILE: the measured steps
 under torch's own profiler (CPU), writing {"regions": {"Torch-Compiled Region: F/N": calls,
 "TorchDynamo Cache Lookup": calls}, "captured_ops": n, "total_ops": n, "torch": version} to FILE,
@@ -38,8 +41,8 @@ def twice_sine_then_cosine(x):
     return torch.cos(y) * 2
 
 
-def make_step():
-    compiled = torch.compile(twice_sine_then_cosine, backend="eager")
+def make_step(backend):
+    compiled = torch.compile(twice_sine_then_cosine, backend=backend)
     small, larger, largest = torch.randn(8), torch.randn(16), torch.randn(32)
     needs_grad = torch.randn(8, requires_grad=True)
 
@@ -80,10 +83,11 @@ def compile_reference(run_steps, trace_path):
 def main():
     ours = argparse.ArgumentParser(add_help=False)
     ours.add_argument("--compile-reference-out", metavar="FILE")
+    ours.add_argument("--backend", choices=("eager", "aot_eager"), default="eager")
     own, sys.argv[1:] = ours.parse_known_args()
     args = train_loop.parse_args(__doc__)
     train_loop.prepare(args)
-    step = make_step()
+    step = make_step(own.backend)
     if not own.compile_reference_out:
         return train_loop.run_protocol(args, step)
     for _ in range(args.warmup):

@@ -6,6 +6,8 @@ code does, and counts what it saw, so that a test can tell that tracing changed 
 
   caught-op-error    an op that throws inside at::_ops::topk::call, caught in Python
   nested-op-error    torch.cat fails beneath torch.hstack, so the exception crosses two ops
+  boxed-op-error     torch.ops.aten.index_select.default throws: the exception crosses the boxed
+                     dispatcher's invokeOperatorFromPython, which tprof probes for such calls
   backward-raises    a custom autograd.Function whose backward raises, caught around backward()
   python-raise       Python exceptions raised through C++ frames: a __torch_dispatch__ that
                      raises under at::_ops::mul::call, and a tensor hook that raises in backward
@@ -59,6 +61,16 @@ def nested_op_error(counts):
     try:
         torch.hstack([left, right])  # at::_ops::hstack::call -> at::_ops::cat::call throws
     except RuntimeError:
+        counts.caught += 1
+
+
+def boxed_op_error(counts):
+    x, good, bad = torch.randn(4), torch.tensor([0, 3]), torch.tensor([0, 9])
+    counts.checksum += float(torch.ops.aten.index_select.default(x, 0, good).sum())
+    counts.expected += 1
+    try:
+        torch.ops.aten.index_select.default(x, 0, bad)  # index 9 of 4: c10::IndexError, boxed
+    except (IndexError, RuntimeError):
         counts.caught += 1
 
 
@@ -198,6 +210,7 @@ def threads(counts):
 SCENARIOS = {
     "caught-op-error": lambda: caught_op_error,
     "nested-op-error": lambda: nested_op_error,
+    "boxed-op-error": lambda: boxed_op_error,
     "backward-raises": lambda: backward_raises,
     "python-raise": lambda: python_raise,
     "dataloader-fork": make_dataloader_fork,

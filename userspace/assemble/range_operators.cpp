@@ -1,6 +1,10 @@
 #include "userspace/assemble/range_operators.h"
 
+#include <algorithm>
 #include <utility>
+
+#include "symbolizer/aten/identifier_chars.h"
+#include "symbolizer/aten/observed_ops.h"
 
 namespace tprof {
 namespace {
@@ -9,6 +13,13 @@ namespace {
 constexpr std::string_view kEvaluateFunctionPrefix = "autograd::engine::evaluate_function: ";
 // What a node is called when its vtable names no class tprof can find.
 constexpr std::string_view kUnnamedNode = "torch::autograd::Node";
+
+// "ns::name", as c10 names every registered operator.
+bool is_operator_name(std::string_view name) {
+  const size_t separator = name.find("::");
+  if (separator == 0 || separator == std::string_view::npos || separator + 2 == name.size()) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) { return c == ':' || symbolizer::is_identifier_char(c); });
+}
 
 }  // namespace
 
@@ -43,6 +54,24 @@ uint32_t RangeOperators::node(uint64_t vptr, model::RangeKind kind) {
   }
   if (!operators.node) operators.node = index_of(operators.name, kind);
   return *operators.node;
+}
+
+std::optional<uint32_t> RangeOperators::boxed_op(std::string_view name, std::optional<std::string_view> overload) {
+  if (symbolizer::is_unobserved_op(name)) return std::nullopt;
+  if (!is_operator_name(name)) return index_of(std::string(kUnreadableBoxedOp), model::RangeKind::kOperator);
+  std::string key(name);
+  if (overload) key += "." + std::string(*overload);
+  if (const auto found = boxed_ops_.find(key); found != boxed_ops_.end()) return found->second;
+  // A schema begins with the op's full name: "aten::add.Tensor(", "aten::cos(".
+  const std::string schema_start = overload && !overload->empty() ? key + "(" : std::string(name) + "(";
+  const auto planned = std::find_if(operators_.begin(), operators_.end(), [&](const model::Operator& op) {
+    return op.kind == model::RangeKind::kOperator && op.name == name && op.schema.starts_with(schema_start);
+  });
+  const uint32_t index = overload && planned != operators_.end()
+                             ? static_cast<uint32_t>(planned - operators_.begin())
+                             : index_of(std::string(name), model::RangeKind::kOperator);
+  boxed_ops_.emplace(std::move(key), index);
+  return index;
 }
 
 }  // namespace tprof

@@ -1,6 +1,6 @@
 // Grows the operator table with the named ranges met while recording: record_function()
-// names and autograd node classes. Ops have their ids from the probe plan; these get theirs
-// on first sight, after the ops.
+// names, autograd node classes and the ops called through the boxed dispatcher. Ops have their
+// ids from the probe plan; these get theirs on first sight, after the ops.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +26,15 @@ class RangeOperators {
   uint32_t annotation(std::string_view name, model::RangeKind kind = model::RangeKind::kUserAnnotation);
   // kBackwardEvaluate: "autograd::engine::evaluate_function: <node>"; kBackwardNode: "<node>".
   uint32_t node(uint64_t vptr, model::RangeKind kind);
+  // An op called through the boxed dispatcher, by its c10::OperatorName ("aten::add", "Tensor";
+  // "" for the default overload): the planned op of that schema when there is one, so that it
+  // shares the op's index and schema; else an operator of that name without a schema, as for an
+  // overload packet's call (`overload` none: the overload it ran is not known). An empty or
+  // malformed name is kUnreadableBoxedOp. None for an op torch never observes
+  // (symbolizer/aten/observed_ops.h): no range.
+  std::optional<uint32_t> boxed_op(std::string_view name, std::optional<std::string_view> overload);
+
+  static constexpr std::string_view kUnreadableBoxedOp = "torch.ops call (operator unreadable)";
 
  private:
   uint32_t index_of(std::string name, model::RangeKind kind);
@@ -41,6 +50,8 @@ class RangeOperators {
     std::optional<uint32_t> node;
   };
   std::unordered_map<uint64_t, NodeOperators> node_operators_;
+  // Boxed ops by "name" (overload unknown) or "name.overload" ("name." for the default).
+  std::unordered_map<std::string, uint32_t> boxed_ops_;
 };
 
 }  // namespace tprof

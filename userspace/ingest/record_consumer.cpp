@@ -199,6 +199,23 @@ void RecordDecoder::consume_list_elements(const op_record& head, const unsigned 
   if (!appended) ++unmatched_list_elements_;
 }
 
+bool RecordDecoder::consume_boxed_op_entry(const op_record& head, OpEvent& event, const unsigned char* payload,
+                                           size_t payload_size) {
+  const auto boxed = payload_as<boxed_operator>(payload, payload_size);
+  if (!boxed) return false;
+  const std::string_view name(boxed->name, std::min<size_t>(boxed->name_length, strnlen(boxed->name, sizeof(boxed->name))));
+  std::optional<std::string_view> overload;
+  if (boxed->candidates == 1)
+    overload = std::string_view(boxed->overload,
+                                std::min<size_t>(boxed->overload_length, strnlen(boxed->overload, sizeof(boxed->overload))));
+  const std::optional<uint32_t> op_id = callbacks_.boxed_operator(name, overload);
+  open_boxed_ops_[head.tid].push_back(op_id.value_or(kUnrecordedBoxedOp));
+  if (!op_id) return true;
+  event.op_id = *op_id;
+  spans_.add(head.tid, std::move(event));
+  return true;
+}
+
 void RecordDecoder::consume(const op_record& head, const unsigned char* payload, size_t payload_size) {
   // GPU activity comes from the CUPTI library's thread, which is no thread of the trace.
   if (head.kind == OP_RECORD_DEVICE_ACTIVITY) {
@@ -284,6 +301,19 @@ void RecordDecoder::consume(const op_record& head, const unsigned char* payload,
       event.is_exit = true;
       open_annotations_.erase(open);
       spans_.add(head.tid, std::move(event));
+      return;
+    }
+    case OP_RECORD_BOXED_OP_ENTER:
+      if (!callbacks_.boxed_operator) return;
+      if (!consume_boxed_op_entry(head, event, payload, payload_size)) break;
+      return;
+    case OP_RECORD_BOXED_OP_EXIT: {
+      auto& open = open_boxed_ops_[head.tid];
+      if (open.empty()) return;  // entered before attach, or ignored
+      event.op_id = open.back();
+      event.is_exit = true;
+      open.pop_back();
+      if (event.op_id != kUnrecordedBoxedOp) spans_.add(head.tid, std::move(event));
       return;
     }
     case OP_RECORD_EVALUATE_ENTER:

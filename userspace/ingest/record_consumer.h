@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <unordered_map>
@@ -42,6 +43,11 @@ class RecordDecoder {
         decode_arguments;
     // The operator index of a record_function range with this name.
     std::function<uint32_t(std::string_view name, model::RangeKind kind)> annotation_operator;
+    // The operator index of an op called through the boxed dispatcher, by its name and overload
+    // (none: not known, an overload packet's call); none for an op torch does not record. Empty:
+    // such records are ignored.
+    std::function<std::optional<uint32_t>(std::string_view name, std::optional<std::string_view> overload)>
+        boxed_operator;
     // The operator index of an autograd node's range (evaluate_function or the node itself),
     // from the node's vtable pointer.
     std::function<uint32_t(uint64_t vptr, model::RangeKind kind)> node_operator;
@@ -93,6 +99,8 @@ class RecordDecoder {
   void consume_spilled_arguments(const op_record& head, const unsigned char* payload, size_t payload_size);
   void consume_list_elements(const op_record& head, const unsigned char* payload, size_t payload_size);
   void consume_more_arguments(const op_record& head, const unsigned char* payload, size_t payload_size);
+  // A boxed op's entry; false when its payload is malformed.
+  bool consume_boxed_op_entry(const op_record& head, OpEvent& event, const unsigned char* payload, size_t payload_size);
   // Copies a payload of op_arguments into arguments_; false (counted malformed) if cut short.
   bool copy_arguments(const unsigned char* payload, size_t size);
   // The op arguments in a payload of `size` bytes; none (and counted malformed) if it is cut short.
@@ -110,6 +118,10 @@ class RecordDecoder {
   // Per thread: the operator indices of the evaluate_function and node ranges open there.
   std::unordered_map<uint32_t, std::vector<uint32_t>> open_evaluations_;
   std::unordered_map<uint32_t, std::vector<uint32_t>> open_nodes_;
+  // Per thread: the operator indices of the boxed ops open there, kUnrecordedBoxedOp for one
+  // that is no range (its exit is dropped too).
+  std::unordered_map<uint32_t, std::vector<uint32_t>> open_boxed_ops_;
+  static constexpr uint32_t kUnrecordedBoxedOp = UINT32_MAX;
   uint64_t records_ = 0;
   uint64_t python_samples_ = 0;
   uint64_t malformed_ = 0;

@@ -272,6 +272,11 @@ void TargetProbes::attach_compiled_regions(const UprobeSites& naming_functions) 
   add_op_probe(skeleton().progs.compiled_region_name, naming_functions);
 }
 
+void TargetProbes::attach_boxed_ops(const UprobeSites& entry, const UprobeSites& returns) {
+  if (!returns.offsets.empty()) add_op_probe(skeleton().progs.range_return, returns);
+  add_op_probe(skeleton().progs.boxed_op_enter, entry);
+}
+
 void TargetProbes::attach_autograd(const UprobeSites& evaluate_function, const UprobeSites& node_apply) {
   add_op_probe(skeleton().progs.evaluate_enter, evaluate_function);
   if (!node_apply.offsets.empty()) add_op_probe(skeleton().progs.node_enter, node_apply, &WindowSites::node_applies);

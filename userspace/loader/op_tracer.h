@@ -139,6 +139,10 @@ class TargetProbes {
   // site's cookie the argument that holds the name; after attach_annotations, whose constructor
   // and end() probes open and close them.
   void attach_compiled_regions(const UprobeSites& naming_functions);
+  // Ops called from Python through the boxed dispatcher (symbolizer/aten/boxed_call_site.h):
+  // the entry of the function they pass, its cookie how that takes the operators, and its `ret`s.
+  // Windowed with the ops under --max-overhead.
+  void attach_boxed_ops(const UprobeSites& entry, const UprobeSites& returns);
   // Backward nodes: Engine::evaluate_function and every Node subclass's apply().
   void attach_autograd(const UprobeSites& evaluate_function, const UprobeSites& node_apply);
 

@@ -1,28 +1,11 @@
 #include "userspace/loader/probe_plan.h"
 
-#include <array>
-#include <string_view>
 #include <unordered_set>
 
 #include "symbolizer/aten/argument_kinds.h"
+#include "symbolizer/aten/observed_ops.h"
 
 namespace tprof {
-namespace {
-
-// c10::ObservedOperators::getUnobservedOperatorList (aten/src/ATen/core/dispatch/
-// ObservedOperators.cpp): RecordFunction never fires for these, so torch.profiler does not
-// show them. They are also among the most frequent calls, so skipping them saves traps.
-constexpr std::array<std::string_view, 5> kUnobservedOps = {
-    "aten::size", "aten::is_leaf", "aten::output_nr", "aten::_version", "aten::is_complex",
-};
-
-bool is_unobserved(const std::string& op_name) {
-  for (std::string_view unobserved : kUnobservedOps)
-    if (op_name == unobserved) return true;
-  return false;
-}
-
-}  // namespace
 
 ProbePlan plan_op_probes(const symbolizer::OpCatalog& catalog, const std::string& binary_path) {
   ProbePlan plan;
@@ -30,7 +13,7 @@ ProbePlan plan_op_probes(const symbolizer::OpCatalog& catalog, const std::string
   std::unordered_set<uint64_t> probed_offsets;
   for (size_t index = 0; index < catalog.entries.size(); ++index) {
     const symbolizer::OpCatalogEntry& entry = catalog.entries[index];
-    if (is_unobserved(entry.op_name)) continue;
+    if (symbolizer::is_unobserved_op(entry.op_name)) continue;  // also saves traps: they are frequent
     // Two probes on one address would double every record, and the kernel refuses a
     // second uprobe_multi site at the same offset of the same program.
     if (!probed_offsets.insert(entry.site.file_offset).second) {

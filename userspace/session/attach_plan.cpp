@@ -2,6 +2,7 @@
 
 #include <exception>
 
+#include "symbolizer/aten/boxed_call_site.h"
 #include "symbolizer/aten/op_call_guards.h"
 #include "symbolizer/binary/elf_file.h"
 #include "symbolizer/binary/section_map.h"
@@ -108,6 +109,30 @@ std::optional<UprobeSites> plan_compiled_regions(const RangeProbes& ranges, cons
   return std::nullopt;
 }
 
+// Ops called from Python through the boxed dispatcher skip the op probes; without this site
+// they are missing, said on the console.
+std::optional<AttachPlan::BoxedOps> plan_boxed_ops(const TargetProcess& target, Console& console) {
+  const auto torch_python = target.find_mapped_library(kTorchPythonLibraryPrefix);
+  if (!torch_python) return std::nullopt;
+  std::string why_not = "its libtorch_python defines no torch::jit::invokeOperatorFromPython";
+  try {
+    const symbolizer::ElfFile elf(torch_python->host_path);
+    const symbolizer::LibraryIndex index(elf);
+    const auto site = symbolizer::find_boxed_call_site(index);
+    const auto entry = site ? index.sections.file_offset_of(site->address) : std::nullopt;
+    if (entry) {
+      const ReturnSites returns = plan_return_sites(index, {site->address});
+      return AttachPlan::BoxedOps{
+          UprobeSites{torch_python->host_path, {*entry}, {static_cast<uint64_t>(site->operators)}},
+          exit_sites(torch_python->host_path, returns.offsets)};
+    }
+  } catch (const std::exception& error) {
+    why_not = error.what();
+  }
+  console.line("warning: ops called through torch.ops.<ns>.<op> are not recorded: " + why_not);
+  return std::nullopt;
+}
+
 }  // namespace
 
 AttachPlan plan_attach(const AttachOptions& options, const TargetProcess& target, TorchLibraryPlans& library_plans,
@@ -142,6 +167,7 @@ void plan_range_probes(AttachPlan& plan, const TargetProcess& target, Console& c
   const TorchLibraryPlan& library_plan = *plan.ops->library_plan;
   plan.range_probes.emplace(library_plan.ranges, plan.ops->library, console);
   plan.compiled_regions = plan_compiled_regions(*plan.range_probes, target, console);
+  plan.boxed_ops = plan_boxed_ops(target, console);
   plan.exits = plan_range_exits(*plan.ops, target, console);
   if (plan.ops->tensor_layout) {
     plan.spills = library_plan.spills;
@@ -191,6 +217,7 @@ void attach_probes(TargetProbes& probes, OpTracer& tracer, AttachPlan& plan, uin
     probes.attach_api_calls(plan.cuda_api.entries[library], plan.cuda_api.returns[library]);
   if (plan.range_probes) plan.range_probes->attach(probes);
   if (plan.compiled_regions) probes.attach_compiled_regions(*plan.compiled_regions);
+  if (plan.boxed_ops) probes.attach_boxed_ops(plan.boxed_ops->entry, plan.boxed_ops->returns);
   if (plan.memory) probes.attach_memory(plan.memory->allocations, plan.memory->frees, plan.memory->device_reports);
   if (plan.python && sample_hz > 0) tracer.attach_python_sampler(sample_hz);
 }

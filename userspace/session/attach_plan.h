@@ -57,6 +57,13 @@ struct AttachPlan {
   // Where dynamo names each call of a compiled graph, in the target's libtorch_python (torch 2.x
   // with record_function()'s probes): a cookie per site, the argument that holds the name.
   std::optional<UprobeSites> compiled_regions;
+  // Where ops called through torch.ops.<ns>.<op>.<overload> pass, in libtorch_python: its entry
+  // and its `ret`s.
+  struct BoxedOps {
+    UprobeSites entry;
+    UprobeSites returns;
+  };
+  std::optional<BoxedOps> boxed_ops;
   std::optional<ExitProbes> exits;
   SpillProbes spills;                          // where ops' doubles are read, with shapes
   std::optional<MappedLibrary> cupti_library;  // libtprof_cupti.so, where the target loaded it

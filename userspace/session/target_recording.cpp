@@ -360,6 +360,10 @@ class RecordingPipeline {
             },
             .annotation_operator = [this](std::string_view name,
                                           model::RangeKind kind) { return range_operators_.annotation(name, kind); },
+            .boxed_operator = [this](std::string_view name,
+                                     std::optional<std::string_view> overload) {
+              return range_operators_.boxed_op(name, overload);
+            },
             .node_operator = [this](uint64_t vptr, model::RangeKind kind) { return range_operators_.node(vptr, kind); },
             .on_device_activity =
                 [this](const device_activity& activity) {
