@@ -172,9 +172,13 @@ const std::set<std::string> kModelModules = {"SmallConvNet", "Conv2d", "BatchNor
 // One ProfilerStep#N per measured step (each iteration ends with its Optimizer.step), each
 // holding one Optimizer.step, and one training_step python_function per call: the loop calls it
 // from one line, in one reused frame slot, and only its instruction going back tells the calls
-// apart. The workload sleeps before its loop while tprof attaches, and its thread is first seen
-// at its first op, inside the loop: the first iteration is written as a partial step, as tprof
-// cannot tell it from one it came into (docs/steps-and-summaries.md).
+// apart. The workload sleeps before its loop while tprof attaches, and its thread is most often
+// first seen at its first op, inside the loop: the first iteration is written as a partial step,
+// as tprof cannot tell it from one it came into (docs/steps-and-summaries.md). Now and then the
+// stack sampler catches the thread running between its wakeup and its loop (1 run in 23 of one
+// test here; 6 in 6 with the sampler at 20 kHz): the loop was not yet running in the first stack
+// seen, and the first iteration is ProfilerStep#0, as it should be. Either holds one
+// Optimizer.step.
 void expect_tprof_trace_conventions(const TraceJson& trace) {
   EXPECT_EQ(trace.at("distributedInfo").at("rank"), 0) << "a single process is rank 0";
   std::map<std::string, std::pair<double, double>> steps;  // name -> [ts, ts + dur]
@@ -198,7 +202,8 @@ void expect_tprof_trace_conventions(const TraceJson& trace) {
   }
   ASSERT_EQ(steps.size(), static_cast<std::size_t>(kMeasuredSteps)) << "one ProfilerStep per iteration";
   for (int step = 0; step < kMeasuredSteps; ++step) {
-    const std::string name = step == 0 ? "Partial step (in progress when first seen)" : "ProfilerStep#" + std::to_string(step);
+    std::string name = "ProfilerStep#" + std::to_string(step);
+    if (step == 0 && !steps.contains(name)) name = "Partial step (in progress when first seen)";
     const auto found = steps.find(name);
     ASSERT_NE(found, steps.end()) << name;
     const auto [start, end] = found->second;
