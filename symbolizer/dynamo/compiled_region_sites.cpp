@@ -3,7 +3,6 @@
 #include <array>
 
 #include "symbolizer/binary/defined_symbols.h"
-#include "symbolizer/binary/elf_file.h"
 #include "symbolizer/binary/emulated_probe_point.h"
 #include "symbolizer/binary/section_map.h"
 #include "symbolizer/binary/x86_disassembler.h"
@@ -27,10 +26,13 @@ constexpr std::array<NamingFunction, 2> kNamingFunctions = {{
 
 std::optional<CompiledRegionSite> find_compiled_region_site(const std::string& libtorch_python_path) {
   const ElfFile elf(libtorch_python_path);
-  const DefinedSymbols symbols(elf);
-  const SectionMap sections(elf);
+  return find_compiled_region_site(LibraryIndex(elf));
+}
+
+std::optional<CompiledRegionSite> find_compiled_region_site(const LibraryIndex& libtorch_python) {
+  const SectionMap& sections = libtorch_python.sections;
   for (const NamingFunction& naming : kNamingFunctions) {
-    const DefinedSymbol* symbol = symbols.find(naming.symbol);
+    const DefinedSymbol* symbol = libtorch_python.symbols.find(naming.symbol);
     if (!symbol) continue;
     // Past the entry where the kernel emulates the probed instruction, the name still where
     // the caller put it: a single-stepped trap costs several emulated ones.

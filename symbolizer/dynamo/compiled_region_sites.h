@@ -15,6 +15,8 @@
 #include <optional>
 #include <string>
 
+#include "symbolizer/binary/library_index.h"
+
 namespace tprof::symbolizer {
 
 struct CompiledRegionSite {
@@ -26,5 +28,7 @@ struct CompiledRegionSite {
 // The site in `libtorch_python_path`, or none when it defines neither function. Throws
 // std::runtime_error (one line, naming the file) when it cannot be read as an ELF file.
 std::optional<CompiledRegionSite> find_compiled_region_site(const std::string& libtorch_python_path);
+// The same, in a libtorch_python already read (the attach reads it once for every site it has).
+std::optional<CompiledRegionSite> find_compiled_region_site(const LibraryIndex& libtorch_python);
 
 }  // namespace tprof::symbolizer

@@ -94,43 +94,47 @@ void plan_gpu_activity(AttachPlan& plan, const TargetProcess& target, Console& c
   console.line("GPU timing " + plan.gpu);
 }
 
+constexpr const char* kNoRegions = "warning: torch.compile's regions are not recorded: ";
+constexpr const char* kNoBoxedOps = "warning: ops called through torch.ops.<ns>.<op> are not recorded: ";
+
 // torch.compile's regions open and close through record_function()'s constructor and end()
 // probes, so they need those. torch 1.13, which has no dynamo, has no site: nothing to say.
-std::optional<UprobeSites> plan_compiled_regions(const RangeProbes& ranges, const TargetProcess& target,
-                                                 Console& console) {
-  const auto torch_python = target.find_mapped_library(kTorchPythonLibraryPrefix);
-  if (!torch_python || !ranges.records_annotations()) return std::nullopt;
-  try {
-    const auto site = symbolizer::find_compiled_region_site(torch_python->host_path);
-    if (site) return UprobeSites{torch_python->host_path, {site->file_offset}, {site->name_argument}};
-  } catch (const std::exception& error) {
-    console.line(std::string("warning: torch.compile's regions are not recorded: ") + error.what());
-  }
-  return std::nullopt;
+std::optional<UprobeSites> plan_compiled_regions(const MappedLibrary& torch_python,
+                                                 const symbolizer::LibraryIndex& index) {
+  const auto site = symbolizer::find_compiled_region_site(index);
+  if (!site) return std::nullopt;
+  return UprobeSites{torch_python.host_path, {site->file_offset}, {site->name_argument}};
 }
 
 // Ops called from Python through the boxed dispatcher skip the op probes; without this site
 // they are missing, said on the console.
-std::optional<AttachPlan::BoxedOps> plan_boxed_ops(const TargetProcess& target, Console& console) {
+std::optional<AttachPlan::BoxedOps> plan_boxed_ops(const MappedLibrary& torch_python,
+                                                   const symbolizer::LibraryIndex& index, Console& console) {
+  const auto site = symbolizer::find_boxed_call_site(index);
+  const auto entry = site ? index.sections.file_offset_of(site->address) : std::nullopt;
+  if (!entry) {
+    console.line(std::string(kNoBoxedOps) + "its libtorch_python defines no torch::jit::invokeOperatorFromPython");
+    return std::nullopt;
+  }
+  const ReturnSites returns = plan_return_sites(index, {site->address});
+  return AttachPlan::BoxedOps{UprobeSites{torch_python.host_path, {*entry}, {static_cast<uint64_t>(site->operators)}},
+                              exit_sites(torch_python.host_path, returns.offsets)};
+}
+
+// The probes tprof adds in the target's libtorch_python, which is read once for all of them.
+void plan_torch_python_sites(AttachPlan& plan, const TargetProcess& target, Console& console) {
   const auto torch_python = target.find_mapped_library(kTorchPythonLibraryPrefix);
-  if (!torch_python) return std::nullopt;
-  std::string why_not = "its libtorch_python defines no torch::jit::invokeOperatorFromPython";
+  if (!torch_python) return;
+  const bool regions = plan.range_probes->records_annotations();
   try {
     const symbolizer::ElfFile elf(torch_python->host_path);
     const symbolizer::LibraryIndex index(elf);
-    const auto site = symbolizer::find_boxed_call_site(index);
-    const auto entry = site ? index.sections.file_offset_of(site->address) : std::nullopt;
-    if (entry) {
-      const ReturnSites returns = plan_return_sites(index, {site->address});
-      return AttachPlan::BoxedOps{
-          UprobeSites{torch_python->host_path, {*entry}, {static_cast<uint64_t>(site->operators)}},
-          exit_sites(torch_python->host_path, returns.offsets)};
-    }
+    if (regions) plan.compiled_regions = plan_compiled_regions(*torch_python, index);
+    plan.boxed_ops = plan_boxed_ops(*torch_python, index, console);
   } catch (const std::exception& error) {
-    why_not = error.what();
+    if (regions && !plan.compiled_regions) console.line(kNoRegions + std::string(error.what()));
+    if (!plan.boxed_ops) console.line(kNoBoxedOps + std::string(error.what()));
   }
-  console.line("warning: ops called through torch.ops.<ns>.<op> are not recorded: " + why_not);
-  return std::nullopt;
 }
 
 }  // namespace
@@ -166,8 +170,7 @@ void plan_range_probes(AttachPlan& plan, const TargetProcess& target, Console& c
   if (!plan.ops) return;
   const TorchLibraryPlan& library_plan = *plan.ops->library_plan;
   plan.range_probes.emplace(library_plan.ranges, plan.ops->library, console);
-  plan.compiled_regions = plan_compiled_regions(*plan.range_probes, target, console);
-  plan.boxed_ops = plan_boxed_ops(target, console);
+  plan_torch_python_sites(plan, target, console);
   plan.exits = plan_range_exits(*plan.ops, target, console);
   if (plan.ops->tensor_layout) {
     plan.spills = library_plan.spills;
