@@ -5,7 +5,9 @@
  * that starts the range, and RecordFunction::end() that closes it. And the ranges dynamo's C
  * frame evaluator opens the same way with FUNCTION scope around every call of a compiled graph
  * ("Torch-Compiled Region: 0/1"): the function it hands the name to, then the same constructor
- * and end().
+ * and end(). And c10::monitor::WaitCounter's ranges (start() to stop()), which torch 2.x opens
+ * around its compile work ("pytorch.wait_counter.dynamo_compile") whether or not a profiler
+ * runs, where 2.14's `(dynamo_timed)` record_function ranges open only while its profiler does.
  */
 #ifndef TPROF_BPF_ANNOTATION_PROBES_BPF_H
 #define TPROF_BPF_ANNOTATION_PROBES_BPF_H
@@ -165,7 +167,105 @@ int annotation_begin(struct pt_regs *ctx)
 	return emit_assembled(ids, record, sizeof(*enter));
 }
 
-/* RecordFunction::end(): closes an open annotation (also runs for every other RecordFunction). */
+/* A WaitCounterHandle is a reference to its key's WaitCounterImpl, a singleton per key that
+ * does not keep the key (c10/util/WaitCounter.cpp); Python's guard() starts and stops a copy of
+ * the handle. So the constructor's entry keeps the key for the thread, its `ret` reads the impl
+ * the handle now points to and names it: a start() on any handle of that impl opens a range of
+ * that name. An impl whose handles were all built before the attach (C++'s static ones) opens
+ * none. */
+struct wait_counter_being_built {
+	__u64 handle;
+	struct pending_annotation key;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32); /* tid */
+	__type(value, struct wait_counter_being_built);
+} wait_counters_being_built SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, struct annotation_key); /* the impl's address */
+	__type(value, struct pending_annotation);
+} wait_counter_keys SEC(".maps");
+
+/* WaitCounterHandle::WaitCounterHandle(std::string_view key): this in rdi, the view's length in
+ * rsi and its data in rdx. */
+SEC("uprobe.multi")
+int wait_counter_building(struct pt_regs *ctx)
+{
+	struct thread_ids ids;
+	if (!current_target(&ids))
+		return 0;
+	struct wait_counter_being_built built = {.handle = PT_REGS_PARM1(ctx)};
+	__u64 length = PT_REGS_PARM2(ctx);
+	built.key.scope = ANNOTATION_SCOPE_WAIT_COUNTER;
+	built.key.name_length = (__u32)length;
+	__u32 copied = length < ANNOTATION_NAME_MAX - 1 ? (__u32)length : ANNOTATION_NAME_MAX - 1;
+	if (bpf_probe_read_user(built.key.name, copied & (ANNOTATION_NAME_MAX - 1), (const void *)PT_REGS_PARM3(ctx)))
+		return 0;
+	bpf_map_update_elem(&wait_counters_being_built, &ids.tid, &built, BPF_ANY);
+	return 0;
+}
+
+/* The constructor's `ret`s: the handle holds its impl's address now. */
+SEC("uprobe.multi")
+int wait_counter_built(struct pt_regs *ctx)
+{
+	struct thread_ids ids;
+	if (!current_target(&ids))
+		return 0;
+	struct wait_counter_being_built *built = bpf_map_lookup_elem(&wait_counters_being_built, &ids.tid);
+	if (!built)
+		return 0;
+	struct annotation_key impl = {.tgid = ids.tgid};
+	if (!bpf_probe_read_user(&impl.handle, sizeof(impl.handle), (const void *)built->handle) && impl.handle)
+		bpf_map_update_elem(&wait_counter_keys, &impl, &built->key, BPF_ANY);
+	bpf_map_delete_elem(&wait_counters_being_built, &ids.tid);
+	return 0;
+}
+
+/* WaitCounterHandle::start(), which returns a SmallVector: the slot for it in rdi, this in rsi.
+ * Opens the range of an impl named since the attach; its stop() closes it through annotation_end,
+ * which takes `this` in rdi as RecordFunction::end() does. */
+SEC("uprobe.multi")
+int wait_counter_start(struct pt_regs *ctx)
+{
+	struct thread_ids ids;
+	const struct target_settings *target = current_target(&ids);
+	if (!target)
+		return 0;
+	struct annotation_key impl = {.tgid = ids.tgid};
+	__u64 handle = PT_REGS_PARM2(ctx);
+	if (bpf_probe_read_user(&impl.handle, sizeof(impl.handle), (const void *)handle))
+		return 0;
+	struct pending_annotation *key = bpf_map_lookup_elem(&wait_counter_keys, &impl);
+	if (!key)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 stack_id = capture_python_stack(target, ids);
+	struct record_with_arguments *record = begin_record(ids, 0, OP_RECORD_ANNOTATION_ENTER, stack_id, now,
+			SEQUENCE_COUNTER_UNKNOWN);
+	if (!record)
+		return 0;
+	struct annotation_enter *enter = &record->annotation_enter;
+	enter->handle = handle;
+	enter->name_length = key->name_length;
+	enter->scope = ANNOTATION_SCOPE_WAIT_COUNTER;
+	__u64 *steps = bpf_map_lookup_elem(&optimizer_steps, &ids.slot);
+	enter->optimizer_steps = steps ? (__u32)*steps : 0;
+	__builtin_memcpy(enter->name, key->name, sizeof(enter->name));
+	struct annotation_key open = {.handle = enter->handle, .tgid = ids.tgid};
+	__u32 one = 1;
+	bpf_map_update_elem(&open_annotations, &open, &one, BPF_ANY);
+	return emit_assembled(ids, record, sizeof(*enter));
+}
+
+/* RecordFunction::end() and WaitCounterHandle::stop(): closes an open annotation (also runs for
+ * every other RecordFunction). */
 SEC("uprobe.multi")
 int annotation_end(struct pt_regs *ctx)
 {

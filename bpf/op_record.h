@@ -59,7 +59,7 @@ struct op_record {
 };
 
 /* Raised whenever a record's layout or meaning changes; the consumer drops other versions. */
-#define OP_RECORD_ABI_VERSION 9
+#define OP_RECORD_ABI_VERSION 10
 
 /* Why a range ended (open_ranges.bpf.h). */
 enum range_exit_cause {
@@ -85,12 +85,15 @@ _Static_assert(sizeof(struct op_record) == 40, "op_record is 40 bytes");
 #endif
 
 #define ANNOTATION_NAME_MAX 128
+/* Not a RecordScope: a c10::monitor::WaitCounter's start() to stop(), named by its key. */
+#define ANNOTATION_SCOPE_WAIT_COUNTER 64
 
 struct annotation_enter {
 	__u64 handle;       /* the at::RecordFunction's address: its end() names it again */
 	__u32 name_length;  /* the std::string's length (the copy may be cut at ANNOTATION_NAME_MAX) */
 	__u32 optimizer_steps; /* Optimizer.step annotations named in the process so far (optimizer_steps map) */
-	__u32 scope;        /* the RecordScope: USER_SCOPE (7), record_function(); FUNCTION (0), a range C code names */
+	__u32 scope;        /* the RecordScope: USER_SCOPE (7), record_function(); FUNCTION (0), a range C code names;
+	                     * or ANNOTATION_SCOPE_WAIT_COUNTER */
 	__u32 reserved;
 	char name[ANNOTATION_NAME_MAX];
 };

@@ -233,7 +233,8 @@ void ChromeTraceWriter::op(const model::ClosedOp& closed) {
     write_probed_api_call(closed);
     return;
   }
-  const bool is_annotation = closed.op.kind == model::RangeKind::kUserAnnotation;
+  const bool is_annotation =
+      closed.op.kind == model::RangeKind::kUserAnnotation || closed.op.kind == model::RangeKind::kWaitCounter;
   begin_event(is_annotation ? "user_annotation" : "cpu_op", closed.op.name, session_.pid, closed.tid, span.start_ns,
               span.end_ns);
   // Kineto's External id and Record function id are both the op's id (formats.md §1.1).

@@ -57,7 +57,8 @@ using NodeFields = ExecutionTraceWriter::NodeFields;
 
 uint64_t scope_of(model::RangeKind kind) {
   switch (kind) {
-    case model::RangeKind::kUserAnnotation: return kUserScope;
+    case model::RangeKind::kUserAnnotation:
+    case model::RangeKind::kWaitCounter: return kUserScope;
     case model::RangeKind::kBackwardNode: return kBackwardFunctionScope;
     case model::RangeKind::kOperator:
     case model::RangeKind::kBackwardEvaluate:
@@ -192,7 +193,8 @@ void ExecutionTraceWriter::thread(const model::ThreadInfo& thread) { thread_entr
 // by ProfilerStep node ids).
 void ExecutionTraceWriter::op(const model::ClosedOp& closed) {
   // torch's ET records RecordFunctions only; CUDA calls and inductor's kernels (which run none
-  // unless built to) are in the Chrome trace.
+  // unless built to) are in the Chrome trace. Wait counters are written as the user annotations
+  // the Chrome trace shows them as: every user_annotation's Record function id is an ET rf_id.
   if (closed.op.kind == model::RangeKind::kCudaRuntime || closed.op.kind == model::RangeKind::kCudaDriver ||
       closed.op.kind == model::RangeKind::kCompiledKernel)
     return;

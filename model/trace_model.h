@@ -30,6 +30,10 @@ enum class RangeKind {
   // TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE=1; not in the ET, which torch's observer leaves it out
   // of without that setting.
   kCompiledKernel,
+  // A c10::monitor::WaitCounter's range, start() to stop(), named by its key
+  // ("pytorch.wait_counter.dynamo_compile"): user_annotation, and a USER_SCOPE node in the ET.
+  // torch.profiler has no such range: tprof's own.
+  kWaitCounter,
 };
 
 // One kind of recorded range: an ATen operator as named by its schema, or a named annotation

@@ -249,6 +249,8 @@ INSTANTIATE_TEST_SUITE_P(
                       HarmCase{"threads", true, 3, "aten::topk", 1},
                       // torch 2.x only: torch 1.13 has no torch.compile.
                       HarmCase{"compiled-op-error", true, 20, "aten::index_select", 1},
+                      // A compile per step: the wait counters tprof probes run while it records.
+                      HarmCase{"recompiled-op-error", true, 20, "aten::index_select", 1},
                       // An exception thrown inside one of inductor's C++ kernels, which tprof
                       // probes while the target runs.
                       HarmCase{"inductor-kernel-error", true, 20, "cpp_fused_add_index_select_mul_sin_0", 1,

@@ -114,6 +114,11 @@ Bytes ops_and_ranges() {
   append(out, head(OP_RECORD_NODE_ENTER, 8, 51), node_payload.data(), node_payload.size());
   append(out, head(OP_RECORD_NODE_EXIT, 8, 58));
   append(out, head(OP_RECORD_EVALUATE_EXIT, 8, 59));
+  annotation_enter counter{.handle = 0xd000, .name_length = 35, .scope = ANNOTATION_SCOPE_WAIT_COUNTER, .reserved = 0,
+                           .name = "pytorch.wait_counter.dynamo_compile"};
+  append(out, head(OP_RECORD_ANNOTATION_ENTER, 7, 60), &counter, sizeof(counter));
+  annotation_exit counter_end{.handle = 0xd000};
+  append(out, head(OP_RECORD_ANNOTATION_EXIT, 7, 70), &counter_end, sizeof(counter_end));
   return out;
 }
 

@@ -25,6 +25,8 @@ const model::Operator kSin{"aten::sin", "", RangeKind::kOperator};
 const model::Operator kEmpty{"aten::empty", "", RangeKind::kOperator};
 const model::Operator kStep{"ProfilerStep#0", "", RangeKind::kUserAnnotation};
 const model::Operator kCompile{"_compile.compile_inner (dynamo_timed)", "", RangeKind::kUserAnnotation};
+const model::Operator kCompileCounter{"pytorch.wait_counter.dynamo_compile", "", RangeKind::kWaitCounter};
+const model::Operator kOtherCounter{"pytorch.wait_counter.entire_forward_compile", "", RangeKind::kWaitCounter};
 const model::PythonStack kUserCall{{"/usr/lib/python3/dist-packages/torch/_dynamo/eval_frame.py", 574, "_fn", ""},
                                    {"/work/train.py", 12, "step", ""}};
 const model::PythonStack kBreak{{"/work/train.py", 30, "forward", ""}};
@@ -118,6 +120,30 @@ TEST_F(CompileSummaryTest, OpsOfCompileWorkCountNowhere) {
   EXPECT_EQ(sink_.captured_ops(), 1u);
   EXPECT_EQ(sink_.total_ops(), 1u);
   EXPECT_NE(sink_.describe()[0].find("; 1.0 ms compiling (1 compiles)"), std::string::npos) << sink_.describe()[0];
+}
+
+// torch 2.14 opens no `(dynamo_timed)` range without its profiler: the wait counter around each
+// compile times it and holds its work; other counters only enclose.
+TEST_F(CompileSummaryTest, TheCompileWaitCounterTimesCompilesAndHoldsTheirWork) {
+  close(kSin, 2, 1, 2);
+  close(kCompileCounter, 1, 0, 2000);
+  close(kOtherCounter, 0, 0, 2001);
+  close(kEmpty, 1, 2002, 2003);
+  close(kOtherCounter, 0, 2002, 2004);
+  close(kSin, 1, 2005, 2006);
+  close(kRegion00, 0, 2005, 2010, &kUserCall);
+  EXPECT_EQ(sink_.captured_ops(), 1u);
+  EXPECT_EQ(sink_.total_ops(), 2u);  // the empty outside: a counter other than the compile's only encloses
+  EXPECT_NE(sink_.describe()[0].find("; 2.0 ms compiling (1 compiles)"), std::string::npos) << sink_.describe()[0];
+}
+
+// torch 2.6 opens both, the counter inside the range: one compile, timed by the counter.
+TEST_F(CompileSummaryTest, TheCounterTimesCompilesWhereBothAreSeen) {
+  close(kCompileCounter, 1, 10, 900);
+  close(kCompile, 0, 0, 1000);
+  close(kSin, 1, 1001, 1002);
+  close(kRegion00, 0, 1000, 1010, &kUserCall);
+  EXPECT_NE(sink_.describe()[0].find("; 0.9 ms compiling (1 compiles)"), std::string::npos) << sink_.describe()[0];
 }
 
 TEST_F(CompileSummaryTest, ResumeFunctionsNameTheGraphBreak) {

@@ -276,6 +276,19 @@ TEST_F(RecordDecoderTest, FunctionScopeRangesAreDynamosNamedRanges) {
   ASSERT_EQ(build().size(), 1u);
 }
 
+TEST_F(RecordDecoderTest, WaitCounterRangesAreTheirOwnKind) {
+  annotation_enter enter{};
+  enter.handle = 0xabc;
+  std::memcpy(enter.name, "pytorch.wait_counter.dynamo_compile", 35);
+  enter.name_length = 35;
+  enter.scope = ANNOTATION_SCOPE_WAIT_COUNTER;
+  decoder_.decode(bytes_of(head(OP_RECORD_ANNOTATION_ENTER, 7, 10), enter));
+  decoder_.decode(bytes_of(head(OP_RECORD_ANNOTATION_EXIT, 7, 20), annotation_exit{0xabc}));
+  EXPECT_EQ(annotation_names_, std::vector<std::string>{"pytorch.wait_counter.dynamo_compile"});
+  EXPECT_EQ(annotation_kinds_, std::vector<model::RangeKind>{model::RangeKind::kWaitCounter});
+  ASSERT_EQ(build().size(), 1u);
+}
+
 // Boxed ops carry their name: an overload's call knows its overload, an overload packet's does
 // not. Their exits pair per thread; one with nothing open (entered before attach) is dropped.
 TEST_F(RecordDecoderTest, BoxedOpsAreNamedAtEntryAndPairPerThread) {

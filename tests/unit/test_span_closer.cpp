@@ -445,6 +445,36 @@ TEST(SpanCloser, ARecordFunctionRangesStackIsOneLookNotTheRangesStack) {
   EXPECT_EQ(spans["step"], std::make_pair(uint64_t{1010}, uint64_t{1040})) << "it encloses the whole range";
 }
 
+// A wait counter's stack is taken in its guard's __enter__, which is C++: from contextlib's
+// ExitStack.enter_context (torch 2.6's compile_inner), which returns at once, only its callers
+// last the range.
+TEST(SpanCloser, AWaitCounterEnteredThroughAnExitStackIsLastedByItsCallers) {
+  std::vector<model::Operator> operators = ops_operators();
+  operators.push_back({"pytorch.wait_counter.dynamo_compile", "", model::RangeKind::kWaitCounter});  // 10
+  const StoredStack entering{
+      {python_frame(0x40, "enter_context"), python_frame(0x20, "compile_inner"), python_frame(0x10, "main")}, {}};
+  ResolvedFrame trace = python_frame(0x40, "_compile_inner");  // enter_context's frame slot, reused
+  trace.code_address = 0x50;
+  const StoredStack in_trace{{trace, python_frame(0x20, "compile_inner"), python_frame(0x10, "main")}, {}};
+  Closer c(operators, [&](uint64_t id) -> const StoredStack* {
+    return id == 1 ? &entering : id == 2 ? &in_trace : nullptr;
+  });
+  OpEvent counter = enter(10, 10);
+  counter.python_stack_id = 1;
+  OpEvent op = enter(20, 1);
+  op.python_stack_id = 2;
+  c.add_all(1, {counter, op, leave(30, 1), leave(40, 10)});
+  c.closer.finish(100);
+  std::map<std::string, std::pair<uint64_t, uint64_t>> spans;
+  for (const auto& python : c.sink.python_spans) {
+    const std::string& name = python.span.name;
+    spans[name.substr(name.find(": ") + 2)] = {python.span.start_ns, python.span.end_ns};
+  }
+  EXPECT_FALSE(spans.contains("enter_context")) << "it returned before the range's ops ran";
+  EXPECT_EQ(spans["_compile_inner"], std::make_pair(uint64_t{1020}, uint64_t{1030}));
+  EXPECT_EQ(spans["compile_inner"], std::make_pair(uint64_t{1010}, uint64_t{1040})) << "it encloses the whole range";
+}
+
 // Steps as the session detects them: each Optimizer.step ends one; ProfilerStep#N operators
 // are appended to the table as they are needed; the boundary's caller frames are all but its
 // innermost (`compare_stacks`), or not compared.

@@ -17,6 +17,8 @@ code does, and counts what it saw, so that a test can tell that tracing changed 
                      through the compiled region dynamo opens and tprof probes
   inductor-kernel-error (torch 2.x, inductor's toolchain) the same gather compiled by inductor:
                      its fused C++ kernel throws, through the probes tprof adds while it runs
+  recompiled-op-error (torch 2.x) compiled-op-error, compiled anew at every step: the wait
+                     counters torch starts around each compile, which tprof probes, run each step
 
 Protocol as train_loop.py: READY <pid>, a line on stdin runs --steps steps (or, with
 --until-stopped, steps until the next line), then COUNTS {json} and DONE; the next line or EOF
@@ -160,15 +162,18 @@ def make_dataloader_fork():
     return step
 
 
-def make_compiled_gather(backend):
+def make_compiled_gather(backend, recompile=False):
     """A torch.compile'd gather (torch 2.x) whose index is a value no guard or fake tensor sees, so
-    the compiled code runs and its index check throws on the bad index."""
+    the compiled code runs and its index check throws on the bad index. With `recompile`, dynamo
+    forgets it before each step and compiles it again."""
     def gather(x, index):
         return torch.index_select(torch.sin(x) + 1, 0, index) * 2
     compiled = torch.compile(gather, backend=backend)
     x, good, bad = torch.randn(4), torch.tensor([0, 3]), torch.tensor([0, 9])
 
     def step(counts):
+        if recompile:
+            torch._dynamo.reset()
         counts.checksum += float(compiled(x, good).sum())
         counts.expected += 1
         try:
@@ -183,6 +188,13 @@ def make_compiled_op_error():
     """Backend "eager": c10::IndexError is thrown inside at::_ops::index_select::call and unwinds
     through the graph, its "Torch-Compiled Region" RecordFunction and dynamo's frame evaluator."""
     return make_compiled_gather("eager")
+
+
+def make_recompiled_op_error():
+    """compiled-op-error with a compile per step: torch starts its compile wait counters
+    ("pytorch.wait_counter.dynamo_compile"...) from Python, through c10::monitor::WaitCounterHandle's
+    constructor, start() and stop(), which tprof probes (the constructor at its entry and `ret`)."""
+    return make_compiled_gather("eager", recompile=True)
 
 
 def make_inductor_kernel_error():
@@ -217,6 +229,7 @@ SCENARIOS = {
     "threads": lambda: threads,
     "compiled-op-error": make_compiled_op_error,
     "inductor-kernel-error": make_inductor_kernel_error,
+    "recompiled-op-error": make_recompiled_op_error,
 }
 
 

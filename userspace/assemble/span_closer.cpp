@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 #include <optional>
+#include <string_view>
 #include <tuple>
 
 #include "op_record.h"
@@ -410,11 +411,12 @@ void SpanCloser::window_edge(OpWindowEdge edge, uint64_t at_ns, uint32_t optimiz
   if (edge == OpWindowEdge::kClosing && ops_window_open_) close_ops_window(at_ns);
 }
 
-// CUDA calls' and inductor kernels' probes are not windowed (nor is the stack sampler).
+// CUDA calls', inductor kernels' and wait counters' probes are not windowed (nor is the stack
+// sampler).
 bool SpanCloser::recorded_all_along(uint32_t operator_index) const {
   const model::RangeKind kind = operators_.at(operator_index).kind;
   return kind == model::RangeKind::kCudaRuntime || kind == model::RangeKind::kCudaDriver ||
-         kind == model::RangeKind::kCompiledKernel;
+         kind == model::RangeKind::kCompiledKernel || kind == model::RangeKind::kWaitCounter;
 }
 
 bool SpanCloser::outside_windows(const OpEvent& event) const {
@@ -556,21 +558,27 @@ const StoredStack* SpanCloser::find_stack(uint64_t stack_id) {
   return stack;
 }
 
-// An op's stack holds while it runs: Python waits for it to return. A record_function range's
-// was taken inside record_function.__enter__, which returns at once while the range stays open:
-// only the frames around the `with` (__enter__'s caller and out) last the range.
 void SpanCloser::observe_range_start(ThreadState& state, OpenRange& range) {
-  const ResolvedStack* lasting = &range.stack->frames;
-  if (operators_.at(range.span.operator_index).kind == model::RangeKind::kUserAnnotation)
-    lasting = callers_of_enter(*range.stack);
+  const ResolvedStack* lasting =
+      lasting_frames(*range.stack, operators_.at(range.span.operator_index).kind);
   observe(state, {range.span.start_ns, 0, lasting, true}, &range.observation);
 }
 
-// The frames outside the innermost __enter__ of `stack`, kept for the store's lifetime like the
-// stack itself; the whole stack when no __enter__ is on it (a range opened from C++).
-const ResolvedStack* SpanCloser::callers_of_enter(const StoredStack& stack) {
-  const auto enter = std::find_if(stack.frames.begin(), stack.frames.end(),
-                                  [](const ResolvedFrame& frame) { return frame.function == "__enter__"; });
+// An op's stack holds while it runs: Python waits for it to return. A record_function range's
+// was taken inside record_function.__enter__, which returns at once while the range stays open:
+// only the frames around the `with` (__enter__'s caller and out) last the range. A wait counter's
+// was taken in its guard's __enter__, which is C++: called from a `with`, whose frame lasts, or
+// from a @contextmanager's __enter__ or contextlib's ExitStack.enter_context, which return at
+// once. Kept for the store's lifetime like the stack itself; the whole stack when no such frame
+// is on it (a range opened from C++).
+const ResolvedStack* SpanCloser::lasting_frames(const StoredStack& stack, model::RangeKind kind) {
+  if (kind != model::RangeKind::kUserAnnotation && kind != model::RangeKind::kWaitCounter) return &stack.frames;
+  const auto innermost_named = [&](std::string_view function) {
+    return std::find_if(stack.frames.begin(), stack.frames.end(),
+                        [&](const ResolvedFrame& frame) { return frame.function == function; });
+  };
+  auto enter = innermost_named("__enter__");
+  if (enter == stack.frames.end() && kind == model::RangeKind::kWaitCounter) enter = innermost_named("enter_context");
   if (enter == stack.frames.end()) return &stack.frames;
   auto [callers, added] = enter_callers_.try_emplace(&stack);
   if (added) callers->second.assign(std::next(enter), stack.frames.end());

@@ -261,7 +261,7 @@ class SpanCloser {
   void link_forward_backward(uint32_t tid, const model::OpSpan& span);
   void forget_old_forward_ops(uint64_t now_ns);
   void observe_range_start(ThreadState& thread, OpenRange& range);
-  const ResolvedStack* callers_of_enter(const StoredStack& stack);
+  const ResolvedStack* lasting_frames(const StoredStack& stack, model::RangeKind kind);
   void observe(ThreadState& thread, const StackObservation& observation, size_t* index);
   void flush_observations(ThreadState& thread);
   void emit_python_span(uint32_t tid, const model::PythonSpan& span);
@@ -329,8 +329,10 @@ class SpanCloser {
   PythonSpanNamer namer_;
   std::unordered_map<uint32_t, ThreadState> threads_;
   std::unordered_map<int64_t, ForwardOp> forward_ops_;  // by the sequence number they created
-  // Per stored stack of a record_function range, its frames outside __enter__ (as many as the
-  // store's stacks at most; the map's nodes keep them where the timeline points).
+  // Per stored stack of a record_function or wait counter range, its frames outside __enter__ or
+  // enter_context (lasting_frames; as many as the store's stacks at most; the map's nodes keep
+  // them where the timeline points). Only a wait counter cuts at enter_context, on a stack without
+  // __enter__, where a record_function range takes the whole stack without an entry here.
   std::unordered_map<const StoredStack*, ResolvedStack> enter_callers_;
   Counts counts_;
 };

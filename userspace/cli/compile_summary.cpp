@@ -13,6 +13,10 @@ constexpr std::string_view kCompileRange = "_compile.compile_inner (dynamo_timed
 // torch 2.6 opens these around its compile work, whose ops (tracing with fake tensors) are
 // neither compiled code nor eager code.
 constexpr std::string_view kCompileWorkSuffix = " (dynamo_timed)";
+// The wait counter torch 2.x (2.6 and 2.14 alike) starts around each compile, profiler or not:
+// 2.6 around `_compile.compile_inner`, 2.14 around every outermost compile phase, a lazily
+// compiled backward's too. tprof records it; torch's profiler does not.
+constexpr std::string_view kCompileCounter = "pytorch.wait_counter.dynamo_compile";
 // Distinct (op, Python line) pairs kept per level; past it they share one row, so that memory
 // stays bounded whatever the code calls.
 constexpr size_t kMaxSites = 4096;
@@ -105,11 +109,10 @@ void CompileSummarySink::op(const model::ClosedOp& closed) {
     kernel_ns_ += ns;
     if (kernels_.size() < kMaxSites) kernels_.insert(closed.op.name);
     level.add(enclosed);
+  } else if (closed.op.kind == model::RangeKind::kWaitCounter && closed.op.name == kCompileCounter) {
+    counted_compiles_.add(ns);
   } else if (closed.op.kind == model::RangeKind::kUserAnnotation && closed.op.name.ends_with(kCompileWorkSuffix)) {
-    if (closed.op.name == kCompileRange) {
-      ++compiles_;
-      compile_ns_ += ns;
-    }
+    if (closed.op.name == kCompileRange) ranged_compiles_.add(ns);
   } else {
     level.add(enclosed);
   }
@@ -151,7 +154,10 @@ std::vector<std::string> CompileSummarySink::describe(size_t limit) const {
                       " graph calls; " + std::to_string(captured_.ops) + "/" + std::to_string(total) + " ops (" +
                       percent(captured_.ops, total) + ") and " + percent(captured_.ns, captured_.ns + outside_.ns) +
                       " of op time inside compiled regions";
-  if (compiles_ > 0) first += "; " + milliseconds(compile_ns_) + " compiling (" + std::to_string(compiles_) + " compiles)";
+  // The counter where it was seen (torch.profiler's traces have none), else 2.6's ranges.
+  const Compiles& compiles = counted_compiles_.count > 0 ? counted_compiles_ : ranged_compiles_;
+  if (compiles.count > 0)
+    first += "; " + milliseconds(compiles.ns) + " compiling (" + std::to_string(compiles.count) + " compiles)";
   lines.push_back(first);
   if (kernel_calls_ > 0) {
     uint64_t region_ns = 0;

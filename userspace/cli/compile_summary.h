@@ -8,10 +8,11 @@
 // and what it cannot give: inductor's C++ kernels (their calls and share of the regions' time),
 // each frame's recompiles, the graph breaks (from the Python frames of
 // the functions dynamo resumes after them, which name the function and line), the eager ops
-// outside every region with the Python line that called them, and the time torch 2.6's
-// `_compile.compile_inner (dynamo_timed)` ranges spent compiling. The ops inside 2.6's
-// `(dynamo_timed)` ranges are compile work and count nowhere; torch 2.14 opens those ranges only
-// while its own profiler runs, so there its compile work's ops count as eager.
+// outside every region with the Python line that called them, and the time spent compiling:
+// in the wait counter torch 2.x starts around each compile ("pytorch.wait_counter.dynamo_compile",
+// tprof's own range), or in torch 2.6's `_compile.compile_inner (dynamo_timed)` ranges in a trace
+// of torch's profiler. The ops inside those, and inside 2.6's other `(dynamo_timed)` ranges, are
+// compile work and count nowhere.
 // By time, as dynamo's profiler counts: an op of eager code between two graphs of one frame
 // (a graph break) runs inside that frame's region and counts as captured.
 #pragma once
@@ -76,8 +77,16 @@ class CompileSummarySink final : public model::TraceSink {
   Ops outside_;
   // (file, function, line) of each graph break.
   std::set<std::tuple<std::string, std::string, std::string>> graph_breaks_;
-  uint64_t compiles_ = 0;
-  uint64_t compile_ns_ = 0;
+  struct Compiles {
+    uint64_t count = 0;
+    uint64_t ns = 0;
+    void add(uint64_t compile_ns) {
+      ++count;
+      ns += compile_ns;
+    }
+  };
+  Compiles counted_compiles_;  // pytorch.wait_counter.dynamo_compile ranges
+  Compiles ranged_compiles_;   // torch 2.6's `_compile.compile_inner (dynamo_timed)` ranges
   // Inductor's C++ kernels: their calls and time, and the distinct kernels (at most kMaxSites).
   uint64_t kernel_calls_ = 0;
   uint64_t kernel_ns_ = 0;

@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <streambuf>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -497,8 +498,11 @@ std::string memory_report_from_trace(const std::string& path, const ReportLimits
 namespace {
 
 // What a range of a saved trace is to the compile summary, from its name alone: dynamo's
-// region, an inductor C++ kernel, torch 2.6's compile work, an operator ("ns::name", not the autograd engine's
-// ranges), or a range that only encloses.
+// region, an inductor C++ kernel, a wait counter (tprof's traces), torch 2.6's compile work, an
+// operator ("ns::name", not the autograd engine's ranges), or a range that only encloses.
+// The keys of the wait counters torch starts around its compile work (and c10d's, TCPStore's).
+constexpr std::string_view kWaitCounterPrefix = "pytorch.wait_counter.";
+
 const model::Operator& operator_named(std::map<std::string, model::Operator, std::less<>>& operators,
                                       const std::string& name) {
   if (const auto found = operators.find(name); found != operators.end()) return found->second;
@@ -508,6 +512,8 @@ const model::Operator& operator_named(std::map<std::string, model::Operator, std
     kind = model::RangeKind::kFunctionRange;
   else if (symbolizer::is_inductor_kernel_name(name))
     kind = model::RangeKind::kCompiledKernel;
+  else if (name.starts_with(kWaitCounterPrefix))
+    kind = model::RangeKind::kWaitCounter;
   else if (name.find("::") != std::string::npos && !name.starts_with("autograd::") && name.find(' ') == std::string::npos)
     kind = model::RangeKind::kOperator;
   return operators.emplace(name, model::Operator{name, "", kind, {}, ""}).first->second;

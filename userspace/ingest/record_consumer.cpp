@@ -283,9 +283,11 @@ void RecordDecoder::consume(const op_record& head, const unsigned char* payload,
       const auto enter = payload_as<annotation_enter>(payload, payload_size);
       if (!enter) break;
       const size_t length = std::min<size_t>(enter->name_length, strnlen(enter->name, sizeof(enter->name)));
-      // RecordScope::FUNCTION: dynamo's ranges (bpf/annotation_probes.bpf.h); else record_function().
-      const auto kind = enter->scope == kRecordScopeFunction ? model::RangeKind::kFunctionRange
-                                                             : model::RangeKind::kUserAnnotation;
+      // RecordScope::FUNCTION: dynamo's ranges (bpf/annotation_probes.bpf.h); a wait counter's;
+      // else record_function().
+      const auto kind = enter->scope == kRecordScopeFunction            ? model::RangeKind::kFunctionRange
+                        : enter->scope == ANNOTATION_SCOPE_WAIT_COUNTER ? model::RangeKind::kWaitCounter
+                                                                        : model::RangeKind::kUserAnnotation;
       event.op_id = callbacks_.annotation_operator(std::string_view(enter->name, length), kind);
       event.optimizer_steps = enter->optimizer_steps;
       open_annotations_[enter->handle] = event.op_id;

@@ -277,6 +277,14 @@ void TargetProbes::attach_boxed_ops(const UprobeSites& entry, const UprobeSites&
   add_op_probe(skeleton().progs.boxed_op_enter, entry);
 }
 
+void TargetProbes::attach_wait_counters(const UprobeSites& constructor, const UprobeSites& constructed,
+                                        const UprobeSites& start, const UprobeSites& stop) {
+  wait_counter_links_.push_back(attach_uprobe_multi(skeleton().progs.annotation_end, pid_, stop));
+  wait_counter_links_.push_back(attach_uprobe_multi(skeleton().progs.wait_counter_start, pid_, start));
+  wait_counter_links_.push_back(attach_uprobe_multi(skeleton().progs.wait_counter_built, pid_, constructed));
+  wait_counter_links_.push_back(attach_uprobe_multi(skeleton().progs.wait_counter_building, pid_, constructor));
+}
+
 void TargetProbes::attach_autograd(const UprobeSites& evaluate_function, const UprobeSites& node_apply) {
   add_op_probe(skeleton().progs.evaluate_enter, evaluate_function);
   if (!node_apply.offsets.empty()) add_op_probe(skeleton().progs.node_enter, node_apply, &WindowSites::node_applies);

@@ -143,6 +143,11 @@ class TargetProbes {
   // the entry of the function they pass, its cookie how that takes the operators, and its `ret`s.
   // Windowed with the ops under --max-overhead.
   void attach_boxed_ops(const UprobeSites& entry, const UprobeSites& returns);
+  // c10's wait counters (symbolizer/dynamo/wait_counter_sites.h), all in libc10: stop() closes
+  // through the annotations' end program, start() opens, the constructor's entry and `ret`s name.
+  // Not windowed under --max-overhead: they run at compiles, not at ops.
+  void attach_wait_counters(const UprobeSites& constructor, const UprobeSites& constructed, const UprobeSites& start,
+                            const UprobeSites& stop);
   // Backward nodes: Engine::evaluate_function and every Node subclass's apply().
   void attach_autograd(const UprobeSites& evaluate_function, const UprobeSites& node_apply);
 
@@ -217,6 +222,7 @@ class TargetProbes {
   BpfLink device_memory_link_;
   std::vector<BpfLink> api_call_links_;
   std::vector<BpfLink> compiled_kernel_links_;  // entries and returns, in attach order
+  std::vector<BpfLink> wait_counter_links_;     // stop, start, the constructor's rets and entry
   BpfLink library_loads_link_;
   std::vector<BpfLink> api_return_links_;
   BpfLink device_activity_link_;

@@ -7,6 +7,7 @@
 #include "symbolizer/binary/elf_file.h"
 #include "symbolizer/binary/section_map.h"
 #include "symbolizer/dynamo/compiled_region_sites.h"
+#include "symbolizer/dynamo/wait_counter_sites.h"
 #include "userspace/cli/error.h"
 
 namespace tprof {
@@ -137,6 +138,26 @@ void plan_torch_python_sites(AttachPlan& plan, const TargetProcess& target, Cons
   }
 }
 
+// torch 1.13's libc10 has none, and no dynamo to time: nothing to say there.
+std::optional<AttachPlan::WaitCounters> plan_wait_counters(const TargetProcess& target, Console& console) {
+  const auto libc10 = target.find_mapped_library(kTensorLibraryPrefix);
+  if (!libc10) return std::nullopt;
+  try {
+    const symbolizer::ElfFile elf(libc10->host_path);
+    const symbolizer::LibraryIndex index(elf);
+    const auto sites = symbolizer::find_wait_counter_sites(index);
+    if (!sites) return std::nullopt;
+    const auto at = [&](uint64_t offset) { return UprobeSites{libc10->host_path, {offset}, {0}}; };
+    const ReturnSites returns = plan_return_sites(index, {sites->constructor_address});
+    if (returns.offsets.empty()) return std::nullopt;  // nothing would name the counters
+    return AttachPlan::WaitCounters{at(sites->constructor), exit_sites(libc10->host_path, returns.offsets),
+                                    at(sites->start), at(sites->stop)};
+  } catch (const std::exception& error) {
+    console.line(std::string("warning: torch.compile's compile time is not recorded: ") + error.what());
+    return std::nullopt;
+  }
+}
+
 }  // namespace
 
 AttachPlan plan_attach(const AttachOptions& options, const TargetProcess& target, TorchLibraryPlans& library_plans,
@@ -171,6 +192,7 @@ void plan_range_probes(AttachPlan& plan, const TargetProcess& target, Console& c
   const TorchLibraryPlan& library_plan = *plan.ops->library_plan;
   plan.range_probes.emplace(library_plan.ranges, plan.ops->library, console);
   plan_torch_python_sites(plan, target, console);
+  plan.wait_counters = plan_wait_counters(target, console);
   plan.exits = plan_range_exits(*plan.ops, target, console);
   if (plan.ops->tensor_layout) {
     plan.spills = library_plan.spills;
@@ -221,6 +243,9 @@ void attach_probes(TargetProbes& probes, OpTracer& tracer, AttachPlan& plan, uin
   if (plan.range_probes) plan.range_probes->attach(probes);
   if (plan.compiled_regions) probes.attach_compiled_regions(*plan.compiled_regions);
   if (plan.boxed_ops) probes.attach_boxed_ops(plan.boxed_ops->entry, plan.boxed_ops->returns);
+  if (plan.wait_counters)
+    probes.attach_wait_counters(plan.wait_counters->constructor, plan.wait_counters->constructed,
+                                plan.wait_counters->start, plan.wait_counters->stop);
   if (plan.memory) probes.attach_memory(plan.memory->allocations, plan.memory->frees, plan.memory->device_reports);
   if (plan.python && sample_hz > 0) tracer.attach_python_sampler(sample_hz);
 }

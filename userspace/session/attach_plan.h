@@ -64,6 +64,14 @@ struct AttachPlan {
     UprobeSites returns;
   };
   std::optional<BoxedOps> boxed_ops;
+  // c10's wait counters, in libc10 (torch 2.x): how tprof times dynamo's compiles.
+  struct WaitCounters {
+    UprobeSites constructor;
+    UprobeSites constructed;  // the constructor's `ret`s
+    UprobeSites start;
+    UprobeSites stop;
+  };
+  std::optional<WaitCounters> wait_counters;
   std::optional<ExitProbes> exits;
   SpillProbes spills;                          // where ops' doubles are read, with shapes
   std::optional<MappedLibrary> cupti_library;  // libtprof_cupti.so, where the target loaded it
