@@ -202,7 +202,11 @@ int boxed_op_enter(struct pt_regs *ctx)
 	if (!target)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	__u64 second = PT_REGS_PARM2(ctx), third = PT_REGS_PARM3(ctx);
+	__u64 candidates = 0;
+	__u64 definition =
+		boxed_operator_definition(PT_REGS_PARM2(ctx), PT_REGS_PARM3(ctx), bpf_get_attach_cookie(ctx), &candidates);
+	if (is_record_function_operator(definition))
+		return 0;  /* no range: its `ret` finds none open at its frame */
 	struct open_range_stack *open = prepare_range_entry(PT_REGS_SP(ctx), ids, now);
 	__u64 counter = read_sequence_counter(target);
 	__u64 stack_id = capture_python_stack(target, ids);
@@ -211,7 +215,7 @@ int boxed_op_enter(struct pt_regs *ctx)
 		return 0;  /* no range opened: its exit would close none in userspace */
 	struct boxed_operator *boxed = &record->boxed_operator;
 	__builtin_memset(boxed, 0, sizeof(*boxed));
-	read_boxed_operator(second, third, bpf_get_attach_cookie(ctx), boxed);
+	read_boxed_operator(definition, candidates, boxed);
 	emit_assembled(ids, record, sizeof(*boxed));
 	push_range(open, ids, PT_REGS_SP(ctx), 0, OPEN_RANGE_BOXED_OP);
 	return 0;
