@@ -174,6 +174,22 @@ TEST_P(CompileTest, BoxedOpsOfAotEagerGraphsMatchTorchsProfiler) {
   EXPECT_LE(std::abs(figures.total - reference.at("total_ops").get<int>()), 1) << console;
 }
 
+// --skip-ops leaves an op out whichever way it is called: aot_eager's graphs call sin and cos
+// only through torch.ops, so the trace must hold no aten::sin and still the boxed aten::cos.
+TEST_P(CompileTest, SkipOpsLeavesOutBoxedCallsToo) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; boxed ops are NOT tested ***";
+  const auto root = compiled_workload(GetParam());
+  if (!root) GTEST_SKIP() << missing_root_message(GetParam(), "boxed ops");
+  const WorkloadEnvironment& environment = root->environment();
+  const fs::path trace_path = environment.scratch_for_us / "skip_sin.pt.trace.json";
+  const std::string console = record_workload_with_tprof(environment, {"--steps", "3", "--backend", "aot_eager"},
+                                                         trace_path, {"--no-et", "--skip-ops", "^aten::sin$"});
+  const std::map<std::string, int> ours = aten_ops(trace_path);
+  EXPECT_FALSE(ours.contains("aten::sin")) << ours.at("aten::sin") << " aten::sin calls\n" << console;
+  EXPECT_TRUE(ours.contains("aten::cos")) << console;
+}
+
 // `tprof record` sees the compiles too: three graphs of each frame, each first called from its
 // line of the step, the recompiles named, the graph break at its line, and the six compiles
 // timed by the wait counter torch starts around each (torch 2.14 opens no `(dynamo_timed)`

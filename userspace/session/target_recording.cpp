@@ -139,6 +139,7 @@ class RecordingPipeline {
         summary_options_(options.summary),
         step_function_(options.step_function),
         max_overhead_(options.max_overhead),
+        op_selection_(options.op_selection),
         operators_(plan.ops ? std::move(plan.ops->plan.operators) : std::vector<model::Operator>{}),
         range_operators_(operators_,
                          [range_probes = plan.range_probes ? &*plan.range_probes : nullptr](uint64_t vptr) {
@@ -361,7 +362,8 @@ class RecordingPipeline {
             .annotation_operator = [this](std::string_view name,
                                           model::RangeKind kind) { return range_operators_.annotation(name, kind); },
             .boxed_operator = [this](std::string_view name,
-                                     std::optional<std::string_view> overload) {
+                                     std::optional<std::string_view> overload) -> std::optional<uint32_t> {
+              if (!op_selection_.selects_all() && !op_selection_.probes(name)) return std::nullopt;
               return range_operators_.boxed_op(name, overload);
             },
             .node_operator = [this](uint64_t vptr, model::RangeKind kind) { return range_operators_.node(vptr, kind); },
@@ -392,6 +394,9 @@ class RecordingPipeline {
   const SummaryOptions summary_options_;
   const std::string step_function_;  // --step-function; empty: steps end at Optimizer.step
   const std::optional<double> max_overhead_;  // --max-overhead
+  // --ops, --skip-ops, --no-view-ops: also which ops called through torch.ops get a range. Those
+  // pass one probed function whatever the op, so a left-out one still costs its traps.
+  const OpSelection op_selection_;
   std::optional<PythonFrameResolver> frame_resolver_;
   std::optional<PythonStackStore> stacks_;
   std::unordered_map<uint32_t, std::string> thread_names_;
