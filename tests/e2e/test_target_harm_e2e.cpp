@@ -40,10 +40,12 @@ constexpr int kKilledAttaches = 5;
 constexpr const char* kFailingNodeRange = "autograd::engine::evaluate_function: torch::autograd::Node";
 constexpr auto kStartTimeout = 180s;
 constexpr auto kRunTimeout = 300s;
+constexpr std::optional<TorchRoot> kHost;  // Debian's torch 1.13
 
 struct HarmCase {
   std::string scenario;  // harm_workloads.py --scenario
-  bool torch26 = false;  // torch 2.6 in the trixie root; else Debian's torch 1.13
+  // A torch root (2.6 in trixie's, 2.14 in sid's); none: Debian's torch 1.13 on the host.
+  std::optional<TorchRoot> root;
   int steps = 10;
   std::string unwound_op;  // the op the scenario's exception unwinds
   int unwound_per_step = 0;  // how many of its calls each step ends by an exception
@@ -51,7 +53,7 @@ struct HarmCase {
 };
 
 void PrintTo(const HarmCase& harm_case, std::ostream* out) {
-  *out << harm_case.scenario << (harm_case.torch26 ? " on torch 2.6" : " on torch 1.13");
+  *out << harm_case.scenario << " on " << (harm_case.root ? describe(*harm_case.root) : "torch 1.13 (host)");
 }
 
 // What the workload printed after its steps: {"steps", "caught", "expected", "checksum"}.
@@ -174,13 +176,14 @@ class TargetHarm : public ::testing::TestWithParam<HarmCase> {
       GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root (CAP_SYS_ADMIN, or CAP_BPF + "
                       "CAP_PERFMON); target safety is NOT tested ***";
     const fs::path script = workload_script("harm_workloads.py");
-    if (GetParam().torch26) {
-      trixie_ = RootWorkload::make(TorchRoot::kTrixie, script, GetParam().tools);
-      if (!trixie_)
-        GTEST_SKIP() << missing_root_message(TorchRoot::kTrixie, "target safety on torch 2.6") +
-                            (GetParam().tools == RootTools::kInductor ? " (or scripts/make-inductor-root.sh trixie failed)"
-                                                                      : "");
-      environment_ = trixie_->environment();
+    if (const auto root = GetParam().root) {
+      root_ = RootWorkload::make(*root, script, GetParam().tools);
+      if (!root_)
+        GTEST_SKIP() << missing_root_message(*root, "target safety on " + describe(*root)) +
+                            (GetParam().tools == RootTools::kInductor
+                                 ? " (or scripts/make-inductor-root.sh " + suite_name(*root) + " failed)"
+                                 : "");
+      environment_ = root_->environment();
     } else {
       environment_ = host_workload(scratch_.path(), script);
     }
@@ -193,7 +196,7 @@ class TargetHarm : public ::testing::TestWithParam<HarmCase> {
   }
 
   ScratchDirectory scratch_;
-  std::unique_ptr<RootWorkload> trixie_;
+  std::unique_ptr<RootWorkload> root_;
   WorkloadEnvironment environment_;
 };
 
@@ -231,32 +234,45 @@ TEST_P(TargetHarm, TargetSurvivesFullTracingAndTheTraceHoldsItsOps) {
 
 INSTANTIATE_TEST_SUITE_P(
     Scenarios, TargetHarm,
-    ::testing::Values(HarmCase{"caught-op-error", false, 200, "aten::topk", 1},
-                      HarmCase{"caught-op-error", true, 200, "aten::topk", 1},
-                      HarmCase{"nested-op-error", false, 50, "aten::cat", 1},
-                      HarmCase{"nested-op-error", true, 50, "aten::cat", 1},
+    ::testing::Values(HarmCase{"caught-op-error", kHost, 200, "aten::topk", 1},
+                      HarmCase{"caught-op-error", TorchRoot::kTrixie, 200, "aten::topk", 1},
+                      HarmCase{"nested-op-error", kHost, 50, "aten::cat", 1},
+                      HarmCase{"nested-op-error", TorchRoot::kTrixie, 50, "aten::cat", 1},
                       // Ops called through torch.ops, which tprof probes where they pass
                       // libtorch_python's boxed dispatch, not at their at::_ops::<op>::call.
-                      HarmCase{"boxed-op-error", false, 50, "aten::index_select", 1},
-                      HarmCase{"boxed-op-error", true, 50, "aten::index_select", 1},
-                      HarmCase{"backward-raises", false, 20, kFailingNodeRange, 1},
-                      HarmCase{"backward-raises", true, 20, kFailingNodeRange, 1},
-                      HarmCase{"python-raise", false, 20, "aten::mul", 1},
-                      HarmCase{"python-raise", true, 20, "aten::mul", 1},
-                      HarmCase{"dataloader-fork", false, 20, "aten::topk", 1},
-                      HarmCase{"dataloader-fork", true, 20, "aten::topk", 1},
-                      HarmCase{"threads", false, 3, "aten::topk", 1},
-                      HarmCase{"threads", true, 3, "aten::topk", 1},
+                      HarmCase{"boxed-op-error", kHost, 50, "aten::index_select", 1},
+                      HarmCase{"boxed-op-error", TorchRoot::kTrixie, 50, "aten::index_select", 1},
+                      HarmCase{"backward-raises", kHost, 20, kFailingNodeRange, 1},
+                      HarmCase{"backward-raises", TorchRoot::kTrixie, 20, kFailingNodeRange, 1},
+                      HarmCase{"python-raise", kHost, 20, "aten::mul", 1},
+                      HarmCase{"python-raise", TorchRoot::kTrixie, 20, "aten::mul", 1},
+                      HarmCase{"dataloader-fork", kHost, 20, "aten::topk", 1},
+                      HarmCase{"dataloader-fork", TorchRoot::kTrixie, 20, "aten::topk", 1},
+                      HarmCase{"threads", kHost, 3, "aten::topk", 1},
+                      HarmCase{"threads", TorchRoot::kTrixie, 3, "aten::topk", 1},
+                      // torch 2.14, built by GCC 16: its own op, boxed-dispatch and region sites.
+                      HarmCase{"caught-op-error", TorchRoot::kSid, 200, "aten::topk", 1},
+                      HarmCase{"nested-op-error", TorchRoot::kSid, 50, "aten::cat", 1},
+                      HarmCase{"dataloader-fork", TorchRoot::kSid, 20, "aten::topk", 1},
+                      HarmCase{"threads", TorchRoot::kSid, 3, "aten::topk", 1},
+                      HarmCase{"boxed-op-error", TorchRoot::kSid, 50, "aten::index_select", 1},
+                      HarmCase{"backward-raises", TorchRoot::kSid, 20, kFailingNodeRange, 1},
+                      HarmCase{"python-raise", TorchRoot::kSid, 20, "aten::mul", 1},
+                      HarmCase{"compiled-op-error", TorchRoot::kSid, 20, "aten::index_select", 1},
+                      HarmCase{"recompiled-op-error", TorchRoot::kSid, 20, "aten::index_select", 1},
                       // torch 2.x only: torch 1.13 has no torch.compile.
-                      HarmCase{"compiled-op-error", true, 20, "aten::index_select", 1},
+                      HarmCase{"compiled-op-error", TorchRoot::kTrixie, 20, "aten::index_select", 1},
                       // A compile per step: the wait counters tprof probes run while it records.
-                      HarmCase{"recompiled-op-error", true, 20, "aten::index_select", 1},
+                      HarmCase{"recompiled-op-error", TorchRoot::kTrixie, 20, "aten::index_select", 1},
                       // An exception thrown inside one of inductor's C++ kernels, which tprof
                       // probes while the target runs.
-                      HarmCase{"inductor-kernel-error", true, 20, "cpp_fused_add_index_select_mul_sin_0", 1,
+                      HarmCase{"inductor-kernel-error", TorchRoot::kTrixie, 20, "cpp_fused_add_index_select_mul_sin_0", 1,
                                RootTools::kInductor}),
     [](const auto& info) {
-      std::string name = info.param.scenario + (info.param.torch26 ? "_torch26" : "_torch113");
+      const std::string torch = !info.param.root                        ? "_torch113"
+                                : *info.param.root == TorchRoot::kTrixie ? "_torch26"
+                                                                         : "_torch214";
+      std::string name = info.param.scenario + torch;
       std::replace(name.begin(), name.end(), '-', '_');
       return name;
     });
