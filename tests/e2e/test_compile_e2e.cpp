@@ -190,6 +190,29 @@ TEST_P(CompileTest, SkipOpsLeavesOutBoxedCallsToo) {
   EXPECT_TRUE(ours.contains("aten::cos")) << console;
 }
 
+// --max-overhead puts the boxed dispatch's probes in and out with the ops' for each window: a
+// boxed call in flight when a window closes is closed there, like an op. The trace must stay
+// valid, and the windows hold the boxed calls.
+TEST_P(CompileTest, BoxedOpsComeAndGoWithMaxOverheadWindows) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; boxed ops are NOT tested ***";
+  const auto root = compiled_workload(GetParam());
+  if (!root) GTEST_SKIP() << missing_root_message(GetParam(), "boxed ops");
+  const WorkloadEnvironment& environment = root->environment();
+  const fs::path trace_path = environment.scratch_for_us / "windows.pt.trace.json";
+  const std::string console =
+      record_workload_with_tprof(environment, {"--steps", "6000", "--backend", "aot_eager", "--optimizer-step"},
+                                 trace_path, {"--no-et", "--max-overhead", "20%"});
+  const std::regex windows(R"(ops in windows \(--max-overhead 20%\): (\d+) windows)");
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(console, match, windows)) << console;
+  std::cout << environment.description << ": " << match[0] << "; aten::sin " << aten_ops(trace_path)["aten::sin"] << "\n";
+  EXPECT_GE(std::stoi(match[1]), 2) << console;
+  EXPECT_GT(aten_ops(trace_path)["aten::sin"], 0) << console;
+  const std::vector<std::string> violations = validate_trace_file(trace_path);
+  EXPECT_TRUE(violations.empty()) << violations.size() << " violations, the first: " << violations.front();
+}
+
 // `tprof record` sees the compiles too: three graphs of each frame, each first called from its
 // line of the step, the recompiles named, the graph break at its line, and the six compiles
 // timed by the wait counter torch starts around each (torch 2.14 opens no `(dynamo_timed)`

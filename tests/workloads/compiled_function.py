@@ -13,6 +13,9 @@ The warm-up steps compile; the measured steps only call.
 --backend aot_eager compiles through AOTAutograd instead: its graphs, forward and backward, call
 every op as torch.ops.aten.<op>.<overload>, through the boxed dispatcher.
 
+--optimizer-step ends each step with an SGD step on the input that requires grad, so that
+Optimizer.step marks the steps (tprof's --max-overhead windows need it).
+
 train_loop.py's protocol and options, and --compile-reference-out FILE: the measured steps
 under torch's own profiler (CPU), writing {"regions": {"Torch-Compiled Region: F/N": calls,
 "TorchDynamo Cache Lookup": calls}, "captured_ops": n, "total_ops": n, "torch": version} to FILE,
@@ -41,16 +44,20 @@ def twice_sine_then_cosine(x):
     return torch.cos(y) * 2
 
 
-def make_step(backend):
+def make_step(backend, optimizer_step=False):
     compiled = torch.compile(twice_sine_then_cosine, backend=backend)
     small, larger, largest = torch.randn(8), torch.randn(16), torch.randn(32)
     needs_grad = torch.randn(8, requires_grad=True)
+    optimizer = torch.optim.SGD([needs_grad], lr=0.01) if optimizer_step else None
 
     def step():
         compiled(small)  # compiles
         compiled(needs_grad).sum().backward()  # recompiles: requires_grad
         compiled(larger)  # recompiles: shape
         compiled(largest)
+        if optimizer:
+            optimizer.step()
+            optimizer.zero_grad()
     return step
 
 
@@ -84,10 +91,11 @@ def main():
     ours = argparse.ArgumentParser(add_help=False)
     ours.add_argument("--compile-reference-out", metavar="FILE")
     ours.add_argument("--backend", choices=("eager", "aot_eager"), default="eager")
+    ours.add_argument("--optimizer-step", action="store_true")
     own, sys.argv[1:] = ours.parse_known_args()
     args = train_loop.parse_args(__doc__)
     train_loop.prepare(args)
-    step = make_step(own.backend)
+    step = make_step(own.backend, own.optimizer_step)
     if not own.compile_reference_out:
         return train_loop.run_protocol(args, step)
     for _ in range(args.warmup):
