@@ -698,6 +698,7 @@ std::string chrome_trace_tail(int64_t window_end_relative_ns, const model::RunSu
         {"python_stacks_lost", summary.python_stacks_lost}, {"arguments_lost", summary.arguments_lost},
         {"python_timeline_lost", summary.python_timeline_lost},
         {"device_records_dropped", summary.device_records_dropped},
+        {"boxed_calls_unnamed", summary.boxed_calls_unnamed},
         {"ops_without_python_stack", summary.ops_without_python_stack},
         {"python_thread_states_not_found", summary.python_thread_states_not_found},
         {"python_thread_search_cut", summary.python_thread_search_cut},

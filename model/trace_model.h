@@ -439,6 +439,10 @@ struct RunSummary {
   uint64_t python_timeline_lost = 0;  // stack observations left out of python_function spans
                                       // because a thread's backlog reached its bound
   uint64_t device_records_dropped = 0;  // GPU activity records CUPTI dropped for want of buffer space
+  // Calls through torch.ops whose operator had no readable c10 name: JIT-only operators
+  // (torch.ops.prim.abs), which never reach the dispatcher and which torch's profiler does not
+  // record either. They have no range.
+  uint64_t boxed_calls_unnamed = 0;
   bool recovered = false;         // rebuilt by `tprof recover` from a partial file
   std::optional<ProbeCost> probe_cost;  // none when the traps could not be measured
   std::optional<OpWindows> op_windows;  // --max-overhead only

@@ -7,7 +7,8 @@ code does, and counts what it saw, so that a test can tell that tracing changed 
   caught-op-error    an op that throws inside at::_ops::topk::call, caught in Python
   nested-op-error    torch.cat fails beneath torch.hstack, so the exception crosses two ops
   boxed-op-error     torch.ops.aten.index_select.default throws: the exception crosses the boxed
-                     dispatcher's invokeOperatorFromPython, which tprof probes for such calls
+                     dispatcher's invokeOperatorFromPython, which tprof probes for such calls; and
+                     a JIT-only operator (torch.ops.prim.abs) passes there too
   backward-raises    a custom autograd.Function whose backward raises, caught around backward()
   python-raise       Python exceptions raised through C++ frames: a __torch_dispatch__ that
                      raises under at::_ops::mul::call, and a tensor hook that raises in backward
@@ -69,6 +70,7 @@ def nested_op_error(counts):
 def boxed_op_error(counts):
     x, good, bad = torch.randn(4), torch.tensor([0, 3]), torch.tensor([0, 9])
     counts.checksum += float(torch.ops.aten.index_select.default(x, 0, good).sum())
+    counts.checksum += torch.ops.prim.abs(-3)  # JIT-only: through the same function, no c10 name
     counts.expected += 1
     try:
         torch.ops.aten.index_select.default(x, 0, bad)  # index 9 of 4: c10::IndexError, boxed

@@ -58,7 +58,10 @@ uint32_t RangeOperators::node(uint64_t vptr, model::RangeKind kind) {
 
 std::optional<uint32_t> RangeOperators::boxed_op(std::string_view name, std::optional<std::string_view> overload) {
   if (symbolizer::is_unobserved_op(name)) return std::nullopt;
-  if (!is_operator_name(name)) return index_of(std::string(kUnreadableBoxedOp), model::RangeKind::kOperator);
+  if (!is_operator_name(name)) {
+    ++unnamed_boxed_calls_;
+    return std::nullopt;
+  }
   std::string key(name);
   if (overload) key += "." + std::string(*overload);
   if (const auto found = boxed_ops_.find(key); found != boxed_ops_.end()) return found->second;

@@ -29,12 +29,13 @@ class RangeOperators {
   // An op called through the boxed dispatcher, by its c10::OperatorName ("aten::add", "Tensor";
   // "" for the default overload): the planned op of that schema when there is one, so that it
   // shares the op's index and schema; else an operator of that name without a schema, as for an
-  // overload packet's call (`overload` none: the overload it ran is not known). An empty or
-  // malformed name is kUnreadableBoxedOp. None for an op torch never observes
-  // (symbolizer/aten/observed_ops.h): no range.
+  // overload packet's call (`overload` none: the overload it ran is not known). None, no range,
+  // for an op torch never observes (symbolizer/aten/observed_ops.h), and for an empty or
+  // malformed name: a JIT-only operator's (torch.ops.prim.abs), whose torch::jit::Operator holds
+  // no dispatcher entry where the name is read (bpf/boxed_operators.bpf.h), and which torch's
+  // profiler does not record either (it never reaches the dispatcher); those are counted.
   std::optional<uint32_t> boxed_op(std::string_view name, std::optional<std::string_view> overload);
-
-  static constexpr std::string_view kUnreadableBoxedOp = "torch.ops call (operator unreadable)";
+  uint64_t unnamed_boxed_calls() const { return unnamed_boxed_calls_; }
 
  private:
   uint32_t index_of(std::string name, model::RangeKind kind);
@@ -52,6 +53,7 @@ class RangeOperators {
   std::unordered_map<uint64_t, NodeOperators> node_operators_;
   // Boxed ops by "name" (overload unknown) or "name.overload" ("name." for the default).
   std::unordered_map<std::string, uint32_t> boxed_ops_;
+  uint64_t unnamed_boxed_calls_ = 0;
 };
 
 }  // namespace tprof

@@ -203,6 +203,10 @@ void report_recording(Console& console, StopReason reason, const SessionSinks& s
   if (decoder.malformed_records() > 0)
     console.line("warning: " + group_thousands(decoder.malformed_records()) +
                  " records of an unknown shape were ignored (tprof and its BPF object disagree?)");
+  if (summary.boxed_calls_unnamed > 0)
+    console.line(group_thousands(summary.boxed_calls_unnamed) +
+                 " calls through torch.ops had no c10 operator name (JIT-only operators, such as torch.ops.prim.*, "
+                 "which torch's profiler does not record either): no ranges");
   if (summary.late_records > 0)
     console.line("warning: " + group_thousands(summary.late_records) +
                  " records arrived later than the 50 ms skew bound and may nest wrongly");

@@ -280,6 +280,7 @@ class RecordingPipeline {
     summary.arguments_lost = losses.arguments_unreadable;
     summary.python_timeline_lost = closer_.counts().python_timeline_lost;
     if (device_correlator_) summary.device_records_dropped = device_correlator_->counts().dropped_by_cupti;
+    summary.boxed_calls_unnamed = range_operators_.unnamed_boxed_calls();
     if (max_overhead_) summary.op_windows = op_windows(summary);  // so far: a --schedule cycle's too
     summary.memory = closer_.memory_summary(cycle_start_unix_ns);
     return summary;
