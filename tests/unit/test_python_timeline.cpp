@@ -92,6 +92,18 @@ TEST(PythonTimeline, SharedFramesSpanEveryOpTheyAppearIn) {
                {{10, 60, 0, "main"}, {10, 60, 1, "step"}, {10, 40, 2, "forward"}, {50, 60, 2, "loss"}});
 }
 
+// A record_function range ends inside its own __exit__, a frame called from the range's `with`
+// (the range's stack): a sample before the end and one after both see __exit__. Its span must not
+// cross the range's end: the part inside ends with it, the part after is a span of its own. (A
+// frame first seen by a sample inside a range may have begun right after the range's start.)
+TEST(PythonTimeline, AFrameCalledInsideARangeEndsWithIt) {
+  const ResolvedFrame exit = frame(0x300, 0xe, "__exit__");
+  const ResolvedStack around_with = stack({kMain, kStepA});
+  const ResolvedStack in_exit = stack({kMain, kStepA, exit});
+  expect_spans(build({op(10, 50, around_with), sample(45, in_exit), sample(55, in_exit), sample(70, around_with)}),
+               {{10, 70, 0, "main"}, {10, 70, 1, "step"}, {11, 50, 2, "__exit__"}, {55, 55, 2, "__exit__"}});
+}
+
 TEST(PythonTimeline, ANewFrameAddressOrCodeIsANewInvocation) {
   const ResolvedFrame second_step = frame(0x280, 0xb, "step");
   const ResolvedStack first = stack({kMain, kStepA});

@@ -135,7 +135,13 @@ void PythonTimeline::see(OpenFrame& frame, const StackObservation& observation, 
 
 void PythonTimeline::observe(const StackObservation& observation, const Emit& emit) {
   while (!enclosing_ops_.empty() && enclosing_ops_.back().end_ns <= observation.start_ns) {
-    settled_ns_ = std::max(settled_ns_, enclosing_ops_.back().end_ns);
+    // Frames first seen inside a range, deeper than its stack, end with it: an op's callees
+    // return before it does, and a record_function range's stack is the frames around its
+    // `with`, so one that ends inside a frame called there (its own __exit__) must not leave
+    // that frame's span crossing its end. Seen again later, such a frame is a span of its own.
+    const EnclosingOp& ended = enclosing_ops_.back();
+    close_down_to(ended.stack->size(), ended.end_ns + 1, emit);
+    settled_ns_ = std::max(settled_ns_, ended.end_ns);
     enclosing_ops_.pop_back();
   }
   const ResolvedStack& stack = *observation.stack;
