@@ -128,6 +128,30 @@ int compiled_region_name(struct pt_regs *ctx)
 	return 0;
 }
 
+/* Opens the range `named` names, held by `handle`: its RecordFunction, or its wait counter (whose
+ * end() or stop() names it again). */
+static __always_inline int open_annotation(const struct target_settings *target, struct thread_ids ids, __u64 handle,
+					   const struct pending_annotation *named)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 stack_id = capture_python_stack(target, ids);
+	struct record_with_arguments *record = begin_record(ids, 0, OP_RECORD_ANNOTATION_ENTER, stack_id, now,
+			SEQUENCE_COUNTER_UNKNOWN);
+	if (!record)
+		return 0;
+	struct annotation_enter *enter = &record->annotation_enter;
+	enter->handle = handle;
+	enter->name_length = named->name_length;
+	enter->scope = named->scope;
+	__u64 *steps = bpf_map_lookup_elem(&optimizer_steps, &ids.slot);
+	enter->optimizer_steps = steps ? (__u32)*steps : 0;
+	__builtin_memcpy(enter->name, named->name, sizeof(enter->name));
+	struct annotation_key key = {.handle = handle, .tgid = ids.tgid};
+	__u32 one = 1;
+	bpf_map_update_elem(&open_annotations, &key, &one, BPF_ANY);
+	return emit_assembled(ids, record, sizeof(*enter));
+}
+
 /* RecordFunction::RecordFunction(RecordScope): a caller that just named a range of this scope
  * builds it. */
 SEC("uprobe.multi")
@@ -145,26 +169,9 @@ int annotation_begin(struct pt_regs *ctx)
 	struct pending_annotation *pending = bpf_map_lookup_elem(&pending_annotations, &ids.tid);
 	if (!pending || pending->scope != scope)
 		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	__u64 stack_id = capture_python_stack(target, ids);
-	struct record_with_arguments *record = begin_record(ids, 0, OP_RECORD_ANNOTATION_ENTER, stack_id, now,
-			SEQUENCE_COUNTER_UNKNOWN);
-	if (!record) {
-		bpf_map_delete_elem(&pending_annotations, &ids.tid);
-		return 0;
-	}
-	struct annotation_enter *enter = &record->annotation_enter;
-	enter->handle = PT_REGS_PARM1(ctx);
-	enter->name_length = pending->name_length;
-	enter->scope = pending->scope;
-	__u64 *steps = bpf_map_lookup_elem(&optimizer_steps, &ids.slot);
-	enter->optimizer_steps = steps ? (__u32)*steps : 0;
-	__builtin_memcpy(enter->name, pending->name, sizeof(enter->name));
+	int emitted = open_annotation(target, ids, PT_REGS_PARM1(ctx), pending);
 	bpf_map_delete_elem(&pending_annotations, &ids.tid);
-	struct annotation_key key = {.handle = enter->handle, .tgid = ids.tgid};
-	__u32 one = 1;
-	bpf_map_update_elem(&open_annotations, &key, &one, BPF_ANY);
-	return emit_assembled(ids, record, sizeof(*enter));
+	return emitted;
 }
 
 /* A WaitCounterHandle is a reference to its key's WaitCounterImpl, a singleton per key that
@@ -243,25 +250,7 @@ int wait_counter_start(struct pt_regs *ctx)
 	if (bpf_probe_read_user(&impl.handle, sizeof(impl.handle), (const void *)handle))
 		return 0;
 	struct pending_annotation *key = bpf_map_lookup_elem(&wait_counter_keys, &impl);
-	if (!key)
-		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	__u64 stack_id = capture_python_stack(target, ids);
-	struct record_with_arguments *record = begin_record(ids, 0, OP_RECORD_ANNOTATION_ENTER, stack_id, now,
-			SEQUENCE_COUNTER_UNKNOWN);
-	if (!record)
-		return 0;
-	struct annotation_enter *enter = &record->annotation_enter;
-	enter->handle = handle;
-	enter->name_length = key->name_length;
-	enter->scope = ANNOTATION_SCOPE_WAIT_COUNTER;
-	__u64 *steps = bpf_map_lookup_elem(&optimizer_steps, &ids.slot);
-	enter->optimizer_steps = steps ? (__u32)*steps : 0;
-	__builtin_memcpy(enter->name, key->name, sizeof(enter->name));
-	struct annotation_key open = {.handle = enter->handle, .tgid = ids.tgid};
-	__u32 one = 1;
-	bpf_map_update_elem(&open_annotations, &open, &one, BPF_ANY);
-	return emit_assembled(ids, record, sizeof(*enter));
+	return key ? open_annotation(target, ids, handle, key) : 0;
 }
 
 /* RecordFunction::end() and WaitCounterHandle::stop(): closes an open annotation (also runs for

@@ -417,6 +417,16 @@ std::vector<model::Operator> step_operators() {
   return operators;
 }
 
+// Each python_function span's (start, end) by its function's name.
+std::map<std::string, std::pair<uint64_t, uint64_t>> python_span_times(const RecordingSink& sink) {
+  std::map<std::string, std::pair<uint64_t, uint64_t>> spans;
+  for (const auto& python : sink.python_spans) {
+    const std::string& name = python.span.name;
+    spans[name.substr(name.find(": ") + 2)] = {python.span.start_ns, python.span.end_ns};
+  }
+  return spans;
+}
+
 // A record_function range's stack is taken inside record_function.__enter__, which returns
 // before the range's ops run: the frames the ops run in (the optimizer's own) get their spans,
 // and only __enter__'s callers last the range, so that their spans still enclose it.
@@ -434,11 +444,7 @@ TEST(SpanCloser, ARecordFunctionRangesStackIsOneLookNotTheRangesStack) {
   op.python_stack_id = 2;
   c.add_all(1, {annotation, op, leave(30, 1), leave(40, 11)});
   c.closer.finish(100);
-  std::map<std::string, std::pair<uint64_t, uint64_t>> spans;
-  for (const auto& python : c.sink.python_spans) {
-    const std::string& name = python.span.name;
-    spans[name.substr(name.find(": ") + 2)] = {python.span.start_ns, python.span.end_ns};
-  }
+  std::map<std::string, std::pair<uint64_t, uint64_t>> spans = python_span_times(c.sink);
   EXPECT_FALSE(spans.contains("__enter__")) << "it returned before the range's ops ran";
   ASSERT_TRUE(spans.contains("sgd")) << "the op's own frame has its span";
   EXPECT_EQ(spans["sgd"], std::make_pair(uint64_t{1020}, uint64_t{1030}));
@@ -465,11 +471,7 @@ TEST(SpanCloser, AWaitCounterEnteredThroughAnExitStackIsLastedByItsCallers) {
   op.python_stack_id = 2;
   c.add_all(1, {counter, op, leave(30, 1), leave(40, 10)});
   c.closer.finish(100);
-  std::map<std::string, std::pair<uint64_t, uint64_t>> spans;
-  for (const auto& python : c.sink.python_spans) {
-    const std::string& name = python.span.name;
-    spans[name.substr(name.find(": ") + 2)] = {python.span.start_ns, python.span.end_ns};
-  }
+  std::map<std::string, std::pair<uint64_t, uint64_t>> spans = python_span_times(c.sink);
   EXPECT_FALSE(spans.contains("enter_context")) << "it returned before the range's ops ran";
   EXPECT_EQ(spans["_compile_inner"], std::make_pair(uint64_t{1020}, uint64_t{1030}));
   EXPECT_EQ(spans["compile_inner"], std::make_pair(uint64_t{1010}, uint64_t{1040})) << "it encloses the whole range";
