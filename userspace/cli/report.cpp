@@ -497,12 +497,12 @@ std::string memory_report_from_trace(const std::string& path, const ReportLimits
 
 namespace {
 
-// What a range of a saved trace is to the compile summary, from its name alone: dynamo's
-// region, an inductor C++ kernel, a wait counter (tprof's traces), torch 2.6's compile work, an
-// operator ("ns::name", not the autograd engine's ranges), or a range that only encloses.
 // The keys of the wait counters torch starts around its compile work (and c10d's, TCPStore's).
 constexpr std::string_view kWaitCounterPrefix = "pytorch.wait_counter.";
 
+// What a range of a saved trace is to the compile summary, from its name alone: dynamo's
+// region, an inductor C++ kernel, a wait counter (tprof's traces), torch 2.6's compile work, an
+// operator ("ns::name", not the autograd engine's ranges), or a range that only encloses.
 const model::Operator& operator_named(std::map<std::string, model::Operator, std::less<>>& operators,
                                       const std::string& name) {
   if (const auto found = operators.find(name); found != operators.end()) return found->second;
