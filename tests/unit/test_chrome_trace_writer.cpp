@@ -476,7 +476,7 @@ TEST_F(ChromeTraceWriterTest, EndsWithRecordWindowEnd) {
       "  \"deviceProperties\": [],\n"
       "  \"tprof_summary\": {\"window_end_unix_ns\": 1751410837010000250, \"dropped_records\": 7, "
       "\"unmatched_returns\": 3, \"late_records\": 0, \"python_samples\": 0, \"python_stacks_lost\": 0, "
-      "\"arguments_lost\": 0, \"python_timeline_lost\": 0, \"device_records_dropped\": 0, "
+      "\"arguments_lost\": 0, \"python_timeline_lost\": 0, \"device_records_dropped\": 0, \"boxed_calls_unnamed\": 0, "
       "\"ops_without_python_stack\": 0, \"python_thread_states_not_found\": 0, \"python_thread_search_cut\": 0, "
       "\"python_stacks_not_copied\": 0, \"python_stacks_unresolved\": 0},\n"
       "  \"traceName\": \"host_4242.1.pt.trace.json\"\n"
