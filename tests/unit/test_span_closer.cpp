@@ -477,6 +477,34 @@ TEST(SpanCloser, AWaitCounterEnteredThroughAnExitStackIsLastedByItsCallers) {
   EXPECT_EQ(spans["compile_inner"], std::make_pair(uint64_t{1010}, uint64_t{1040})) << "it encloses the whole range";
 }
 
+// torch 2.6's dynamo_timed enters record_function inside a @contextmanager generator, itself
+// entered through ExitStack.enter_context: the generator, the context manager's __enter__ and
+// enter_context all return at once; only compile_inner and its callers last the range.
+TEST(SpanCloser, ARangeEnteredInsideAContextManagerGeneratorIsLastedByTheWithsFrame) {
+  const StoredStack entering{{python_frame(0x50, "__call__"), python_frame(0x48, "__enter__"),
+                              python_frame(0x40, "dynamo_timed"), python_frame(0x38, "__enter__"),
+                              python_frame(0x30, "enter_context"), python_frame(0x20, "compile_inner"),
+                              python_frame(0x10, "main")},
+                             {}};
+  ResolvedFrame trace = python_frame(0x30, "_compile_inner");  // enter_context's frame slot, reused
+  trace.code_address = 0x60;
+  const StoredStack in_trace{{trace, python_frame(0x20, "compile_inner"), python_frame(0x10, "main")}, {}};
+  Closer c(step_operators(), [&](uint64_t id) -> const StoredStack* {
+    return id == 1 ? &entering : id == 2 ? &in_trace : nullptr;
+  });
+  OpEvent annotation = enter(10, 11);
+  annotation.python_stack_id = 1;
+  OpEvent op = enter(20, 1);
+  op.python_stack_id = 2;
+  c.add_all(1, {annotation, op, leave(30, 1), leave(40, 11)});
+  c.closer.finish(100);
+  std::map<std::string, std::pair<uint64_t, uint64_t>> spans = python_span_times(c.sink);
+  for (const char* returned : {"__call__", "__enter__", "dynamo_timed", "enter_context"})
+    EXPECT_FALSE(spans.contains(returned)) << returned << " returned before the range's ops ran";
+  EXPECT_EQ(spans["_compile_inner"], std::make_pair(uint64_t{1020}, uint64_t{1030}));
+  EXPECT_EQ(spans["compile_inner"], std::make_pair(uint64_t{1010}, uint64_t{1040})) << "it encloses the whole range";
+}
+
 // Steps as the session detects them: each Optimizer.step ends one; ProfilerStep#N operators
 // are appended to the table as they are needed; the boundary's caller frames are all but its
 // innermost (`compare_stacks`), or not compared.

@@ -1,9 +1,9 @@
 #include "userspace/assemble/span_closer.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <iterator>
 #include <optional>
-#include <string_view>
 #include <tuple>
 
 #include "op_record.h"
@@ -565,23 +565,25 @@ void SpanCloser::observe_range_start(ThreadState& state, OpenRange& range) {
 }
 
 // An op's stack holds while it runs: Python waits for it to return. A record_function range's
-// was taken inside record_function.__enter__, which returns at once while the range stays open:
-// only the frames around the `with` (__enter__'s caller and out) last the range. A wait counter's
-// was taken in its guard's __enter__, which is C++: called from a `with`, whose frame lasts, or
-// from a @contextmanager's __enter__ or contextlib's ExitStack.enter_context, which return at
-// once. Kept for the store's lifetime like the stack itself; the whole stack when no such frame
-// is on it (a range opened from C++).
+// was taken inside record_function.__enter__, and a wait counter's inside its guard's __enter__
+// (C++), which return at once while the range stays open; so do what entered them: a
+// @contextmanager's __enter__ and the generator it resumes (torch's dynamo_timed), contextlib's
+// ExitStack.enter_context. Only the frames around the `with` that entered the range last it: those
+// outside the innermost run of entering frames (frames named __enter__ or enter_context, and any
+// frame one of those called). Kept for the store's lifetime like the stack itself; the whole
+// stack when no such frame is on it (a range opened from C++, or a `with` of the guard itself).
 const ResolvedStack* SpanCloser::lasting_frames(const StoredStack& stack, model::RangeKind kind) {
   if (kind != model::RangeKind::kUserAnnotation && kind != model::RangeKind::kWaitCounter) return &stack.frames;
-  const auto innermost_named = [&](std::string_view function) {
-    return std::find_if(stack.frames.begin(), stack.frames.end(),
-                        [&](const ResolvedFrame& frame) { return frame.function == function; });
+  const ResolvedStack& frames = stack.frames;  // innermost first
+  const auto entering = [&](size_t at) {
+    return at < frames.size() && (frames[at].function == "__enter__" || frames[at].function == "enter_context");
   };
-  auto enter = innermost_named("__enter__");
-  if (enter == stack.frames.end() && kind == model::RangeKind::kWaitCounter) enter = innermost_named("enter_context");
-  if (enter == stack.frames.end()) return &stack.frames;
+  size_t lasting_from = 0;
+  for (size_t at = 0; at < frames.size() && (entering(at) || entering(at + 1)); ++at)
+    if (entering(at)) lasting_from = at + 1;
+  if (lasting_from == 0) return &frames;
   auto [callers, added] = enter_callers_.try_emplace(&stack);
-  if (added) callers->second.assign(std::next(enter), stack.frames.end());
+  if (added) callers->second.assign(frames.begin() + static_cast<std::ptrdiff_t>(lasting_from), frames.end());
   return &callers->second;
 }
 

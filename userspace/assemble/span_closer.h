@@ -329,10 +329,9 @@ class SpanCloser {
   PythonSpanNamer namer_;
   std::unordered_map<uint32_t, ThreadState> threads_;
   std::unordered_map<int64_t, ForwardOp> forward_ops_;  // by the sequence number they created
-  // Per stored stack of a record_function or wait counter range, its frames outside __enter__ or
-  // enter_context (lasting_frames; as many as the store's stacks at most; the map's nodes keep
-  // them where the timeline points). Only a wait counter cuts at enter_context, on a stack without
-  // __enter__, where a record_function range takes the whole stack without an entry here.
+  // Per stored stack of a record_function or wait counter range, its frames outside those that
+  // entered it (lasting_frames; as many as the store's stacks at most; the map's nodes keep them
+  // where the timeline points).
   std::unordered_map<const StoredStack*, ResolvedStack> enter_callers_;
   Counts counts_;
 };
