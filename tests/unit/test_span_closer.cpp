@@ -417,10 +417,24 @@ std::vector<model::Operator> step_operators() {
   return operators;
 }
 
-// Each python_function span's (start, end) by its function's name.
-std::map<std::string, std::pair<uint64_t, uint64_t>> python_span_times(const RecordingSink& sink) {
+// A range of operator `range_operator` opened with stack `entering`, then one op inside it run
+// with stack `inside`, both closed: each python_function span's (start, end), by its function's
+// name.
+std::map<std::string, std::pair<uint64_t, uint64_t>> spans_around_a_range(std::vector<model::Operator> operators,
+                                                                          uint32_t range_operator,
+                                                                          const StoredStack& entering,
+                                                                          const StoredStack& inside) {
+  Closer c(std::move(operators), [&](uint64_t id) -> const StoredStack* {
+    return id == 1 ? &entering : id == 2 ? &inside : nullptr;
+  });
+  OpEvent range = enter(10, range_operator);
+  range.python_stack_id = 1;
+  OpEvent op = enter(20, 1);
+  op.python_stack_id = 2;
+  c.add_all(1, {range, op, leave(30, 1), leave(40, range_operator)});
+  c.closer.finish(100);
   std::map<std::string, std::pair<uint64_t, uint64_t>> spans;
-  for (const auto& python : sink.python_spans) {
+  for (const auto& python : c.sink.python_spans) {
     const std::string& name = python.span.name;
     spans[name.substr(name.find(": ") + 2)] = {python.span.start_ns, python.span.end_ns};
   }
@@ -435,16 +449,8 @@ TEST(SpanCloser, ARecordFunctionRangesStackIsOneLookNotTheRangesStack) {
   ResolvedFrame sgd = python_frame(0x40, "sgd");  // __enter__'s frame slot, reused by another code
   sgd.code_address = 0x50;
   const StoredStack in_sgd{{sgd, python_frame(0x20, "step"), python_frame(0x10, "main")}, {}};
-  Closer c(step_operators(), [&](uint64_t id) -> const StoredStack* {
-    return id == 1 ? &entering : id == 2 ? &in_sgd : nullptr;
-  });
-  OpEvent annotation = enter(10, 11);
-  annotation.python_stack_id = 1;
-  OpEvent op = enter(20, 1);
-  op.python_stack_id = 2;
-  c.add_all(1, {annotation, op, leave(30, 1), leave(40, 11)});
-  c.closer.finish(100);
-  std::map<std::string, std::pair<uint64_t, uint64_t>> spans = python_span_times(c.sink);
+  std::map<std::string, std::pair<uint64_t, uint64_t>> spans =
+      spans_around_a_range(step_operators(), 11, entering, in_sgd);
   EXPECT_FALSE(spans.contains("__enter__")) << "it returned before the range's ops ran";
   ASSERT_TRUE(spans.contains("sgd")) << "the op's own frame has its span";
   EXPECT_EQ(spans["sgd"], std::make_pair(uint64_t{1020}, uint64_t{1030}));
@@ -462,16 +468,8 @@ TEST(SpanCloser, AWaitCounterEnteredThroughAnExitStackIsLastedByItsCallers) {
   ResolvedFrame trace = python_frame(0x40, "_compile_inner");  // enter_context's frame slot, reused
   trace.code_address = 0x50;
   const StoredStack in_trace{{trace, python_frame(0x20, "compile_inner"), python_frame(0x10, "main")}, {}};
-  Closer c(operators, [&](uint64_t id) -> const StoredStack* {
-    return id == 1 ? &entering : id == 2 ? &in_trace : nullptr;
-  });
-  OpEvent counter = enter(10, 10);
-  counter.python_stack_id = 1;
-  OpEvent op = enter(20, 1);
-  op.python_stack_id = 2;
-  c.add_all(1, {counter, op, leave(30, 1), leave(40, 10)});
-  c.closer.finish(100);
-  std::map<std::string, std::pair<uint64_t, uint64_t>> spans = python_span_times(c.sink);
+  std::map<std::string, std::pair<uint64_t, uint64_t>> spans =
+      spans_around_a_range(operators, 10, entering, in_trace);
   EXPECT_FALSE(spans.contains("enter_context")) << "it returned before the range's ops ran";
   EXPECT_EQ(spans["_compile_inner"], std::make_pair(uint64_t{1020}, uint64_t{1030}));
   EXPECT_EQ(spans["compile_inner"], std::make_pair(uint64_t{1010}, uint64_t{1040})) << "it encloses the whole range";
@@ -489,16 +487,8 @@ TEST(SpanCloser, ARangeEnteredInsideAContextManagerGeneratorIsLastedByTheWithsFr
   ResolvedFrame trace = python_frame(0x30, "_compile_inner");  // enter_context's frame slot, reused
   trace.code_address = 0x60;
   const StoredStack in_trace{{trace, python_frame(0x20, "compile_inner"), python_frame(0x10, "main")}, {}};
-  Closer c(step_operators(), [&](uint64_t id) -> const StoredStack* {
-    return id == 1 ? &entering : id == 2 ? &in_trace : nullptr;
-  });
-  OpEvent annotation = enter(10, 11);
-  annotation.python_stack_id = 1;
-  OpEvent op = enter(20, 1);
-  op.python_stack_id = 2;
-  c.add_all(1, {annotation, op, leave(30, 1), leave(40, 11)});
-  c.closer.finish(100);
-  std::map<std::string, std::pair<uint64_t, uint64_t>> spans = python_span_times(c.sink);
+  std::map<std::string, std::pair<uint64_t, uint64_t>> spans =
+      spans_around_a_range(step_operators(), 11, entering, in_trace);
   for (const char* returned : {"__call__", "__enter__", "dynamo_timed", "enter_context"})
     EXPECT_FALSE(spans.contains(returned)) << returned << " returned before the range's ops ran";
   EXPECT_EQ(spans["_compile_inner"], std::make_pair(uint64_t{1020}, uint64_t{1030}));

@@ -138,22 +138,29 @@ void plan_torch_python_sites(AttachPlan& plan, const TargetProcess& target, Cons
   }
 }
 
-// torch 1.13's libc10 has none, and no dynamo to time: nothing to say there.
-std::optional<AttachPlan::WaitCounters> plan_wait_counters(const TargetProcess& target, Console& console) {
+constexpr const char* kNoCompileTime = "warning: torch.compile's compile time is not recorded: ";
+
+// torch 1.13's libc10 has none, and no dynamo to time: said only where dynamo's regions were
+// found (`has_dynamo`).
+std::optional<AttachPlan::WaitCounters> plan_wait_counters(const TargetProcess& target, bool has_dynamo,
+                                                           Console& console) {
   const auto libc10 = target.find_mapped_library(kTensorLibraryPrefix);
   if (!libc10) return std::nullopt;
   try {
     const symbolizer::ElfFile elf(libc10->host_path);
     const symbolizer::LibraryIndex index(elf);
     const auto sites = symbolizer::find_wait_counter_sites(index);
-    if (!sites) return std::nullopt;
+    if (!sites) {
+      if (has_dynamo) console.line(std::string(kNoCompileTime) + "its libc10 defines no c10::monitor::WaitCounterHandle");
+      return std::nullopt;
+    }
     const auto at = [&](uint64_t offset) { return UprobeSites{libc10->host_path, {offset}, {0}}; };
     const ReturnSites returns = plan_return_sites(index, {sites->constructor_address});
     if (returns.offsets.empty()) return std::nullopt;  // nothing would name the counters
     return AttachPlan::WaitCounters{at(sites->constructor), exit_sites(libc10->host_path, returns.offsets),
                                     at(sites->start), at(sites->stop)};
   } catch (const std::exception& error) {
-    console.line(std::string("warning: torch.compile's compile time is not recorded: ") + error.what());
+    console.line(kNoCompileTime + std::string(error.what()));
     return std::nullopt;
   }
 }
@@ -192,7 +199,7 @@ void plan_range_probes(AttachPlan& plan, const TargetProcess& target, Console& c
   const TorchLibraryPlan& library_plan = *plan.ops->library_plan;
   plan.range_probes.emplace(library_plan.ranges, plan.ops->library, console);
   plan_torch_python_sites(plan, target, console);
-  plan.wait_counters = plan_wait_counters(target, console);
+  plan.wait_counters = plan_wait_counters(target, plan.compiled_regions.has_value(), console);
   plan.exits = plan_range_exits(*plan.ops, target, console);
   if (plan.ops->tensor_layout) {
     plan.spills = library_plan.spills;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <exception>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string_view>
 #include <unordered_map>
@@ -343,6 +344,18 @@ class RecordingPipeline {
 
  private:
 
+  // --ops/--skip-ops/--no-view-ops for a boxed call: a regular expression is searched once per
+  // name, not once per call. The names are the target's registered operators; past the bound
+  // (names read from a torn or hostile record) they are searched each time.
+  bool boxed_op_selected(std::string_view name) {
+    static constexpr size_t kMaxNamesKept = 1 << 14;
+    if (op_selection_.selects_all()) return true;
+    if (const auto found = boxed_op_selection_.find(name); found != boxed_op_selection_.end()) return found->second;
+    const bool selected = op_selection_.probes(name);
+    if (boxed_op_selection_.size() < kMaxNamesKept) boxed_op_selection_.emplace(std::string(name), selected);
+    return selected;
+  }
+
   // Read when the decoder first sees the thread, while it most likely still exists.
   std::string thread_name(uint32_t tid) {
     const auto name = thread_names_.find(tid);
@@ -364,7 +377,7 @@ class RecordingPipeline {
                                           model::RangeKind kind) { return range_operators_.annotation(name, kind); },
             .boxed_operator = [this](std::string_view name,
                                      std::optional<std::string_view> overload) -> std::optional<uint32_t> {
-              if (!op_selection_.selects_all() && !op_selection_.probes(name)) return std::nullopt;
+              if (!boxed_op_selected(name)) return std::nullopt;
               return range_operators_.boxed_op(name, overload);
             },
             .node_operator = [this](uint64_t vptr, model::RangeKind kind) { return range_operators_.node(vptr, kind); },
@@ -398,6 +411,7 @@ class RecordingPipeline {
   // --ops, --skip-ops, --no-view-ops: also which ops called through torch.ops get a range. Those
   // pass one probed function whatever the op, so a left-out one still costs its traps.
   const OpSelection op_selection_;
+  std::map<std::string, bool, std::less<>> boxed_op_selection_;  // by operator name
   std::optional<PythonFrameResolver> frame_resolver_;
   std::optional<PythonStackStore> stacks_;
   std::unordered_map<uint32_t, std::string> thread_names_;
