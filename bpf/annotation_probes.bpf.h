@@ -12,6 +12,8 @@
 #ifndef TPROF_BPF_ANNOTATION_PROBES_BPF_H
 #define TPROF_BPF_ANNOTATION_PROBES_BPF_H
 
+#include "python_walker.bpf.h"
+#include "recompile_reason_site.h"
 #include "record_emitter.bpf.h"
 
 /* The name handed to a record_function kernel or to dynamo's range, kept until it constructs its
@@ -236,8 +238,7 @@ int wait_counter_built(struct pt_regs *ctx)
 }
 
 /* WaitCounterHandle::start(), which returns a SmallVector: the slot for it in rdi, this in rsi.
- * Opens the range of an impl named since the attach; its stop() closes it through annotation_end,
- * which takes `this` in rdi as RecordFunction::end() does. */
+ * Opens the range of an impl named since the attach; its stop() closes it (wait_counter_stop). */
 SEC("uprobe.multi")
 int wait_counter_start(struct pt_regs *ctx)
 {
@@ -253,17 +254,9 @@ int wait_counter_start(struct pt_regs *ctx)
 	return key ? open_annotation(target, ids, handle, key) : 0;
 }
 
-/* RecordFunction::end() and WaitCounterHandle::stop(): closes an open annotation (also runs for
- * every other RecordFunction). */
-SEC("uprobe.multi")
-int annotation_end(struct pt_regs *ctx)
+/* Closes the open annotation `key` names: its end() or stop() ran. */
+static __always_inline int close_annotation(struct thread_ids ids, struct annotation_key key)
 {
-	struct thread_ids ids;
-	if (!current_target(&ids))
-		return 0;
-	struct annotation_key key = {.handle = PT_REGS_PARM1(ctx), .tgid = ids.tgid};
-	if (!bpf_map_lookup_elem(&open_annotations, &key))
-		return 0;
 	bpf_map_delete_elem(&open_annotations, &key);
 	__u64 now = bpf_ktime_get_ns();
 	struct record_with_arguments *record =
@@ -273,6 +266,144 @@ int annotation_end(struct pt_regs *ctx)
 	struct annotation_exit *exit = &record->annotation_exit;
 	exit->handle = key.handle;
 	return emit_assembled(ids, record, sizeof(*exit));
+}
+
+/* RecordFunction::end(): closes an open annotation (also runs for every other RecordFunction). */
+SEC("uprobe.multi")
+int annotation_end(struct pt_regs *ctx)
+{
+	struct thread_ids ids;
+	if (!current_target(&ids))
+		return 0;
+	struct annotation_key key = {.handle = PT_REGS_PARM1(ctx), .tgid = ids.tgid};
+	if (!bpf_map_lookup_elem(&open_annotations, &key))
+		return 0;
+	return close_annotation(ids, key);
+}
+
+/* Per target slot: where its dynamo's `_compile` keeps why it compiles again
+ * (recompile_reason_site.h); code 0 until userspace has found it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TARGET_SLOTS_MAX);
+	__type(key, __u32);
+	__type(value, struct recompile_reason_site);
+} recompile_reason_sites SEC(".maps");
+
+/* Object header offsets of CPython's default (not free-threaded) builds, 3.11 to 3.14; userspace
+ * names no site for other builds. */
+#define PY_OBJECT_TYPE 8   /* ob_type */
+#define PY_TYPE_NAME 24    /* PyTypeObject.tp_name */
+#define PY_CELL_REF 16     /* PyCellObject.ob_ref */
+#define PY_LIST_SIZE 16    /* PyListObject.ob_size */
+#define PY_LIST_ITEMS 24   /* PyListObject.ob_item */
+#define PY_STR_LENGTH 16   /* PyASCIIObject.length */
+#define PY_STR_STATE 32    /* PyASCIIObject.state: compact (bit 5), ascii (bit 6) */
+#define PY_STR_COMPACT_ASCII 0x60
+/* tp_name's first 8 bytes, NUL included, as a little-endian word. */
+#define PY_TYPE_NAME_STR 0x727473ULL     /* "str" */
+#define PY_TYPE_NAME_LIST 0x7473696cULL  /* "list" */
+
+static __always_inline __u64 type_name_word(__u64 object)
+{
+	__u64 type = read_user_u64(object + PY_OBJECT_TYPE);
+	__u64 name = type ? read_user_u64(type + PY_TYPE_NAME) : 0;
+	__u64 word = 0;
+	if (name)
+		bpf_probe_read_user_str(&word, sizeof(word), (const void *)name);
+	return word;
+}
+
+struct frame_search {
+	const struct python_walker_config *config;
+	__u64 frame;
+	__u64 code;
+	bool found;
+};
+
+static long frame_search_step(__u32 index, void *context)
+{
+	struct frame_search *search = context;
+	if (!search->frame)
+		return 1;
+	const struct python_walker_config *config = search->config;
+	__u64 code = read_user_u64(search->frame + config->frame_code) & ~config->executable_tag_mask;
+	if (code == search->code) {
+		search->found = true;
+		return 1;
+	}
+	search->frame = read_user_u64(search->frame + config->frame_previous);
+	return 0;
+}
+
+/* The str dynamo's `_compile` on this thread's stack keeps as its recompile reason; 0 if there
+ * is none (not a recompile, the local not set yet, no such frame). */
+static __always_inline __u64 find_recompile_reason(const struct target_settings *target, struct thread_ids ids,
+						   const struct recompile_reason_site *site)
+{
+	struct walk_scratch *scratch = op_walk_buffer();
+	if (!scratch || !load_thread_state(&target->python, scratch, ids, false))
+		return 0;
+	struct frame_search search = {
+		.config = &target->python, .frame = innermost_frame(&target->python, scratch), .code = site->code};
+	bpf_loop(PYTHON_STACK_MAX_FRAMES + 64, frame_search_step, &search, 0);
+	if (!search.found)
+		return 0;
+	__u64 reason = read_user_u64(search.frame + site->local_offset) & ~site->slot_tag_mask;
+	if (reason && (site->flags & RECOMPILE_REASON_IN_CELL))
+		reason = read_user_u64(reason + PY_CELL_REF);
+	if (reason && (site->flags & RECOMPILE_REASON_IN_LIST)) {
+		if (type_name_word(reason) != PY_TYPE_NAME_LIST || (__s64)read_user_u64(reason + PY_LIST_SIZE) <= 0)
+			return 0;
+		reason = read_user_u64(read_user_u64(reason + PY_LIST_ITEMS));
+	}
+	if (!reason || type_name_word(reason) != PY_TYPE_NAME_STR)
+		return 0;
+	__u32 state = 0;
+	bpf_probe_read_user(&state, sizeof(state), (const void *)(reason + PY_STR_STATE));
+	return (state & PY_STR_COMPACT_ASCII) == PY_STR_COMPACT_ASCII ? reason : 0;
+}
+
+/* Sends the recompile reason of the compile whose wait counter `handle` is stopping, if its
+ * `_compile` holds one. */
+static __always_inline void send_recompile_reason(const struct target_settings *target, struct thread_ids ids,
+						  __u64 handle)
+{
+	const struct recompile_reason_site *site = bpf_map_lookup_elem(&recompile_reason_sites, &ids.slot);
+	if (!site || !site->code || !target->python.enabled)
+		return;
+	__u64 reason = find_recompile_reason(target, ids, site);
+	if (!reason)
+		return;
+	struct record_with_arguments *record =
+		begin_record(ids, 0, OP_RECORD_RECOMPILE_REASON, 0, bpf_ktime_get_ns(), SEQUENCE_COUNTER_UNKNOWN);
+	if (!record)
+		return;
+	struct recompile_reason *out = &record->recompile_reason;
+	__u64 length = read_user_u64(reason + PY_STR_LENGTH);
+	out->handle = handle;
+	out->length = (__u32)length;
+	out->reserved = 0;
+	__u32 copied = length < RECOMPILE_REASON_MAX - 1 ? (__u32)length : RECOMPILE_REASON_MAX - 1;
+	if (bpf_probe_read_user(out->text, copied & (RECOMPILE_REASON_MAX - 1), (const void *)(reason + site->ascii_data)))
+		return;
+	emit_assembled(ids, record, sizeof(*out));
+}
+
+/* WaitCounterHandle::stop(): `this` in rdi, as RecordFunction::end(). A compile's counter stops
+ * inside dynamo's `_compile`, which by then holds why it compiled again: that goes first. */
+SEC("uprobe.multi")
+int wait_counter_stop(struct pt_regs *ctx)
+{
+	struct thread_ids ids;
+	const struct target_settings *target = current_target(&ids);
+	if (!target)
+		return 0;
+	struct annotation_key key = {.handle = PT_REGS_PARM1(ctx), .tgid = ids.tgid};
+	if (!bpf_map_lookup_elem(&open_annotations, &key))
+		return 0;
+	send_recompile_reason(target, ids, key.handle);
+	return close_annotation(ids, key);
 }
 
 #endif /* TPROF_BPF_ANNOTATION_PROBES_BPF_H */

@@ -37,6 +37,9 @@ enum op_record_kind {
 	OP_RECORD_BOXED_OP_ENTER = 16,    /* + struct boxed_operator: an op called from Python through the boxed
 					   * dispatcher (torch.ops.<ns>.<op>.<overload>); op_id unused */
 	OP_RECORD_BOXED_OP_EXIT = 17,     /* its end; op_id unused */
+	OP_RECORD_RECOMPILE_REASON = 18,  /* + struct recompile_reason: why the compile a wait counter timed
+					   * compiled its frame again, sent as the counter stops, before its
+					   * OP_RECORD_ANNOTATION_EXIT; op_id unused */
 };
 
 /*
@@ -59,7 +62,7 @@ struct op_record {
 };
 
 /* Raised whenever a record's layout or meaning changes; the consumer drops other versions. */
-#define OP_RECORD_ABI_VERSION 10
+#define OP_RECORD_ABI_VERSION 11
 
 /* Why a range ended (open_ranges.bpf.h). */
 enum range_exit_cause {
@@ -100,6 +103,17 @@ struct annotation_enter {
 
 struct annotation_exit {
 	__u64 handle;
+};
+
+#define RECOMPILE_REASON_MAX 256
+
+/* dynamo's text for the guard that failed, as its `_compile` kept it (recompile_reason_site):
+ * "0/0: tensor 'x' size mismatch at index 0. expected 8, actual 16". */
+struct recompile_reason {
+	__u64 handle;       /* the wait counter's, as in its annotation_enter */
+	__u32 length;       /* the str's length (the copy may be cut at RECOMPILE_REASON_MAX - 1) */
+	__u32 reserved;
+	char text[RECOMPILE_REASON_MAX];
 };
 
 #define OPERATOR_NAME_MAX 96

@@ -171,6 +171,15 @@ static __always_inline bool load_thread_state(const struct python_walker_config 
 	return true;
 }
 
+/* The innermost frame of the thread state load_thread_state left in scratch->tstate_bytes. */
+static __always_inline __u64 innermost_frame(const struct python_walker_config *config, struct walk_scratch *scratch)
+{
+	__u64 frame = field_u64(scratch->tstate_bytes, config->thread_frame, PYTHON_TSTATE_READ_MAX);
+	if (config->cframe_current_frame >= 0 && frame)
+		frame = read_user_u64(frame + config->cframe_current_frame);
+	return frame;
+}
+
 /* The frames walked so far are counted in scratch->stack.depth, not here: the verifier knows the
  * exact value of a counter kept on the stack, so it checked frame_walk_step anew for each depth
  * the count reached, in each of the six programs that walk (loading the object took 1.2 s on a
@@ -289,9 +298,7 @@ static __always_inline __u64 walk_python_stack(const struct target_settings *tar
 	}
 	if (!load_thread_state(config, scratch, ids, count_misses))
 		return 0; /* counted there, by cause */
-	__u64 frame = field_u64(scratch->tstate_bytes, config->thread_frame, PYTHON_TSTATE_READ_MAX);
-	if (config->cframe_current_frame >= 0 && frame)
-		frame = read_user_u64(frame + config->cframe_current_frame);
+	__u64 frame = innermost_frame(config, scratch);
 
 	struct frame_walk walk = {
 		.config = config, .scratch = scratch, .frame = frame, .hash = mix_hash(0x74707266ULL, ids.tgid)};

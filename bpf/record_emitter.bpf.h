@@ -22,6 +22,7 @@ struct record_with_arguments {
 		struct op_arguments arguments;
 		struct annotation_enter annotation_enter;
 		struct annotation_exit annotation_exit;
+		struct recompile_reason recompile_reason;
 		struct boxed_operator boxed_operator;
 		struct spilled_arguments spilled;
 		struct list_elements elements;

@@ -260,6 +260,10 @@ void ChromeTraceWriter::op(const model::ClosedOp& closed) {
     line_ += ", \"Kernel file\": ";
     append_json_string(line_, closed.op.source_file);
   }
+  if (const std::string* reason = model::recompile_reason(closed)) {
+    line_ += ", \"" + std::string(model::kRecompileReasonArg) + "\": ";
+    append_json_string(line_, *reason);
+  }
   if (closed.stack) {
     line_ += ", \"Call stack\": ";
     line_ += call_stack_json(*closed.stack);

@@ -190,7 +190,7 @@ struct OpSpan {
   int32_t python_stack = -1;    // into Trace::python_stacks; -1: none captured
   bool arguments_recorded = false;  // inputs/outputs were captured (record_shapes)
   std::vector<Value> inputs;    // schema order
-  std::vector<Value> outputs;
+  std::vector<Value> outputs;   // a compile's wait counter (kWaitCounter): its recompile reason, one kString
   uint64_t flops = 0;           // as torch's with_flops estimates them from the inputs; 0: none
   // Autograd sequence number; -1: none. Backward ranges: their node's. Forward ops: the node
   // the op itself created (not one made by an op it called).

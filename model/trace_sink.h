@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/trace_model.h"
@@ -29,6 +30,17 @@ struct ClosedOp {
   const Operator& op;
   const PythonStack* stack = nullptr;  // its Python call stack, innermost first; null: none
 };
+
+// The Chrome trace's arg of a compile's wait counter range: why dynamo compiled its frame again.
+inline constexpr std::string_view kRecompileReasonArg = "Recompile reason";
+
+// The recompile reason a compile's wait counter range carries (trace_model.h: OpSpan::outputs);
+// null for any other range.
+inline const std::string* recompile_reason(const ClosedOp& closed) {
+  if (closed.op.kind != RangeKind::kWaitCounter || closed.span.outputs.size() != 1) return nullptr;
+  const Value& reason = closed.span.outputs.front();
+  return reason.kind == ValueKind::kString ? &reason.text : nullptr;
+}
 
 // Kineto's fwdbwd flow: from a forward op to the backward node that differentiates it.
 struct ForwardBackwardFlow {

@@ -194,4 +194,28 @@ const CodeInfo* CodeObjectCache::lookup(uint64_t code_address) {
   return entry->second ? &*entry->second : nullptr;
 }
 
+std::optional<FrameSlots> read_frame_slots(const PythonLayout& layout, const ReadMemory& read, uint64_t code_address) {
+  if (layout.code_localsplusnames < 0 || layout.code_localspluskinds < 0) return std::nullopt;
+  const auto names_offset = static_cast<uint32_t>(layout.code_localsplusnames);
+  const auto kinds_offset = static_cast<uint32_t>(layout.code_localspluskinds);
+  const RemoteBlock code(read, code_address, std::max(names_offset, kinds_offset) + sizeof(uint64_t));
+  if (!code.readable()) return std::nullopt;
+  auto kinds = read_bytes(layout, read, code.field<uint64_t>(kinds_offset));
+  const uint64_t names = code.field<uint64_t>(names_offset);
+  if (!kinds || names == 0) return std::nullopt;
+  // A tuple with as many names as there are kinds: its ob_size, then its items.
+  std::vector<uint64_t> items(kinds->size());
+  int64_t size = -1;
+  if (!read(names + layout.tuple_size, &size, sizeof(size)) || size != static_cast<int64_t>(items.size()) ||
+      (!items.empty() && !read(names + layout.tuple_items, items.data(), items.size() * sizeof(uint64_t))))
+    return std::nullopt;
+  FrameSlots slots{.names = {}, .kinds = std::move(*kinds)};
+  for (const uint64_t item : items) {
+    auto name = read_unicode(layout, read, item);
+    if (!name) return std::nullopt;
+    slots.names.push_back(std::move(*name));
+  }
+  return slots;
+}
+
 }  // namespace tprof::symbolizer

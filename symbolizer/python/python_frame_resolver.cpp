@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string_view>
+#include <utility>
 
 namespace tprof {
 namespace {
@@ -18,8 +19,8 @@ bool is_module_call(const symbolizer::CodeInfo& code) {
 
 }  // namespace
 
-PythonFrameResolver::PythonFrameResolver(const symbolizer::PythonLayout& layout, pid_t pid)
-    : layout_(layout), memory_(pid), code_objects_(layout, memory_) {}
+PythonFrameResolver::PythonFrameResolver(const symbolizer::PythonLayout& layout, pid_t pid, CodeObserver observe_code)
+    : layout_(layout), memory_(pid), code_objects_(layout, memory_), observe_code_(std::move(observe_code)) {}
 
 ResolvedStack PythonFrameResolver::resolve(const python_stack& raw) {
   ResolvedStack stack;
@@ -29,6 +30,7 @@ ResolvedStack PythonFrameResolver::resolve(const python_stack& raw) {
     const python_frame& frame = raw.frames[i];
     const symbolizer::CodeInfo* code = code_objects_.lookup(frame.code);
     if (!code) continue;
+    if (observe_code_ && observed_codes_.insert(frame.code).second) observe_code_(frame.code, *code);
     ResolvedFrame resolved;
     resolved.frame_address = frame.frame;
     resolved.code_address = frame.code;
@@ -73,7 +75,7 @@ bool PythonFrameResolver::is_module_instance(uint64_t object_address) {
   if (const auto known = module_types_.find(*type); known != module_types_.end()) return known->second;
   bool is_module = false;
   const auto mro = memory_.read_value<uint64_t>(*type + layout_.type_mro);
-  const auto length = mro && *mro ? memory_.read_value<int64_t>(*mro + layout_.bytes_size) : std::nullopt;
+  const auto length = mro && *mro ? memory_.read_value<int64_t>(*mro + layout_.tuple_size) : std::nullopt;
   constexpr int64_t kMaxBases = 64;
   for (int64_t i = 0; length && i < std::min(*length, kMaxBases) && !is_module; ++i) {
     const auto base = memory_.read_value<uint64_t>(*mro + layout_.tuple_items + 8 * static_cast<uint64_t>(i));

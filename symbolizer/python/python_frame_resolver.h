@@ -6,8 +6,10 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "python_stack.h"
 #include "symbolizer/python/code_object_reader.h"
@@ -19,7 +21,11 @@ namespace tprof {
 
 class PythonFrameResolver {
  public:
-  PythonFrameResolver(const symbolizer::PythonLayout& layout, pid_t pid);
+  // Told of each code object the first time a stack shows it (runtimes that look for a function
+  // of theirs: symbolizer/dynamo/recompile_reasons.h).
+  using CodeObserver = std::function<void(uint64_t code_address, const symbolizer::CodeInfo& code)>;
+
+  PythonFrameResolver(const symbolizer::PythonLayout& layout, pid_t pid, CodeObserver observe_code = {});
 
   // Frames whose code object cannot be read are left out.
   ResolvedStack resolve(const python_stack& raw);
@@ -33,6 +39,8 @@ class PythonFrameResolver {
   symbolizer::CodeObjectCache code_objects_;
   std::unordered_map<uint64_t, std::string> class_names_;  // by type object address
   std::unordered_map<uint64_t, bool> module_types_;        // by type object address: an nn.Module class?
+  CodeObserver observe_code_;
+  std::unordered_set<uint64_t> observed_codes_;
 };
 
 }  // namespace tprof

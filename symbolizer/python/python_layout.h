@@ -63,12 +63,15 @@ struct PythonLayout {
   uint32_t code_linetable = 0;     // co_lnotab (3.9) / co_linetable (3.10+)
   int32_t code_adaptive = -1;      // 3.11+: co_code_adaptive (inline bytecode), -1 if absent
   int32_t code_code = -1;          // 3.9/3.10: co_code (a bytes object), -1 if absent
+  int32_t code_localsplusnames = -1;  // 3.11+: the frame slots' names (a tuple of str), -1 if absent
+  int32_t code_localspluskinds = -1;  // 3.11+: their kinds (a bytes object: CO_FAST_CELL...), -1 if absent
 
   // Objects, strings, bytes.
   uint32_t object_type = 8;        // ob_type
   uint32_t type_name = 24;         // PyTypeObject.tp_name (const char*)
   uint32_t type_mro = 344;         // PyTypeObject.tp_mro (a tuple of types), 3.9-3.14
-  uint32_t tuple_items = 24;       // PyTupleObject.ob_item, after ob_size at 16
+  uint32_t tuple_size = 16;        // PyTupleObject.ob_size
+  uint32_t tuple_items = 24;       // PyTupleObject.ob_item: 24, or 32 on 3.14 (after its ob_hash cache)
   uint32_t unicode_length = 16;
   uint32_t unicode_state = 32;
   uint32_t unicode_ascii_data = 0;    // sizeof(PyASCIIObject): 48 (<=3.11) or 40 (3.12+)

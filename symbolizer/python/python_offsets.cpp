@@ -167,12 +167,16 @@ void copy_debug_offsets(const Offsets& offsets, PythonLayout& layout) {
   layout.code_firstlineno = offsets.code_object.firstlineno;
   layout.code_linetable = offsets.code_object.linetable;
   layout.code_adaptive = static_cast<int32_t>(offsets.code_object.co_code_adaptive);
+  layout.code_localsplusnames = static_cast<int32_t>(offsets.code_object.localsplusnames);
+  layout.code_localspluskinds = static_cast<int32_t>(offsets.code_object.localspluskinds);
   layout.object_type = offsets.pyobject.ob_type;
   layout.type_name = offsets.type_object.tp_name;
   layout.unicode_length = offsets.unicode_object.length;
   layout.unicode_state = offsets.unicode_object.state;
   layout.unicode_ascii_data = offsets.unicode_object.asciiobject_size;
   layout.unicode_compact_data = offsets.unicode_object.asciiobject_size + kCompactUnicodeExtra;
+  layout.tuple_size = offsets.tuple_object.ob_size;
+  layout.tuple_items = offsets.tuple_object.ob_item;
   layout.bytes_size = offsets.bytes_object.ob_size;
   layout.bytes_data = offsets.bytes_object.ob_sval;
 }
@@ -212,11 +216,16 @@ std::string first_offset_outside_its_struct(const Offsets& offsets) {
       {"code_object.qualname", offsets.code_object.qualname, offsets.code_object.size},
       {"code_object.linetable", offsets.code_object.linetable, offsets.code_object.size},
       {"code_object.firstlineno", offsets.code_object.firstlineno, offsets.code_object.size},
+      {"code_object.localsplusnames", offsets.code_object.localsplusnames, offsets.code_object.size},
+      {"code_object.localspluskinds", offsets.code_object.localspluskinds, offsets.code_object.size},
       // co_code_adaptive too (the inline bytecode).
       {"code_object.co_code_adaptive", offsets.code_object.co_code_adaptive,
        offsets.code_object.size + 1},
       {"pyobject.ob_type", offsets.pyobject.ob_type, offsets.pyobject.size},
       {"type_object.tp_name", offsets.type_object.tp_name, offsets.type_object.size},
+      {"tuple_object.ob_size", offsets.tuple_object.ob_size, offsets.tuple_object.size},
+      // ob_item is the tail array: it may start at the struct's end.
+      {"tuple_object.ob_item", offsets.tuple_object.ob_item, offsets.tuple_object.size + 1},
       {"bytes_object.ob_size", offsets.bytes_object.ob_size, offsets.bytes_object.size},
       {"bytes_object.ob_sval", offsets.bytes_object.ob_sval, offsets.bytes_object.size},
       {"unicode_object.state", offsets.unicode_object.state, offsets.unicode_object.size},
@@ -284,6 +293,8 @@ void apply_builtin_offsets(PythonLayout& layout) {
   layout.unicode_state = 32;
   layout.bytes_size = 16;
   layout.bytes_data = 32;
+  layout.tuple_size = 16;
+  layout.tuple_items = 24;
   layout.frame_owner_interpreter = -1;
   layout.executable_tag_mask = 0;
 
@@ -310,6 +321,8 @@ void apply_builtin_offsets(PythonLayout& layout) {
     layout.code_linetable = 120;
     layout.code_adaptive = -1;
     layout.code_code = 48;
+    layout.code_localsplusnames = -1;  // co_varnames, co_cellvars and co_freevars apart: not read
+    layout.code_localspluskinds = -1;
     layout.unicode_ascii_data = 48;
     layout.unicode_compact_data = 72;
     return;
@@ -325,6 +338,8 @@ void apply_builtin_offsets(PythonLayout& layout) {
   layout.code_name = 120;
   layout.code_qualname = 128;
   layout.code_linetable = 136;
+  layout.code_localsplusnames = 96;  // the same on 3.11 and 3.12 (offsetof in their headers)
+  layout.code_localspluskinds = 104;
   if (minor == 11) {
     layout.interpreter_threads_head = 0x10;
     layout.thread_thread_id = 152;

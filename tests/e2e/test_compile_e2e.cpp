@@ -214,7 +214,8 @@ TEST_P(CompileTest, BoxedOpsComeAndGoWithMaxOverheadWindows) {
 }
 
 // `tprof record` sees the compiles too: three graphs of each frame, each first called from its
-// line of the step, the recompiles named, the graph break at its line, and the six compiles
+// line of the step, the recompiles named with the guard that failed, the graph break at its
+// line, and the six compiles
 // timed by the wait counter torch starts around each (torch 2.14 opens no `(dynamo_timed)`
 // range without its own profiler), their ops counted nowhere: the function's sin runs only in
 // its graphs and in compile work, so no eager aten::sin may be left.
@@ -260,6 +261,15 @@ TEST_P(CompileTest, RecordNamesEachGraphsFirstCallAndTheRecompiles) {
             std::string::npos)
       << console;
   EXPECT_TRUE(std::regex_search(console, std::regex(R"(; [0-9.]+ ms compiling \(6 compiles\))"))) << console;
+  // Each of the four recompiles, with the guard of the frame's newest graph that failed (2.6
+  // names the tensor L['x'], 2.14 x): the step's tensors change requires_grad, then shape, and
+  // dynamo checks requires_grad first. A first compile has no reason.
+  const std::regex reason(R"(\n[^\n]*    ([01]/[01]): tensor '(L\['[xy]'\]|[xy])' requires_grad mismatch\. expected requires_grad=([01]))");
+  std::vector<std::string> reasons;
+  for (auto it = std::sregex_iterator(console.begin(), console.end(), reason); it != std::sregex_iterator(); ++it)
+    reasons.push_back((*it)[1].str() + "=" + (*it)[3].str());
+  EXPECT_EQ(reasons, (std::vector<std::string>{"0/0=0", "0/1=1", "1/0=0", "1/1=1"})) << console;
+  EXPECT_NE(read_trace_text(trace_path).find("\"Recompile reason\": \"0/1: tensor "), std::string::npos);
   EXPECT_EQ(console.find("    aten::sin x"), std::string::npos) << "compile work counted as eager ops:\n" << console;
   const std::vector<std::string> violations = validate_trace_file(trace_path);  // the counters' ranges nest
   EXPECT_TRUE(violations.empty()) << violations.size() << " violations, the first: " << violations.front();

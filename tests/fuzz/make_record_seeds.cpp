@@ -117,6 +117,9 @@ Bytes ops_and_ranges() {
   annotation_enter counter{.handle = 0xd000, .name_length = 35, .scope = ANNOTATION_SCOPE_WAIT_COUNTER, .reserved = 0,
                            .name = "pytorch.wait_counter.dynamo_compile"};
   append(out, head(OP_RECORD_ANNOTATION_ENTER, 7, 60), &counter, sizeof(counter));
+  recompile_reason reason{.handle = 0xd000, .length = 43, .reserved = 0,
+                          .text = "0/0: tensor 'x' size mismatch at index 0. e"};
+  append(out, head(OP_RECORD_RECOMPILE_REASON, 7, 69), &reason, sizeof(reason));
   annotation_exit counter_end{.handle = 0xd000};
   append(out, head(OP_RECORD_ANNOTATION_EXIT, 7, 70), &counter_end, sizeof(counter_end));
   return out;

@@ -137,6 +137,26 @@ TEST_F(CompileSummaryTest, TheCompileWaitCounterTimesCompilesAndHoldsTheirWork) 
   EXPECT_NE(sink_.describe()[0].find("; 2.0 ms compiling (1 compiles)"), std::string::npos) << sink_.describe()[0];
 }
 
+// A recompile's counter carries dynamo's reason (its range's one output); each distinct reason
+// is listed once, in the summary and from a saved trace alike.
+TEST_F(CompileSummaryTest, RecompileReasonsComeFromTheCompileCounters) {
+  model::Value reason;
+  reason.kind = model::ValueKind::kString;
+  reason.text = "0/0: tensor 'x' size mismatch at index 0. expected 8, actual 16";
+  model::OpSpan recompile{.start_ns = 0, .end_ns = 1000, .operator_index = 7, .depth = 0};
+  recompile.outputs = {reason};
+  sink_.op({.tid = 1, .span = recompile, .op = kCompileCounter});
+  sink_.op({.tid = 1, .span = recompile, .op = kOtherCounter});  // 2.14's enclosing counter: the same reason
+  sink_.recompile_reason(reason.text);                           // as a saved trace gives it
+  close(kRegion00, 0, 1000, 1010, &kUserCall);
+  const std::vector<std::string> lines = sink_.describe();
+  const auto heading = std::find(lines.begin(), lines.end(), "  recompiled because (the guard that failed, as dynamo words it):");
+  ASSERT_NE(heading, lines.end()) << ::testing::PrintToString(lines);
+  ASSERT_NE(heading + 1, lines.end());
+  EXPECT_EQ(*(heading + 1), "    " + reason.text);
+  EXPECT_EQ(std::count_if(lines.begin(), lines.end(), [](const std::string& line) { return line.find("mismatch") != line.npos; }), 1);
+}
+
 // torch 2.6 opens both, the counter inside the range: one compile, timed by the counter.
 TEST_F(CompileSummaryTest, TheCounterTimesCompilesWhereBothAreSeen) {
   close(kCompileCounter, 1, 10, 900);

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "symbolizer/binary/process_memory.h"
+#include "symbolizer/python/code_object_reader.h"
 #include "tests/support/process_harness.h"
 
 namespace tprof::symbolizer {
@@ -34,6 +35,9 @@ using namespace std::chrono_literals;
 // marker file appears once the unpacking has finished.
 const fs::path kTrixieRoot = testing::trixie_root();
 const fs::path kTrixieFinishedMarker = kTrixieRoot / ".tprof-complete";
+// Debian sid (Python 3.14), likewise.
+const fs::path kSidRoot = testing::sid_root();
+const fs::path kSidFinishedMarker = kSidRoot / ".tprof-complete";
 
 constexpr const char* kSleepingFunction = "tprof_sleeping_here";
 constexpr const char* kMarkerArgument = "tprof-marker-argument";
@@ -97,6 +101,11 @@ std::vector<Interpreter> interpreters_under_test() {
                           {"chroot", kTrixieRoot.string(), "python3"},
                           kTrixieFinishedMarker,
                           "python3.13"});
+  // Python 3.14 (torch 2.14's), from its own root.
+  interpreters.push_back({"sid_chroot_python3",
+                          {"chroot", kSidRoot.string(), "python3"},
+                          kSidFinishedMarker,
+                          "python3.14"});
   // A container's view: the mapped path /mnt/python3.11 exists only through /proc/PID/root.
   interpreters.push_back({"debian_python3_11_in_mount_namespace",
                           in_mount_namespace("/usr/bin", "/mnt/python3.11"), "/usr/bin/python3.11",
@@ -279,6 +288,21 @@ TEST_P(DiscoverPython, LayoutWalksTheLiveStackToTheSleepingFunction) {
       reader.pointer(sleeping.frame + layout.frame_localsplus) & ~layout.executable_tag_mask;
   EXPECT_EQ(reader.type_name(first_local), "str");
   EXPECT_EQ(reader.ascii_string(first_local), kMarkerArgument);
+
+  // The frame slots' names (3.11+): a tuple, whose items follow a hash cache on 3.14.
+  EXPECT_EQ(layout.code_localsplusnames >= 0, report.version.minor >= 11);
+  if (layout.code_localsplusnames >= 0) {
+    EXPECT_EQ(reader.type_name(reader.pointer(sleeping.code + static_cast<uint32_t>(layout.code_localsplusnames))),
+              "tuple");
+    const ProcessMemory memory(report.pid);
+    const auto slots = read_frame_slots(
+        layout, [&memory](uint64_t address, void* out, size_t size) { return memory.read(address, out, size); },
+        sleeping.code);
+    ASSERT_TRUE(slots.has_value());
+    EXPECT_EQ(slots->names, std::vector<std::string>{"marker"});
+    ASSERT_EQ(slots->kinds.size(), 1u);
+    EXPECT_EQ(slots->kinds[0] & kSlotIsCell, 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryInstalledInterpreter, DiscoverPython,

@@ -289,6 +289,31 @@ TEST_F(RecordDecoderTest, WaitCounterRangesAreTheirOwnKind) {
   ASSERT_EQ(build().size(), 1u);
 }
 
+// A recompile's reason comes just before its counter's exit, and becomes the range's one output;
+// a reason for another handle is left to that handle.
+TEST_F(RecordDecoderTest, ARecompileReasonIsTheCounterRangesOutput) {
+  annotation_enter enter{};
+  enter.handle = 0xabc;
+  std::memcpy(enter.name, "pytorch.wait_counter.dynamo_compile", 35);
+  enter.name_length = 35;
+  enter.scope = ANNOTATION_SCOPE_WAIT_COUNTER;
+  decoder_.decode(bytes_of(head(OP_RECORD_ANNOTATION_ENTER, 7, 10), enter));
+  recompile_reason other{.handle = 0xdef, .length = 5, .reserved = 0, .text = "other"};
+  decoder_.decode(bytes_of(head(OP_RECORD_RECOMPILE_REASON, 7, 19), other));
+  const std::string text = "0/0: tensor 'x' requires_grad mismatch. expected requires_grad=0";
+  recompile_reason reason{.handle = 0xabc, .length = static_cast<__u32>(text.size()), .reserved = 0, .text = {}};
+  std::memcpy(reason.text, text.data(), text.size());
+  decoder_.decode(bytes_of(head(OP_RECORD_RECOMPILE_REASON, 7, 19), reason));
+  decoder_.decode(bytes_of(head(OP_RECORD_ANNOTATION_EXIT, 7, 20), annotation_exit{0xabc}));
+  const std::vector<model::OpSpan> spans = build();
+  ASSERT_EQ(spans.size(), 1u);
+  ASSERT_EQ(spans[0].outputs.size(), 1u);
+  EXPECT_EQ(spans[0].outputs[0].kind, model::ValueKind::kString);
+  EXPECT_EQ(spans[0].outputs[0].text, text);
+  EXPECT_FALSE(spans[0].arguments_recorded);  // no inputs: the ET writes none
+  EXPECT_EQ(decoder_.malformed_records(), 0u);
+}
+
 // Boxed ops carry their name: an overload's call knows its overload, an overload packet's does
 // not. Their exits pair per thread; one with nothing open (entered before attach) is dropped.
 TEST_F(RecordDecoderTest, BoxedOpsAreNamedAtEntryAndPairPerThread) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <map>
 #include <zlib.h>
 
@@ -298,6 +300,22 @@ TEST(Report, CompileSummaryOfATorchProfilerTrace) {
   EXPECT_EQ(lines[1], "  graph 0/0: 1 calls, 0.1 ms");
   EXPECT_EQ(lines[3], "  graph break: in f at t.py(4)");
   EXPECT_EQ(lines[5], "    aten::randn x1, 0.0 ms");
+}
+
+// tprof's trace: a recompile's wait counter names the guard that failed in its args.
+TEST(Report, CompileSummaryReadsTheRecompileReasons) {
+  test::ScratchDirectory scratch;
+  const auto path = scratch.path() / "recompiled.json";
+  std::ofstream(path) << R"({"traceEvents": [
+  {"ph": "X", "cat": "user_annotation", "name": "pytorch.wait_counter.dynamo_compile", "pid": 7, "tid": 1, "ts": 0.0,
+   "dur": 5.0, "args": {"Recompile reason": "0/0: tensor 'x' size mismatch at index 0. expected 8, actual 16"}},
+  {"ph": "X", "cat": "cpu_op", "name": "Torch-Compiled Region: 0/1", "pid": 7, "tid": 1, "ts": 8.0, "dur": 50.0}
+]})";
+  const std::vector<std::string> lines = compile_summary_from_trace(path.string());
+  const auto heading = std::find(lines.begin(), lines.end(), "  recompiled because (the guard that failed, as dynamo words it):");
+  ASSERT_NE(heading, lines.end()) << ::testing::PrintToString(lines);
+  ASSERT_NE(heading + 1, lines.end());
+  EXPECT_EQ(*(heading + 1), "    0/0: tensor 'x' size mismatch at index 0. expected 8, actual 16");
 }
 
 TEST(Report, CompileSummaryOfATraceWithoutRegionsIsEmpty) {

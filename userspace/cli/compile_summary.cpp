@@ -111,6 +111,7 @@ void CompileSummarySink::op(const model::ClosedOp& closed) {
     level.add(enclosed);
   } else if (closed.op.kind == model::RangeKind::kWaitCounter && closed.op.name == kCompileCounter) {
     counted_compiles_.add(ns);
+    if (const std::string* reason = model::recompile_reason(closed)) recompile_reason(*reason);
   } else if (closed.op.kind == model::RangeKind::kUserAnnotation && closed.op.name.ends_with(kCompileWorkSuffix)) {
     if (closed.op.name == kCompileRange) ranged_compiles_.add(ns);
   } else {
@@ -135,6 +136,10 @@ void CompileSummarySink::python_span(uint32_t, const model::PythonSpan& span) {
       span.name.substr(0, file_end), std::string(function.substr(kResumePrefix.size(), line_at - kResumePrefix.size())),
       std::string(function.substr(line_at + kResumeLine.size()))};
   if (graph_breaks_.size() < kMaxGraphBreaks) graph_breaks_.insert(std::move(graph_break));
+}
+
+void CompileSummarySink::recompile_reason(const std::string& reason) {
+  if (recompile_reasons_.size() < kMaxGraphBreaks) recompile_reasons_.insert(reason);
 }
 
 uint64_t CompileSummarySink::graph_calls() const {
@@ -182,6 +187,15 @@ std::vector<std::string> CompileSummarySink::describe(size_t limit) const {
     lines.push_back("  recompiled: frame " + std::to_string(frame) + " has " + std::to_string(counts.size()) +
                     " graphs (" + std::to_string(counts.size() - 1) + " recompiles)" +
                     (called_at.empty() ? "" : ", first called from " + called_at));
+  }
+  if (!recompile_reasons_.empty()) lines.push_back("  recompiled because (the guard that failed, as dynamo words it):");
+  shown = 0;
+  for (const std::string& reason : recompile_reasons_) {
+    if (shown++ == limit) {
+      lines.push_back("    ... " + std::to_string(recompile_reasons_.size() - limit) + " more");
+      break;
+    }
+    lines.push_back("    " + reason);
   }
   // Only where: python_function spans rebuilt from stacks may join two calls in a row, so
   // they do not count the resume function's calls.

@@ -6,7 +6,7 @@
 // - the outermost ATen ops (no op encloses them) inside a compiled region and in all, by count
 //   and by time: the seed's captured/total;
 // and what it cannot give: inductor's C++ kernels (their calls and share of the regions' time),
-// each frame's recompiles, the graph breaks (from the Python frames of
+// each frame's recompiles with the guard that failed (as dynamo words it), the graph breaks (from the Python frames of
 // the functions dynamo resumes after them, which name the function and line), the eager ops
 // outside every region with the Python line that called them, and the time spent compiling:
 // in the wait counter torch 2.x starts around each compile ("pytorch.wait_counter.dynamo_compile",
@@ -37,6 +37,9 @@ class CompileSummarySink final : public model::TraceSink {
   void op(const model::ClosedOp& closed) override;
   // dynamo's resume functions, "torch_dynamo_resume_in_<function>_at_<line>": a graph break.
   void python_span(uint32_t tid, const model::PythonSpan& span) override;
+  // Why dynamo compiled a frame again, as it words it ("0/0: tensor 'x' size mismatch ..."):
+  // from a compile's wait counter here, or from a saved trace's "Recompile reason" args.
+  void recompile_reason(const std::string& reason);
   void flow(const model::ForwardBackwardFlow&) override {}
   void finish(const model::RunSummary&) override {}
 
@@ -77,6 +80,7 @@ class CompileSummarySink final : public model::TraceSink {
   Ops outside_;
   // (file, function, line) of each graph break.
   std::set<std::tuple<std::string, std::string, std::string>> graph_breaks_;
+  std::set<std::string> recompile_reasons_;  // distinct, at most kMaxGraphBreaks
   struct Compiles {
     uint64_t count = 0;
     uint64_t ns = 0;

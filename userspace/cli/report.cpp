@@ -153,6 +153,7 @@ struct Event {
   std::optional<int64_t> start_ns, duration_ns;
   uint64_t flops = 0;
   std::optional<std::string> shapes;  // "Input Dims" as tprof and torch write it: "[[4, 8], [8, 3]]"
+  std::optional<std::string> recompile_reason;
   std::optional<int64_t> bytes;       // a [memory] event's "Bytes"
   int64_t device_type = 0;            // and its "Device Type": CPU 0
 };
@@ -192,6 +193,8 @@ class TraceReader {
   std::map<uint32_t, ThreadEvents>& threads();
   // The names of the python_function events of the functions dynamo resumes after a graph break.
   const std::set<std::string>& resume_functions() const { return resume_functions_; }
+  // The "Recompile reason" args of tprof's compile wait counters (model/trace_sink.h).
+  const std::set<std::string>& recompile_reasons() const { return recompile_reasons_; }
   const DistinctStrings& strings() const { return strings_; }
 
  private:
@@ -232,6 +235,7 @@ class TraceReader {
   DistinctStrings strings_;
   std::map<uint32_t, ThreadEvents> threads_;  // by the interned "pid\ntid"
   std::set<std::string> resume_functions_;
+  std::set<std::string> recompile_reasons_;
 };
 
 bool TraceReader::open(bool array) {
@@ -291,6 +295,8 @@ bool TraceReader::value(const json& scalar) {
   if (at == 3 && field_ == "args" && (arg_ == "Bytes" || arg_ == "Device Type") && scalar.is_number_integer())
     (arg_ == "Bytes" ? event_.bytes.emplace() : event_.device_type) = scalar.get<int64_t>();
   if (at == 3 && group_by_shape_ && field_ == "args" && arg_ == "Input Dims") event_.shapes = scalar.dump();
+  if (at == 3 && field_ == "args" && arg_ == model::kRecompileReasonArg && scalar.is_string())
+    event_.recompile_reason = scalar.get<std::string>();
   if (at >= 4 && in_input_dims()) append_dims(scalar.dump());
   return true;
 }
@@ -341,6 +347,9 @@ void TraceReader::finish_event() {
     return;
   }
   if (event_.category && event_.category != "cpu_op" && event_.category != "user_annotation") return;
+  constexpr size_t kMaxRecompileReasons = 1024;
+  if (event_.recompile_reason && recompile_reasons_.size() < kMaxRecompileReasons)
+    recompile_reasons_.insert(*event_.recompile_reason);
   if (!event_.start_ns || !event_.duration_ns) fail_event("a complete event (ph X) without a numeric ts and dur");
   if (*event_.duration_ns < 0) fail_event("negative dur");
   if (++ranges_ > limits_.max_ranges)
@@ -570,6 +579,7 @@ OperatorTotalsTable totals_from_trace(const std::string& path, bool group_by_sha
   }
   if (!compile_summary) return table;
   for (const std::string& name : reader.resume_functions()) compile.python_span(0, {.name = name});
+  for (const std::string& reason : reader.recompile_reasons()) compile.recompile_reason(reason);
   *compile_summary = compile.describe();
   return table;
 }

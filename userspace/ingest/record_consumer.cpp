@@ -216,6 +216,19 @@ bool RecordDecoder::consume_boxed_op_entry(const op_record& head, OpEvent& event
   return true;
 }
 
+void RecordDecoder::consume_recompile_reason(const unsigned char* payload, size_t payload_size) {
+  const auto reason = payload_as<recompile_reason>(payload, payload_size);
+  if (!reason) {
+    ++malformed_;
+    return;
+  }
+  // Its exit comes next on its thread: more than a few waiting means their exits were lost.
+  constexpr size_t kMaxWaiting = 64;
+  if (recompile_reasons_.size() >= kMaxWaiting) recompile_reasons_.clear();
+  const size_t length = std::min<size_t>(reason->length, sizeof(reason->text) - 1);
+  recompile_reasons_[reason->handle] = std::string(reason->text, length);
+}
+
 void RecordDecoder::consume(const op_record& head, const unsigned char* payload, size_t payload_size) {
   // GPU activity comes from the CUPTI library's thread, which is no thread of the trace.
   if (head.kind == OP_RECORD_DEVICE_ACTIVITY) {
@@ -237,6 +250,10 @@ void RecordDecoder::consume(const op_record& head, const unsigned char* payload,
   }
   if (head.kind == OP_RECORD_MORE_ARGUMENTS) {
     consume_more_arguments(head, payload, payload_size);
+    return;
+  }
+  if (head.kind == OP_RECORD_RECOMPILE_REASON) {
+    consume_recompile_reason(payload, payload_size);
     return;
   }
   if (seen_threads_.insert(head.tid).second) callbacks_.on_new_thread(head.tid);
@@ -302,6 +319,15 @@ void RecordDecoder::consume(const op_record& head, const unsigned char* payload,
       event.op_id = open->second;
       event.is_exit = true;
       open_annotations_.erase(open);
+      // A compile's wait counter: why it compiled again, as the range's one output.
+      if (const auto reason = recompile_reasons_.find(exit->handle); reason != recompile_reasons_.end()) {
+        model::Value text;
+        text.kind = model::ValueKind::kString;
+        text.text = std::move(reason->second);
+        event.arguments.push_back(std::move(text));
+        event.has_arguments = true;
+        recompile_reasons_.erase(reason);
+      }
       spans_.add(head.tid, std::move(event));
       return;
     }

@@ -99,6 +99,7 @@ class RecordDecoder {
   void consume_spilled_arguments(const op_record& head, const unsigned char* payload, size_t payload_size);
   void consume_list_elements(const op_record& head, const unsigned char* payload, size_t payload_size);
   void consume_more_arguments(const op_record& head, const unsigned char* payload, size_t payload_size);
+  void consume_recompile_reason(const unsigned char* payload, size_t payload_size);
   // A boxed op's entry; false when its payload is malformed.
   bool consume_boxed_op_entry(const op_record& head, OpEvent& event, const unsigned char* payload, size_t payload_size);
   // Copies a payload of op_arguments into arguments_; false (counted malformed) if cut short.
@@ -115,6 +116,8 @@ class RecordDecoder {
   std::unordered_set<uint64_t> node_vtables_;
   // Annotation handle (its RecordFunction's address) -> operator index, while open.
   std::unordered_map<uint64_t, uint32_t> open_annotations_;
+  // Wait counter handle -> the recompile reason sent just before its exit (bpf/op_record.h).
+  std::unordered_map<uint64_t, std::string> recompile_reasons_;
   // Per thread: the operator indices of the evaluate_function and node ranges open there.
   std::unordered_map<uint32_t, std::vector<uint32_t>> open_evaluations_;
   std::unordered_map<uint32_t, std::vector<uint32_t>> open_nodes_;

@@ -149,6 +149,7 @@ TargetProbes::TargetProbes(OpTracer& tracer, const TargetOptions& options, uint3
   const uint64_t no_steps = 0;
   bpf_map__update_elem(skeleton().maps.optimizer_steps, &slot_, sizeof(slot_), &no_steps, sizeof(no_steps), BPF_ANY);
   bpf_map__update_elem(skeleton().maps.libraries_loaded, &slot_, sizeof(slot_), &no_steps, sizeof(no_steps), BPF_ANY);
+  set_recompile_reason_site({});  // the slot's last target's is no site of this one
 }
 
 TargetProbes::~TargetProbes() {
@@ -250,6 +251,11 @@ void TargetProbes::set_op_plan(uint32_t op_id, const op_plan& plan) {
   planned_ops_.push_back(op_id);
 }
 
+bool TargetProbes::set_recompile_reason_site(const recompile_reason_site& site) const noexcept {
+  return bpf_map__update_elem(skeleton().maps.recompile_reason_sites, &slot_, sizeof(slot_), &site, sizeof(site),
+                              BPF_ANY) == 0;
+}
+
 void TargetProbes::attach_spilled_arguments(const UprobeSites& sites) {
   if (!sites.offsets.empty())
     add_op_probe(skeleton().progs.op_spilled_arguments, sites, &WindowSites::spilled_arguments);
@@ -279,7 +285,7 @@ void TargetProbes::attach_boxed_ops(const UprobeSites& entry, const UprobeSites&
 
 void TargetProbes::attach_wait_counters(const UprobeSites& constructor, const UprobeSites& constructed,
                                         const UprobeSites& start, const UprobeSites& stop) {
-  wait_counter_links_.push_back(attach_uprobe_multi(skeleton().progs.annotation_end, pid_, stop));
+  wait_counter_links_.push_back(attach_uprobe_multi(skeleton().progs.wait_counter_stop, pid_, stop));
   wait_counter_links_.push_back(attach_uprobe_multi(skeleton().progs.wait_counter_start, pid_, start));
   wait_counter_links_.push_back(attach_uprobe_multi(skeleton().progs.wait_counter_built, pid_, constructed));
   wait_counter_links_.push_back(attach_uprobe_multi(skeleton().progs.wait_counter_building, pid_, constructor));

@@ -15,6 +15,7 @@
 
 #include "op_arguments.h"
 #include "python_stack.h"
+#include "recompile_reason_site.h"
 #include "target_settings.h"
 #include "userspace/loader/unique_fd.h"
 #include "userspace/loader/uprobe_multi.h"
@@ -127,6 +128,10 @@ class TargetProbes {
 
   // The argument plan of op `op_id` (only with `tensors` set). Call before attach_ops.
   void set_op_plan(uint32_t op_id, const op_plan& plan);
+  // Where the target's dynamo keeps why it compiles a frame again, read as a compile's wait
+  // counter stops (bpf/recompile_reason_site.h). False if the map refused it: the compiles then
+  // go without their reasons.
+  bool set_recompile_reason_site(const recompile_reason_site& site) const noexcept;
   // The ops' spill probes (userspace/loader/spill_probes.h): cookies are op ids. Attach before
   // their entries, so that no entry misses its doubles.
   void attach_spilled_arguments(const UprobeSites& sites);

@@ -15,6 +15,7 @@
 #include "symbolizer/aten/op_call_guards.h"
 #include "symbolizer/aten/flops.h"
 #include "symbolizer/binary/process_memory.h"
+#include "symbolizer/dynamo/recompile_reasons.h"
 #include "symbolizer/python/python_runtime.h"
 #include "userspace/ingest/argument_decoder.h"
 #include "userspace/cli/console.h"
@@ -317,9 +318,24 @@ class RecordingPipeline {
  private:
   SpanCloser::StackLookup stack_lookup(const AttachPlan& plan, const OpTracer& tracer) {
     if (!plan.python) return {};
-    frame_resolver_.emplace(*plan.python, target_.pid());
+    frame_resolver_.emplace(*plan.python, target_.pid(),
+                            [this, layout = *plan.python](uint64_t code_address, const symbolizer::CodeInfo& code) {
+                              watch_recompile_reasons(layout, code_address, code);
+                            });
     stacks_.emplace(tracer.python_stacks_fd(), [this](const python_stack& raw) { return frame_resolver_->resolve(raw); });
     return [this](uint64_t stack_id) { return stacks_->find(stack_id); };
+  }
+
+  // dynamo's `_compile`, first seen in a compile's stack: from then on its compiles' wait
+  // counters carry why they compiled again (a first compile has no reason to miss).
+  void watch_recompile_reasons(const symbolizer::PythonLayout& layout, uint64_t code_address,
+                               const symbolizer::CodeInfo& code) {
+    if (!symbolizer::is_dynamo_compile(code)) return;
+    const symbolizer::ProcessMemory memory(target_.pid());
+    const auto site = symbolizer::find_recompile_reason_site(
+        layout, [&memory](uint64_t address, void* out, size_t size) { return memory.read(address, out, size); },
+        code_address);
+    if (site) probes_.set_recompile_reason_site(*site);
   }
 
   // GPU activity from the CUPTI library: linked to the ranges the closer hands on. From the
