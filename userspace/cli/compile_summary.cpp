@@ -28,6 +28,7 @@ constexpr std::string_view kTorchPackage = "-packages/torch/";  // site-packages
 constexpr std::string_view kResumePrefix = "torch_dynamo_resume_in_";
 constexpr std::string_view kResumeLine = "_at_";
 constexpr size_t kMaxGraphBreaks = 1024;
+constexpr size_t kMaxRecompileReasons = 1024;  // distinct texts
 
 std::string milliseconds(uint64_t ns) {
   char text[32];
@@ -139,7 +140,7 @@ void CompileSummarySink::python_span(uint32_t, const model::PythonSpan& span) {
 }
 
 void CompileSummarySink::recompile_reason(const std::string& reason) {
-  if (recompile_reasons_.size() < kMaxGraphBreaks) recompile_reasons_.insert(reason);
+  if (recompile_reasons_.size() < kMaxRecompileReasons) recompile_reasons_.insert(reason);
 }
 
 uint64_t CompileSummarySink::graph_calls() const {

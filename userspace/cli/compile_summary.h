@@ -80,7 +80,7 @@ class CompileSummarySink final : public model::TraceSink {
   Ops outside_;
   // (file, function, line) of each graph break.
   std::set<std::tuple<std::string, std::string, std::string>> graph_breaks_;
-  std::set<std::string> recompile_reasons_;  // distinct, at most kMaxGraphBreaks
+  std::set<std::string> recompile_reasons_;  // distinct, at most kMaxRecompileReasons
   struct Compiles {
     uint64_t count = 0;
     uint64_t ns = 0;
