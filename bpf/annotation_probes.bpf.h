@@ -12,6 +12,7 @@
 #ifndef TPROF_BPF_ANNOTATION_PROBES_BPF_H
 #define TPROF_BPF_ANNOTATION_PROBES_BPF_H
 
+#include "python_objects.bpf.h"
 #include "python_walker.bpf.h"
 #include "recompile_reason_site.h"
 #include "record_emitter.bpf.h"
@@ -290,78 +291,20 @@ struct {
 	__type(value, struct recompile_reason_site);
 } recompile_reason_sites SEC(".maps");
 
-/* Object header offsets of CPython's default (not free-threaded) builds, 3.11 to 3.14; userspace
- * names no site for other builds. */
-#define PY_OBJECT_TYPE 8   /* ob_type */
-#define PY_TYPE_NAME 24    /* PyTypeObject.tp_name */
-#define PY_CELL_REF 16     /* PyCellObject.ob_ref */
-#define PY_LIST_SIZE 16    /* PyListObject.ob_size */
-#define PY_LIST_ITEMS 24   /* PyListObject.ob_item */
-#define PY_STR_LENGTH 16   /* PyASCIIObject.length */
-#define PY_STR_STATE 32    /* PyASCIIObject.state: compact (bit 5), ascii (bit 6) */
-#define PY_STR_COMPACT_ASCII 0x60
-/* tp_name's first 8 bytes, NUL included, as a little-endian word. */
-#define PY_TYPE_NAME_STR 0x727473ULL     /* "str" */
-#define PY_TYPE_NAME_LIST 0x7473696cULL  /* "list" */
-
-static __always_inline __u64 type_name_word(__u64 object)
-{
-	__u64 type = read_user_u64(object + PY_OBJECT_TYPE);
-	__u64 name = type ? read_user_u64(type + PY_TYPE_NAME) : 0;
-	__u64 word = 0;
-	if (name)
-		bpf_probe_read_user_str(&word, sizeof(word), (const void *)name);
-	return word;
-}
-
-struct frame_search {
-	const struct python_walker_config *config;
-	__u64 frame;
-	__u64 code;
-	bool found;
-};
-
-static long frame_search_step(__u32 index, void *context)
-{
-	struct frame_search *search = context;
-	if (!search->frame)
-		return 1;
-	const struct python_walker_config *config = search->config;
-	__u64 code = read_user_u64(search->frame + config->frame_code) & ~config->executable_tag_mask;
-	if (code == search->code) {
-		search->found = true;
-		return 1;
-	}
-	search->frame = read_user_u64(search->frame + config->frame_previous);
-	return 0;
-}
-
 /* The str dynamo's `_compile` on this thread's stack keeps as its recompile reason; 0 if there
  * is none (not a recompile, the local not set yet, no such frame). */
 static __always_inline __u64 find_recompile_reason(const struct target_settings *target, struct thread_ids ids,
 						   const struct recompile_reason_site *site)
 {
-	struct walk_scratch *scratch = op_walk_buffer();
-	if (!scratch || !load_thread_state(&target->python, scratch, ids, false))
+	__u64 frame = find_python_frame_of(target, ids, site->code);
+	if (!frame)
 		return 0;
-	struct frame_search search = {
-		.config = &target->python, .frame = innermost_frame(&target->python, scratch), .code = site->code};
-	bpf_loop(PYTHON_STACK_MAX_FRAMES + 64, frame_search_step, &search, 0);
-	if (!search.found)
-		return 0;
-	__u64 reason = read_user_u64(search.frame + site->local_offset) & ~site->slot_tag_mask;
+	__u64 reason = read_user_u64(frame + site->local_offset) & ~site->slot_tag_mask;
 	if (reason && (site->flags & RECOMPILE_REASON_IN_CELL))
-		reason = read_user_u64(reason + PY_CELL_REF);
-	if (reason && (site->flags & RECOMPILE_REASON_IN_LIST)) {
-		if (type_name_word(reason) != PY_TYPE_NAME_LIST || (__s64)read_user_u64(reason + PY_LIST_SIZE) <= 0)
-			return 0;
-		reason = read_user_u64(read_user_u64(reason + PY_LIST_ITEMS));
-	}
-	if (!reason || type_name_word(reason) != PY_TYPE_NAME_STR)
-		return 0;
-	__u32 state = 0;
-	bpf_probe_read_user(&state, sizeof(state), (const void *)(reason + PY_STR_STATE));
-	return (state & PY_STR_COMPACT_ASCII) == PY_STR_COMPACT_ASCII ? reason : 0;
+		reason = python_cell_contents(reason);
+	if (reason && (site->flags & RECOMPILE_REASON_IN_LIST))
+		reason = python_list_first(reason);
+	return reason && is_python_ascii_str(reason) ? reason : 0;
 }
 
 /* Sends the recompile reason of the compile whose wait counter `handle` is stopping, if its
@@ -370,7 +313,7 @@ static __always_inline void send_recompile_reason(const struct target_settings *
 						  __u64 handle)
 {
 	const struct recompile_reason_site *site = bpf_map_lookup_elem(&recompile_reason_sites, &ids.slot);
-	if (!site || !site->code || !target->python.enabled)
+	if (!site || !site->code)
 		return;
 	__u64 reason = find_recompile_reason(target, ids, site);
 	if (!reason)
@@ -380,7 +323,7 @@ static __always_inline void send_recompile_reason(const struct target_settings *
 	if (!record)
 		return;
 	struct recompile_reason *out = &record->recompile_reason;
-	__u64 length = read_user_u64(reason + PY_STR_LENGTH);
+	__u64 length = python_str_length(reason);
 	out->handle = handle;
 	out->length = (__u32)length;
 	out->reserved = 0;

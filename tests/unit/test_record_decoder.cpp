@@ -276,13 +276,18 @@ TEST_F(RecordDecoderTest, FunctionScopeRangesAreDynamosNamedRanges) {
   ASSERT_EQ(build().size(), 1u);
 }
 
-TEST_F(RecordDecoderTest, WaitCounterRangesAreTheirOwnKind) {
+// The entry of a compile's wait counter whose handle is 0xabc.
+annotation_enter compile_counter_entry() {
   annotation_enter enter{};
   enter.handle = 0xabc;
   std::memcpy(enter.name, "pytorch.wait_counter.dynamo_compile", 35);
   enter.name_length = 35;
   enter.scope = ANNOTATION_SCOPE_WAIT_COUNTER;
-  decoder_.decode(bytes_of(head(OP_RECORD_ANNOTATION_ENTER, 7, 10), enter));
+  return enter;
+}
+
+TEST_F(RecordDecoderTest, WaitCounterRangesAreTheirOwnKind) {
+  decoder_.decode(bytes_of(head(OP_RECORD_ANNOTATION_ENTER, 7, 10), compile_counter_entry()));
   decoder_.decode(bytes_of(head(OP_RECORD_ANNOTATION_EXIT, 7, 20), annotation_exit{0xabc}));
   EXPECT_EQ(annotation_names_, std::vector<std::string>{"pytorch.wait_counter.dynamo_compile"});
   EXPECT_EQ(annotation_kinds_, std::vector<model::RangeKind>{model::RangeKind::kWaitCounter});
@@ -292,12 +297,7 @@ TEST_F(RecordDecoderTest, WaitCounterRangesAreTheirOwnKind) {
 // A recompile's reason comes just before its counter's exit, and becomes the range's one output;
 // a reason for another handle is left to that handle.
 TEST_F(RecordDecoderTest, ARecompileReasonIsTheCounterRangesOutput) {
-  annotation_enter enter{};
-  enter.handle = 0xabc;
-  std::memcpy(enter.name, "pytorch.wait_counter.dynamo_compile", 35);
-  enter.name_length = 35;
-  enter.scope = ANNOTATION_SCOPE_WAIT_COUNTER;
-  decoder_.decode(bytes_of(head(OP_RECORD_ANNOTATION_ENTER, 7, 10), enter));
+  decoder_.decode(bytes_of(head(OP_RECORD_ANNOTATION_ENTER, 7, 10), compile_counter_entry()));
   recompile_reason other{.handle = 0xdef, .length = 5, .reserved = 0, .text = "other"};
   decoder_.decode(bytes_of(head(OP_RECORD_RECOMPILE_REASON, 7, 19), other));
   const std::string text = "0/0: tensor 'x' requires_grad mismatch. expected requires_grad=0";
