@@ -3,8 +3,7 @@
  * Reading CPython objects a runtime keeps in a frame's slots: finding the frame of a given code
  * object on the calling thread's stack, following a cell or a list, and checking that an object
  * is a str whose characters can be copied as they are. Object headers are those of CPython's
- * default (not free-threaded) builds, 3.11 to 3.14, the same in each; userspace asks for none
- * of this for other builds (symbolizer/dynamo/recompile_reasons.h).
+ * default builds, 3.9 to 3.14, the same in each (tprof refuses free-threaded ones).
  */
 #ifndef TPROF_BPF_PYTHON_OBJECTS_BPF_H
 #define TPROF_BPF_PYTHON_OBJECTS_BPF_H

@@ -9,7 +9,7 @@ constexpr std::string_view kCompileFunction = "_compile";
 constexpr std::string_view kConvertFrameFile = "torch/_dynamo/convert_frame.py";
 constexpr std::string_view kReasonLocal = "recompile_reason";    // torch 2.14: a str
 constexpr std::string_view kReasonsLocal = "recompile_reasons";  // torch 2.6: a list of str
-constexpr uint32_t kSlotBytes = 8;  // a PyObject* (3.11–3.13) or a _PyStackRef (3.14)
+constexpr uint32_t kSlotBytes = 8;  // a PyObject* (3.9–3.13) or a _PyStackRef (3.14)
 
 }  // namespace
 
@@ -19,7 +19,6 @@ bool is_dynamo_compile(const CodeInfo& code) {
 
 std::optional<recompile_reason_site> find_recompile_reason_site(const PythonLayout& layout, const ReadMemory& read,
                                                                 uint64_t code_address) {
-  if (layout.version.major != 3 || layout.version.minor < 11) return std::nullopt;
   const auto slots = read_frame_slots(layout, read, code_address);
   if (!slots) return std::nullopt;
   for (size_t index = 0; index < slots->names.size(); ++index) {

@@ -4,8 +4,7 @@
 // whole compile: torch 2.14's `recompile_reason` (a str), 2.6's `recompile_reasons` (a list, one
 // per cached graph, most recent first; held in a cell because a nested function reads it). Its
 // compile wait counter stops inside `_compile`, after the reason was set on both: the stop's
-// probe reads it there (bpf/annotation_probes.bpf.h). Not before 3.11, whose frames tprof does
-// not read slots of.
+// probe reads it there (bpf/annotation_probes.bpf.h).
 #pragma once
 
 #include <cstdint>

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
+#include <utility>
 #include <vector>
 
 namespace tprof::symbolizer {
@@ -194,28 +196,69 @@ const CodeInfo* CodeObjectCache::lookup(uint64_t code_address) {
   return entry->second ? &*entry->second : nullptr;
 }
 
-std::optional<FrameSlots> read_frame_slots(const PythonLayout& layout, const ReadMemory& read, uint64_t code_address) {
-  if (layout.code_localsplusnames < 0 || layout.code_localspluskinds < 0) return std::nullopt;
+namespace {
+
+// A tuple of str, each as UTF-8; nullopt if any of it cannot be read, or `expected_size` is given
+// and differs.
+std::optional<std::vector<std::string>> read_names(const PythonLayout& layout, const ReadMemory& read,
+                                                   uint64_t tuple, std::optional<size_t> expected_size = {}) {
+  constexpr int64_t kMaxNames = 1 << 16;
+  int64_t size = -1;
+  if (tuple == 0 || !read(tuple + layout.tuple_size, &size, sizeof(size)) || size < 0 || size > kMaxNames ||
+      (expected_size && static_cast<size_t>(size) != *expected_size))
+    return std::nullopt;
+  std::vector<uint64_t> items(static_cast<size_t>(size));
+  if (!items.empty() && !read(tuple + layout.tuple_items, items.data(), items.size() * sizeof(uint64_t)))
+    return std::nullopt;
+  std::vector<std::string> names;
+  for (const uint64_t item : items) {
+    auto name = read_unicode(layout, read, item);
+    if (!name) return std::nullopt;
+    names.push_back(std::move(*name));
+  }
+  return names;
+}
+
+// 3.11+: co_localsplusnames, and their kinds in co_localspluskinds.
+std::optional<FrameSlots> read_localsplus(const PythonLayout& layout, const ReadMemory& read, uint64_t code_address) {
   const auto names_offset = static_cast<uint32_t>(layout.code_localsplusnames);
   const auto kinds_offset = static_cast<uint32_t>(layout.code_localspluskinds);
   const RemoteBlock code(read, code_address, std::max(names_offset, kinds_offset) + sizeof(uint64_t));
   if (!code.readable()) return std::nullopt;
   auto kinds = read_bytes(layout, read, code.field<uint64_t>(kinds_offset));
-  const uint64_t names = code.field<uint64_t>(names_offset);
-  if (!kinds || names == 0) return std::nullopt;
-  // A tuple with as many names as there are kinds: its ob_size, then its items.
-  std::vector<uint64_t> items(kinds->size());
-  int64_t size = -1;
-  if (!read(names + layout.tuple_size, &size, sizeof(size)) || size != static_cast<int64_t>(items.size()) ||
-      (!items.empty() && !read(names + layout.tuple_items, items.data(), items.size() * sizeof(uint64_t))))
-    return std::nullopt;
-  FrameSlots slots{.names = {}, .kinds = std::move(*kinds)};
-  for (const uint64_t item : items) {
-    auto name = read_unicode(layout, read, item);
-    if (!name) return std::nullopt;
-    slots.names.push_back(std::move(*name));
+  if (!kinds) return std::nullopt;
+  auto names = read_names(layout, read, code.field<uint64_t>(names_offset), kinds->size());
+  if (!names) return std::nullopt;
+  return FrameSlots{.names = std::move(*names), .kinds = std::move(*kinds)};
+}
+
+// 3.9/3.10: f_localsplus holds co_varnames' locals, then co_cellvars' cells, then co_freevars'.
+std::optional<FrameSlots> read_separate_slot_names(const PythonLayout& layout, const ReadMemory& read,
+                                                   uint64_t code_address) {
+  constexpr uint8_t kLocal = 0x20, kFree = 0x80;  // CO_FAST_LOCAL, CO_FAST_FREE
+  const auto offsets = {layout.code_varnames, layout.code_cellvars, layout.code_freevars};
+  const RemoteBlock code(read, code_address, static_cast<uint32_t>(std::max(offsets)) + sizeof(uint64_t));
+  if (!code.readable()) return std::nullopt;
+  FrameSlots slots;
+  for (const auto& [offset, kind] : {std::pair{layout.code_varnames, kLocal}, std::pair{layout.code_cellvars, kSlotIsCell},
+                                     std::pair{layout.code_freevars, kFree}}) {
+    auto names = read_names(layout, read, code.field<uint64_t>(static_cast<uint32_t>(offset)));
+    if (!names) return std::nullopt;
+    slots.kinds.insert(slots.kinds.end(), names->size(), kind);
+    slots.names.insert(slots.names.end(), std::make_move_iterator(names->begin()),
+                       std::make_move_iterator(names->end()));
   }
   return slots;
+}
+
+}  // namespace
+
+std::optional<FrameSlots> read_frame_slots(const PythonLayout& layout, const ReadMemory& read, uint64_t code_address) {
+  if (layout.code_localsplusnames >= 0 && layout.code_localspluskinds >= 0)
+    return read_localsplus(layout, read, code_address);
+  if (layout.code_varnames >= 0 && layout.code_cellvars >= 0 && layout.code_freevars >= 0)
+    return read_separate_slot_names(layout, read, code_address);
+  return std::nullopt;
 }
 
 }  // namespace tprof::symbolizer

@@ -45,15 +45,16 @@ int line(const CodeInfo& code, uint32_t instruction);
 std::optional<CodeInfo> read_code_object(const PythonLayout& layout, const ReadMemory& read,
                                          uint64_t code_address);
 
-// A code object's frame slots (3.11+): slot i of its frames is names[i], of kind kinds[i]
-// (CO_FAST_LOCAL, CO_FAST_CELL, CO_FAST_FREE bits).
+// A code object's frame slots: slot i of its frames (f_localsplus) is names[i], of kind kinds[i]
+// (CO_FAST_LOCAL, CO_FAST_CELL, CO_FAST_FREE bits). 3.11+ keeps them so (co_localsplusnames,
+// co_localspluskinds); 3.9/3.10 in co_varnames, co_cellvars and co_freevars, in slot order.
 struct FrameSlots {
-  std::vector<std::string> names;  // co_localsplusnames
-  std::vector<uint8_t> kinds;      // co_localspluskinds
+  std::vector<std::string> names;
+  std::vector<uint8_t> kinds;
 };
 constexpr uint8_t kSlotIsCell = 0x40;  // CO_FAST_CELL: the slot holds a cell
 
-// nullopt before 3.11, or when the slots cannot be read whole.
+// nullopt when the layout locates neither form, or the slots cannot be read whole.
 std::optional<FrameSlots> read_frame_slots(const PythonLayout& layout, const ReadMemory& read, uint64_t code_address);
 
 // read_code_object with memoisation. Failures are remembered too: an address that is not a

@@ -65,6 +65,9 @@ struct PythonLayout {
   int32_t code_code = -1;          // 3.9/3.10: co_code (a bytes object), -1 if absent
   int32_t code_localsplusnames = -1;  // 3.11+: the frame slots' names (a tuple of str), -1 if absent
   int32_t code_localspluskinds = -1;  // 3.11+: their kinds (a bytes object: CO_FAST_CELL...), -1 if absent
+  int32_t code_varnames = -1;      // 3.9/3.10: the slots' names apart (tuples of str), -1 if absent
+  int32_t code_cellvars = -1;
+  int32_t code_freevars = -1;
 
   // Objects, strings, bytes.
   uint32_t object_type = 8;        // ob_type

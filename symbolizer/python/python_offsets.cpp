@@ -321,8 +321,11 @@ void apply_builtin_offsets(PythonLayout& layout) {
     layout.code_linetable = 120;
     layout.code_adaptive = -1;
     layout.code_code = 48;
-    layout.code_localsplusnames = -1;  // co_varnames, co_cellvars and co_freevars apart: not read
+    layout.code_localsplusnames = -1;  // the slots' names apart, instead (offsetof in the headers)
     layout.code_localspluskinds = -1;
+    layout.code_varnames = 72;
+    layout.code_freevars = 80;
+    layout.code_cellvars = 88;
     layout.unicode_ascii_data = 48;
     layout.unicode_compact_data = 72;
     return;
@@ -340,6 +343,7 @@ void apply_builtin_offsets(PythonLayout& layout) {
   layout.code_linetable = 136;
   layout.code_localsplusnames = 96;  // the same on 3.11 and 3.12 (offsetof in their headers)
   layout.code_localspluskinds = 104;
+  layout.code_varnames = layout.code_cellvars = layout.code_freevars = -1;
   if (minor == 11) {
     layout.interpreter_threads_head = 0x10;
     layout.thread_thread_id = 152;

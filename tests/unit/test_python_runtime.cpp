@@ -289,20 +289,20 @@ TEST_P(DiscoverPython, LayoutWalksTheLiveStackToTheSleepingFunction) {
   EXPECT_EQ(reader.type_name(first_local), "str");
   EXPECT_EQ(reader.ascii_string(first_local), kMarkerArgument);
 
-  // The frame slots' names (3.11+): a tuple, whose items follow a hash cache on 3.14.
+  // The frame slots' names: 3.11+'s co_localsplusnames, a tuple whose items follow a hash
+  // cache on 3.14; 3.9/3.10's co_varnames (and no cells or free variables here).
   EXPECT_EQ(layout.code_localsplusnames >= 0, report.version.minor >= 11);
-  if (layout.code_localsplusnames >= 0) {
-    EXPECT_EQ(reader.type_name(reader.pointer(sleeping.code + static_cast<uint32_t>(layout.code_localsplusnames))),
-              "tuple");
-    const ProcessMemory memory(report.pid);
-    const auto slots = read_frame_slots(
-        layout, [&memory](uint64_t address, void* out, size_t size) { return memory.read(address, out, size); },
-        sleeping.code);
-    ASSERT_TRUE(slots.has_value());
-    EXPECT_EQ(slots->names, std::vector<std::string>{"marker"});
-    ASSERT_EQ(slots->kinds.size(), 1u);
-    EXPECT_EQ(slots->kinds[0] & kSlotIsCell, 0);
-  }
+  EXPECT_EQ(layout.code_varnames >= 0, report.version.minor <= 10);
+  const int32_t names = layout.code_localsplusnames >= 0 ? layout.code_localsplusnames : layout.code_varnames;
+  EXPECT_EQ(reader.type_name(reader.pointer(sleeping.code + static_cast<uint32_t>(names))), "tuple");
+  const ProcessMemory memory(report.pid);
+  const auto slots = read_frame_slots(
+      layout, [&memory](uint64_t address, void* out, size_t size) { return memory.read(address, out, size); },
+      sleeping.code);
+  ASSERT_TRUE(slots.has_value());
+  EXPECT_EQ(slots->names, std::vector<std::string>{"marker"});
+  ASSERT_EQ(slots->kinds.size(), 1u);
+  EXPECT_EQ(slots->kinds[0] & kSlotIsCell, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryInstalledInterpreter, DiscoverPython,

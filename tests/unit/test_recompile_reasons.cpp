@@ -1,5 +1,5 @@
 // Where dynamo's `_compile` keeps why it compiles again, found in live interpreters (each
-// installed pyenv CPython 3.11+) from a stand-in for torch/_dynamo/convert_frame.py with both
+// installed pyenv CPython 3.9-3.13, and Debian's 3.11) from a stand-in for torch/_dynamo/convert_frame.py with both
 // torch versions' shapes of the function: 2.6's list held in a cell, 2.14's plain str.
 #include "symbolizer/dynamo/recompile_reasons.h"
 
@@ -50,6 +50,8 @@ time.sleep(3600)
 )PY";
 
 const char* const kInterpreters[] = {
+    "/root/.pyenv/versions/3.9.18/bin/python3",
+    "/root/.pyenv/versions/3.10.13/bin/python3",
     "/root/.pyenv/versions/3.11.7/bin/python3",
     "/root/.pyenv/versions/3.12.1/bin/python3",
     "/root/.pyenv/versions/3.13.0/bin/python3",
@@ -95,7 +97,8 @@ TEST_P(RecompileReasonSiteTest, ListInACellAsTorch26KeepsIt) {
   const auto site = site_of("list_in_cell");
   ASSERT_TRUE(site.has_value());
   EXPECT_EQ(site->code, codes_.at("list_in_cell").get<uint64_t>());
-  // Slots: the argument, then the plain local, then the cell.
+  // Slots: the argument, then the plain local, then the cell (3.9/3.10 order them so too:
+  // co_varnames, then co_cellvars).
   EXPECT_EQ(site->local_offset, layout_.frame_localsplus + 2 * 8);
   EXPECT_EQ(site->flags, RECOMPILE_REASON_IN_LIST | RECOMPILE_REASON_IN_CELL);
   EXPECT_EQ(site->ascii_data, layout_.unicode_ascii_data);
