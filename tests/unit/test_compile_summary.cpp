@@ -138,7 +138,7 @@ TEST_F(CompileSummaryTest, TheCompileWaitCounterTimesCompilesAndHoldsTheirWork) 
 }
 
 // A recompile's counter carries dynamo's reason (its range's one output); each distinct reason
-// is listed once, in the summary and from a saved trace alike.
+// is listed once, in the summary and from a saved trace alike, in the order of the failed graphs.
 TEST_F(CompileSummaryTest, RecompileReasonsComeFromTheCompileCounters) {
   model::Value reason;
   reason.kind = model::ValueKind::kString;
@@ -148,13 +148,18 @@ TEST_F(CompileSummaryTest, RecompileReasonsComeFromTheCompileCounters) {
   sink_.op({.tid = 1, .span = recompile, .op = kCompileCounter});
   sink_.op({.tid = 1, .span = recompile, .op = kOtherCounter});  // 2.14's enclosing counter: the same reason
   sink_.recompile_reason(reason.text);                           // as a saved trace gives it
+  sink_.recompile_reason("0/10: tensor 'x' size mismatch at index 0. expected 11, actual 12");
+  sink_.recompile_reason("0/2: tensor 'x' size mismatch at index 0. expected 3, actual 4");
   close(kRegion00, 0, 1000, 1010, &kUserCall);
   const std::vector<std::string> lines = sink_.describe();
   const auto heading = std::find(lines.begin(), lines.end(), "  recompiled because (the guard that failed, as dynamo words it):");
   ASSERT_NE(heading, lines.end()) << ::testing::PrintToString(lines);
   ASSERT_NE(heading + 1, lines.end());
+  ASSERT_GE(lines.end() - heading, 4);
   EXPECT_EQ(*(heading + 1), "    " + reason.text);
-  EXPECT_EQ(std::count_if(lines.begin(), lines.end(), [](const std::string& line) { return line.find("mismatch") != line.npos; }), 1);
+  EXPECT_TRUE((heading + 2)->starts_with("    0/2: ")) << *(heading + 2);  // graph ids in numeric order
+  EXPECT_TRUE((heading + 3)->starts_with("    0/10: ")) << *(heading + 3);
+  EXPECT_EQ(std::count_if(lines.begin(), lines.end(), [](const std::string& line) { return line.find("mismatch") != line.npos; }), 3);
 }
 
 // torch 2.6 opens both, the counter inside the range: one compile, timed by the counter.

@@ -139,6 +139,18 @@ void CompileSummarySink::python_span(uint32_t, const model::PythonSpan& span) {
   if (graph_breaks_.size() < kMaxGraphBreaks) graph_breaks_.insert(std::move(graph_break));
 }
 
+bool CompileSummarySink::ByGraphId::operator()(const std::string& a, const std::string& b) const {
+  // "<frame>/<recompile>: " as numbers; {max, max} for a text without the prefix (last).
+  const auto graph_id = [](const std::string& reason) {
+    std::pair<uint64_t, uint64_t> id{UINT64_MAX, UINT64_MAX};
+    const size_t colon = reason.find(": ");
+    if (colon == std::string::npos || !parse_compiled_region(std::string(kRegionPrefix) + reason.substr(0, colon), &id))
+      return std::pair<uint64_t, uint64_t>{UINT64_MAX, UINT64_MAX};
+    return id;
+  };
+  return std::pair(graph_id(a), std::string_view(a)) < std::pair(graph_id(b), std::string_view(b));
+}
+
 void CompileSummarySink::recompile_reason(const std::string& reason) {
   if (recompile_reasons_.size() < kMaxRecompileReasons) recompile_reasons_.insert(reason);
 }

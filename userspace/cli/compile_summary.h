@@ -80,7 +80,12 @@ class CompileSummarySink final : public model::TraceSink {
   Ops outside_;
   // (file, function, line) of each graph break.
   std::set<std::tuple<std::string, std::string, std::string>> graph_breaks_;
-  std::set<std::string> recompile_reasons_;  // distinct, at most kMaxRecompileReasons
+  // Dynamo's reasons start with the id of the graph whose guard failed ("0/10: ..."): in the
+  // order of those ids, as numbers.
+  struct ByGraphId {
+    bool operator()(const std::string& a, const std::string& b) const;
+  };
+  std::set<std::string, ByGraphId> recompile_reasons_;  // distinct, at most kMaxRecompileReasons
   struct Compiles {
     uint64_t count = 0;
     uint64_t ns = 0;
