@@ -542,10 +542,11 @@ void close_ranges_into(ThreadEvents& events, uint32_t thread, const DistinctStri
     const Range& range = *open.back();
     open.pop_back();
     // The interned name stands for the operator index: one per name.
-    const model::OpSpan span{.start_ns = static_cast<uint64_t>(range.start_ns),
-                             .end_ns = static_cast<uint64_t>(range.end_ns),
-                             .operator_index = range.name,
-                             .depth = static_cast<uint32_t>(open.size())};
+    model::OpSpan span;
+    span.start_ns = static_cast<uint64_t>(range.start_ns);
+    span.end_ns = static_cast<uint64_t>(range.end_ns);
+    span.operator_index = range.name;
+    span.depth = static_cast<uint32_t>(open.size());
     sink.op({.tid = thread, .span = span, .op = operator_named(operators, strings.text(range.name))});
   };
   for (const Range& range : ranges) {
@@ -578,7 +579,11 @@ OperatorTotalsTable totals_from_trace(const std::string& path, bool group_by_sha
     events = ThreadEvents{};
   }
   if (!compile_summary) return table;
-  for (const std::string& name : reader.resume_functions()) compile.python_span(0, {.name = name});
+  for (const std::string& name : reader.resume_functions()) {
+    model::PythonSpan span;
+    span.name = name;
+    compile.python_span(0, span);
+  }
   for (const std::string& reason : reader.recompile_reasons()) compile.recompile_reason(reason);
   *compile_summary = compile.describe();
   return table;
