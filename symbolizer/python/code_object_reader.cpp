@@ -190,9 +190,10 @@ std::optional<CodeInfo> read_code_object(const PythonLayout& layout, const ReadM
   };
 }
 
-const CodeInfo* CodeObjectCache::lookup(uint64_t code_address) {
+const CodeInfo* CodeObjectCache::lookup(uint64_t code_address, bool* read_now) {
   auto [entry, inserted] = entries_.try_emplace(code_address);
   if (inserted) entry->second = read_code_object(layout_, read_, code_address);
+  if (read_now) *read_now = inserted;
   return entry->second ? &*entry->second : nullptr;
 }
 

@@ -72,8 +72,9 @@ class CodeObjectCache {
         }) {}
 
   // The code object at `code_address`, or nullptr when it is unreadable or not a code object.
-  // The pointer stays valid for the cache's lifetime.
-  const CodeInfo* lookup(uint64_t code_address);
+  // The pointer stays valid for the cache's lifetime. `read_now`, if given, says whether this
+  // lookup was the address's first (the one that read it).
+  const CodeInfo* lookup(uint64_t code_address, bool* read_now = nullptr);
 
  private:
   PythonLayout layout_;

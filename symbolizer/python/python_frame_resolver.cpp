@@ -28,9 +28,10 @@ ResolvedStack PythonFrameResolver::resolve(const python_stack& raw) {
   stack.reserve(depth);
   for (uint32_t i = 0; i < depth; ++i) {
     const python_frame& frame = raw.frames[i];
-    const symbolizer::CodeInfo* code = code_objects_.lookup(frame.code);
+    bool read_now = false;
+    const symbolizer::CodeInfo* code = code_objects_.lookup(frame.code, &read_now);
     if (!code) continue;
-    if (observe_code_ && observed_codes_.insert(frame.code).second) observe_code_(frame.code, *code);
+    if (read_now && observe_code_) observe_code_(frame.code, *code);
     ResolvedFrame resolved;
     resolved.frame_address = frame.frame;
     resolved.code_address = frame.code;

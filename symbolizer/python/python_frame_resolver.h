@@ -9,7 +9,6 @@
 #include <functional>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "python_stack.h"
 #include "symbolizer/python/code_object_reader.h"
@@ -40,7 +39,6 @@ class PythonFrameResolver {
   std::unordered_map<uint64_t, std::string> class_names_;  // by type object address
   std::unordered_map<uint64_t, bool> module_types_;        // by type object address: an nn.Module class?
   CodeObserver observe_code_;
-  std::unordered_set<uint64_t> observed_codes_;
 };
 
 }  // namespace tprof

@@ -141,12 +141,14 @@ void CompileSummarySink::python_span(uint32_t, const model::PythonSpan& span) {
 
 bool CompileSummarySink::ByGraphId::operator()(const std::string& a, const std::string& b) const {
   // "<frame>/<recompile>: " as numbers; {max, max} for a text without the prefix (last).
-  const auto graph_id = [](const std::string& reason) {
-    std::pair<uint64_t, uint64_t> id{UINT64_MAX, UINT64_MAX};
-    const size_t colon = reason.find(": ");
-    if (colon == std::string::npos || !parse_compiled_region(std::string(kRegionPrefix) + reason.substr(0, colon), &id))
+  const auto graph_id = [](std::string_view reason) {
+    const std::string_view id = reason.substr(0, reason.find(": "));
+    const size_t slash = id.find('/');
+    std::pair<uint64_t, uint64_t> graph;
+    if (id.size() == reason.size() || slash == id.npos || !parse_number(id.substr(0, slash), &graph.first) ||
+        !parse_number(id.substr(slash + 1), &graph.second))
       return std::pair<uint64_t, uint64_t>{UINT64_MAX, UINT64_MAX};
-    return id;
+    return graph;
   };
   return std::pair(graph_id(a), std::string_view(a)) < std::pair(graph_id(b), std::string_view(b));
 }
