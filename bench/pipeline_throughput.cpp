@@ -188,8 +188,11 @@ int main(int argc, char** argv) {
   const std::string suffix = gzip ? ".json.gz" : ".json";
 
   std::vector<model::Operator> operators;
-  for (uint32_t i = 0; i < kOperators; ++i)
-    operators.push_back({"aten::op" + std::to_string(i), "aten::op" + std::to_string(i) + "(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor"});
+  for (uint32_t i = 0; i < kOperators; ++i) {
+    model::Operator& op = operators.emplace_back();
+    op.name = "aten::op" + std::to_string(i);
+    op.schema = op.name + "(Tensor self, Tensor other, *, Scalar alpha=1) -> Tensor";
+  }
   std::vector<StoredStack> stacks;
   for (int variant = 0; variant < 3; ++variant) {
     ResolvedStack frames = stack_of_depth_12(variant);

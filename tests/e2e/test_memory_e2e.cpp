@@ -222,7 +222,9 @@ void expect_device_reports_recorded(const WorkloadEnvironment& environment) {
   }
   SummaryOptions all{.sort = "cuda_memory_usage", .row_limit = SIZE_MAX, .group_by_shape = false};
   for (const OperatorTotals& row : totals_from_trace(trace_path.string(), false).rows(all))
-    if (row.name == "## device ##") EXPECT_EQ(row.device_memory_bytes, kMiB) << "2 + 1 allocated, 2 freed inside it";
+    if (row.name == "## device ##") {
+      EXPECT_EQ(row.device_memory_bytes, kMiB) << "2 + 1 allocated, 2 freed inside it";
+    }
   EXPECT_EQ(load_trace(trace_path).at("tprof_summary").at("memory").at("device_events"), 4);
 }
 

@@ -233,10 +233,11 @@ TEST_P(TargetHarm, TargetSurvivesFullTracingAndTheTraceHoldsItsOps) {
   EXPECT_EQ(OpCensus::of(census.unwound, harm.unwound_op), size_t(harm.steps) * harm.unwound_per_step * reference["threads"].get<size_t>())
       << harm.unwound_op << " calls flagged 'tprof: unwound'; all unwound: " << describe(census.unwound);
   // Its JIT-only operator's calls have no c10 name: no range, as torch records none, counted.
-  if (harm.scenario == "boxed-op-error")
+  if (harm.scenario == "boxed-op-error") {
     EXPECT_NE(tprof.console().find(std::to_string(harm.steps) + " calls through torch.ops had no c10 operator name"),
               std::string::npos)
         << tprof.console();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -54,7 +54,7 @@ std::vector<symbolizer::OpArgumentPlan> plans() {
 
 std::vector<model::Operator> operators() {
   std::vector<model::Operator> operators;
-  for (size_t i = 0; i < kInputTypes.size(); ++i) operators.push_back({.name = "aten::op" + std::to_string(i), .schema = "", .kind = model::RangeKind::kOperator});
+  for (size_t i = 0; i < kInputTypes.size(); ++i) operators.emplace_back().name = "aten::op" + std::to_string(i);
   return operators;
 }
 

@@ -53,8 +53,9 @@ TEST_P(OpCallGuardsTest, NearlyEveryOpHasAGuardOfItsOwnInWritableData) {
     distinct.insert(guard);
     // A guard lives in .bss: no section stored in the file holds it, or a writable one.
     for (const SectionMap::Section& section : sections_->sections())
-      if (guard >= section.address && guard < section.address + section.bytes.size())
+      if (guard >= section.address && guard < section.address + section.bytes.size()) {
         EXPECT_FALSE(section.executable) << std::hex << guard;
+      }
   }
   std::cout << GetParam().name << ": guards of " << found << " of " << guards_.size() << " op functions\n";
   EXPECT_GE(found, guards_.size() * 99 / 100);

@@ -869,7 +869,9 @@ TEST(SpanCloser, InWindowsOfOpsOnlyWholeStepsAreProfilerStepsWithTheirRealNumber
     EXPECT_TRUE(op.span.start_ns < 1310 || op.span.start_ns >= 1400) << op.name << " between windows";
   // What ran before the second window's first boundary belongs to no step a schedule counts.
   for (const auto& op : c.sink.ops)
-    if (op.span.start_ns >= 1400 && op.span.start_ns < 1440) EXPECT_EQ(op.span.step, model::OpSpan::kNoStep) << op.name;
+    if (op.span.start_ns >= 1400 && op.span.start_ns < 1440) {
+      EXPECT_EQ(op.span.step, model::OpSpan::kNoStep) << op.name;
+    }
   EXPECT_EQ(ranges_by_name(c.sink).at("aten::op0").step, 97u) << "the last op0, after the 97th step";
 }
 
