@@ -131,8 +131,14 @@ TEST(Schedule, WritesOneTracePerCycleOfTheStepsTorchsScheduleRecordsThenDetaches
 }
 
 // Without options: 12 iterations of the training loop give exactly 12 steps, each enclosing its
-// iteration's Optimizer.step. The first, first seen inside the loop (the workload slept before
-// it), is a partial step; the other 11 are ProfilerStep#1 to #11.
+// iteration's Optimizer.step. The workload waits on stdin before its loop, and where tprof first
+// sees its thread decides the first step (docs/steps-and-summaries.md):
+//  - most often at its first op, inside the loop: the first iteration is "Partial step (in
+//    progress when first seen)", as tprof cannot tell it from one it came into, and the other 11
+//    are ProfilerStep#1 to #11;
+//  - now and then the stack sampler catches it between its wakeup and its loop (CI, 2026-11-29;
+//    most runs with --sample-hz 20000): the first iteration is ProfilerStep#0, and all 12 are
+//    whole.
 TEST(Steps, TwelveIterationsGiveTwelveStepsEachHoldingItsOptimizerStep) {
   if (!testing::has_tracing_capabilities())
     GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; steps are NOT tested ***";
@@ -141,13 +147,23 @@ TEST(Steps, TwelveIterationsGiveTwelveStepsEachHoldingItsOptimizerStep) {
   record_workload_with_tprof(host_workload(scratch.path()), {"--steps", "12"}, trace_path, {"--no-et"});
   const TraceJson trace = load_trace(trace_path);
   std::vector<Slice> steps = named(trace, "ProfilerStep#");
-  const std::vector<Slice> partial = named(trace, "Partial step"), optimizer_steps = named(trace, "Optimizer.step#");
-  ASSERT_EQ(partial.size(), 1u);
-  steps.push_back(partial.front());
+  const std::vector<Slice> partial = named(trace, "Partial step (in progress when first seen)");
+  const std::vector<Slice> optimizer_steps = named(trace, "Optimizer.step#");
+  ASSERT_EQ(named(trace, "Partial step").size(), partial.size()) << "no other partial step";
+  ASSERT_LE(partial.size(), 1u);
+  std::set<int> expected_numbers = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  if (partial.empty()) {
+    expected_numbers.insert(0);
+  } else {
+    EXPECT_TRUE(std::all_of(steps.begin(), steps.end(),
+                            [&](const Slice& step) { return step.start >= partial.front().end; }))
+        << "the partial step is the first";
+    steps.push_back(partial.front());
+  }
   ASSERT_EQ(steps.size(), 12u);
   ASSERT_EQ(optimizer_steps.size(), 12u);
   for (const Slice& step : steps) EXPECT_EQ(count_inside(optimizer_steps, step), 1u);
-  EXPECT_EQ(step_contents(trace).steps, (std::set<int>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(step_contents(trace).steps, expected_numbers);
 }
 
 // Each call of the function --step-function names is one step: 5 training_step calls give 5
