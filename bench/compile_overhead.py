@@ -19,7 +19,14 @@ boxed dispatch (counted as "ops" below).
 
 With --inductor, the function is tests/workloads/inductor_function.py's, compiled by inductor
 in the roots with its C++ toolchain (scripts/make-inductor-root.sh): a call is two compiled
-regions, three fused C++ kernels (which tprof probes as it finds them) and an ATen mm.
+regions, three fused C++ kernels (which tprof probes as it finds them) and an ATen mm. More
+modes isolate what a kernel call costs:
+  nokernels   - ops, with --skip-ops '^cpp_fused_': every probe but the kernels'
+  noops       - ops, with --ops '^$': no op or kernel probed, dynamo's ranges still
+  kernelsonly - ops, with --ops '^cpp_fused_': the kernels and dynamo's ranges
+  floorkernel - empty BPF programs on the kernels' sites alone (tprof-floor-probe --inductor-kernels)
+Per kernel call: tprof among all its probes, (ops - nokernels) / kernels; tprof alone,
+(kernelsonly - noops) / kernels; the floor, the traps alone, (floorkernel - none) / kernels.
 
 Usage (root): /usr/bin/python3 bench/compile_overhead.py [--inductor | --aot-eager] [--rounds R] [--steps N] [--markdown FILE]
 """
@@ -33,12 +40,13 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from overhead import REPO, TPROF, Attached, StepTimer, bench_arguments, print_report  # noqa: E402
+from overhead import FLOOR, REPO, TPROF, Attached, StepTimer, bench_arguments, print_report  # noqa: E402
 
 COPIED = ("bench/step_timer.py", "tests/workloads/train_loop.py", "tests/workloads/compiled_function.py",
           "tests/workloads/inductor_function.py")
 KINDS = ("ops", "regions", "lookups", "kernels")
 STEP_OPTIONS = {"eager": ["--compiled"], "aot_eager": ["--compiled", "--aot-eager"], "inductor": ["--inductor"]}
+OPS_ONLY = ["--no-python", "--no-shapes"]
 
 
 def ranges_per_call(trace_path, calls):
@@ -66,18 +74,27 @@ def measure(root, rounds, steps, backend):
         inside = "/tmp/" + os.path.basename(scratch)
         timer = StepTimer(["chroot", root, "env", f"TORCHINDUCTOR_CACHE_DIR={inside}/inductor-cache", "python3",
                            inside + "/bench/step_timer.py"] + STEP_OPTIONS[backend])
-        samples = {mode: [] for mode in ("none", "ops", "tprof")}
+        traced = [("ops", OPS_ONLY), ("tprof", [])]
+        if backend == "inductor":
+            traced += [("nokernels", OPS_ONLY + ["--skip-ops", "^cpp_fused_"]), ("noops", OPS_ONLY + ["--ops", "^$"]),
+                       ("kernelsonly", OPS_ONLY + ["--ops", "^cpp_fused_"])]
+        samples = {mode: [] for mode in ["none"] + [mode for mode, _ in traced] +
+                   (["floorkernel"] if backend == "inductor" else [])}
         per_call = None
         try:
             for round_index in range(rounds):
                 samples["none"].append(timer.measure("run", steps))
-                for mode, extra in (("ops", ["--no-python", "--no-shapes"]), ("tprof", [])):
+                for mode, extra in traced:
                     trace = os.path.join(scratch, f"{mode}{round_index}.pt.trace.json")
                     tprof = Attached([TPROF, "attach", str(timer.pid), "--output", trace, "--no-et"] + extra)
                     samples[mode].append(timer.measure("run", steps))
                     tprof.close()
                     if mode == "ops" and per_call is None:
                         per_call = ranges_per_call(trace, steps)
+                if "floorkernel" in samples:
+                    floor = Attached([FLOOR, str(timer.pid), "--inductor-kernels"])
+                    samples["floorkernel"].append(timer.measure("run", steps))
+                    floor.close()
         finally:
             timer.close()
     return {mode: statistics.median(values) for mode, values in samples.items()}, per_call
@@ -106,6 +123,16 @@ def main():
                      f"per call tprof recorded {per_call['ops']:.1f} ops, {per_call['regions']:.1f} compiled regions, "
                      f"{per_call['lookups']:.1f} cache lookups and {per_call['kernels']:.1f} inductor kernels: "
                      f"{added / ranges:.1f} us per recorded range")
+        if backend == "inductor" and per_call["kernels"]:
+            kernels = per_call["kernels"]
+            among_all = (medians["ops"] - medians["nokernels"]) / kernels
+            alone = (medians["kernelsonly"] - medians["noops"]) / kernels
+            floor = (medians["floorkernel"] - medians["none"]) / kernels
+            lines.append(f"  - per kernel call: {medians['nokernels']:.1f} us a call with every probe but the kernels', "
+                         f"{medians['noops']:.1f} us with no op or kernel probed, {medians['kernelsonly']:.1f} us with "
+                         f"the kernels alone, {medians['floorkernel']:.1f} us with empty programs on the kernels' "
+                         f"sites alone: tprof {among_all:.1f} us among all its probes, {alone:.1f} us alone; "
+                         f"floor {floor:.1f} us" + (f" (alone: {alone / floor:.2f}x the floor)" if floor > 0 else ""))
     print_report(lines, args.markdown)
 
 

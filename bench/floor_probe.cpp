@@ -2,9 +2,11 @@
 // entry sites tprof probes, the `ret` sites of those functions and __cxa_begin_catch, in the
 // same uprobe_multi mode, and holds them until SIGINT/SIGTERM or the target's exit. Its cost
 // is the uprobe traps alone. With --memory, also the sites of tprof --memory (the allocators'
-// reports in libc10, userspace/loader/memory_probes.h).
+// reports in libc10, userspace/loader/memory_probes.h). With --inductor-kernels, only the sites
+// tprof gives the inductor C++ kernels the target has loaded by then (each kernel's entry and
+// `ret`s, userspace/session/compiled_kernel_watch.h), and no op site.
 //
-//   tprof-floor-probe PID [--memory]
+//   tprof-floor-probe PID [--memory | --inductor-kernels]
 #include <poll.h>
 #include <unistd.h>
 
@@ -13,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "probe_floor.skel.h"
@@ -23,6 +26,7 @@
 #include "userspace/loader/exit_probes.h"
 #include "userspace/loader/memory_probes.h"
 #include "userspace/loader/probe_plan.h"
+#include "userspace/session/compiled_kernel_watch.h"
 #include "userspace/session/stop_signals.h"
 #include "userspace/session/target_process.h"
 #include "userspace/loader/uprobe_multi.h"
@@ -34,7 +38,43 @@ struct SkeletonDeleter {
   void operator()(probe_floor* skeleton) const { probe_floor__destroy(skeleton); }
 };
 
-int run(pid_t pid, bool memory) {
+void wait_for_stop(const tprof::UniqueFd& stop_signals, const tprof::TargetProcess& target) {
+  pollfd waits[2] = {{stop_signals.get(), POLLIN, 0}, {target.exit_notifier().get(), POLLIN, 0}};
+  while (::poll(waits, 2, -1) < 0) {
+  }
+}
+
+std::unique_ptr<probe_floor, SkeletonDeleter> load_floor_programs() {
+  std::unique_ptr<probe_floor, SkeletonDeleter> skeleton(probe_floor__open_and_load());
+  if (!skeleton) throw tprof::Error("cannot load the floor BPF programs");
+  return skeleton;
+}
+
+// The kernels' sites alone, as tprof's CompiledKernelWatch probes them: returns, then entries.
+int run_on_inductor_kernels(pid_t pid) {
+  tprof::TargetProcess target(pid);
+  const auto skeleton = load_floor_programs();
+  const tprof::UniqueFd stop_signals = tprof::block_stop_signals();
+  const uint64_t start_ns = tprof::monotonic_now_ns();
+  std::vector<tprof::BpfLink> links;
+  size_t kernels = 0, returns = 0;
+  for (const tprof::MappedLibrary& library : target.mapped_libraries(tprof::may_be_inductor_kernel_library)) {
+    const auto sites = tprof::inductor_kernel_sites(library.host_path);
+    if (!sites) continue;
+    if (!sites->returns.offsets.empty())
+      links.push_back(tprof::attach_uprobe_multi(skeleton->progs.op_return, pid, sites->returns));
+    links.push_back(tprof::attach_uprobe_multi(skeleton->progs.op_enter, pid, sites->entry));
+    ++kernels;
+    returns += sites->returns.offsets.size();
+  }
+  if (kernels == 0) throw tprof::Error("process " + std::to_string(pid) + " has loaded no inductor C++ kernel");
+  std::fprintf(stderr, "tprof-floor-probe: attached %zu op sites (%zu return sites) of inductor kernels in %.1f ms\n",
+               kernels, returns, static_cast<double>(tprof::monotonic_now_ns() - start_ns) / 1e6);
+  wait_for_stop(stop_signals, target);
+  return 0;
+}
+
+int run_on_ops(pid_t pid, bool memory) {
   tprof::TargetProcess target(pid);
   const auto library = target.find_mapped_library("libtorch_cpu.so");
   if (!library) throw tprof::Error("process " + std::to_string(pid) + " has not loaded libtorch_cpu");
@@ -47,8 +87,7 @@ int run(pid_t pid, bool memory) {
                               tprof::probed_return_offsets(tprof::plan_return_sites(index, plan.addresses),
                                                            [](uint32_t) { return true; }),
                               target);
-  std::unique_ptr<probe_floor, SkeletonDeleter> skeleton(probe_floor__open_and_load());
-  if (!skeleton) throw tprof::Error("cannot load the floor BPF programs");
+  const auto skeleton = load_floor_programs();
   const tprof::UniqueFd stop_signals = tprof::block_stop_signals();
 
   const uint64_t start_ns = tprof::monotonic_now_ns();
@@ -71,22 +110,21 @@ int run(pid_t pid, bool memory) {
                plan.sites.offsets.size(), exits.returns.offsets.size(),
                static_cast<double>(tprof::monotonic_now_ns() - start_ns) / 1e6);
 
-  pollfd waits[2] = {{stop_signals.get(), POLLIN, 0}, {target.exit_notifier().get(), POLLIN, 0}};
-  while (::poll(waits, 2, -1) < 0) {
-  }
+  wait_for_stop(stop_signals, target);
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool memory = argc == 3 && std::string(argv[2]) == "--memory";
-  if (argc != 2 && !memory) {
-    std::fprintf(stderr, "usage: tprof-floor-probe PID [--memory]\n");
+  const std::string_view option = argc == 3 ? argv[2] : "";
+  if ((argc != 2 && argc != 3) || (argc == 3 && option != "--memory" && option != "--inductor-kernels")) {
+    std::fprintf(stderr, "usage: tprof-floor-probe PID [--memory | --inductor-kernels]\n");
     return 2;
   }
   try {
-    return run(static_cast<pid_t>(std::atoi(argv[1])), memory);
+    const auto pid = static_cast<pid_t>(std::atoi(argv[1]));
+    return option == "--inductor-kernels" ? run_on_inductor_kernels(pid) : run_on_ops(pid, option == "--memory");
   } catch (const std::exception& error) {
     std::fprintf(stderr, "tprof-floor-probe: error: %s\n", error.what());
     return 1;

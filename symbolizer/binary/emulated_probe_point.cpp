@@ -62,4 +62,28 @@ uint64_t emulated_entry_probe_address(const SectionMap& sections, uint64_t funct
                                     /*push_too=*/true);
 }
 
+uint64_t emulated_entry_probe_address_run_once(const SectionMap& sections, uint64_t function_address,
+                                               uint64_t function_end, std::initializer_list<size_t> kept_registers) {
+  const uint64_t probed = emulated_entry_probe_address(sections, function_address, kept_registers);
+  // Unknown bounds (a symbol without a size): no jump can be ruled out.
+  if (probed == function_address || function_end <= probed) return function_address;
+  X86Disassembler disassembler;
+  std::string_view code = sections.bytes_at(function_address);
+  if (code.size() < function_end - function_address) return function_address;
+  code = code.substr(0, function_end - function_address);
+  for (uint64_t address = function_address; !code.empty();) {
+    const cs_insn* instruction = disassembler.decode(address, code);
+    if (instruction == nullptr) return function_address;
+    if (disassembler.in_group(instruction, CS_GRP_JUMP)) {
+      const cs_x86& x86 = instruction->detail->x86;
+      if (x86.op_count != 1 || x86.operands[0].type != X86_OP_IMM) return function_address;  // indirect
+      const auto target = static_cast<uint64_t>(x86.operands[0].imm);
+      if (target > function_address && target <= probed) return function_address;
+    }
+    address += instruction->size;
+    code.remove_prefix(instruction->size);
+  }
+  return probed;
+}
+
 }  // namespace tprof::symbolizer

@@ -30,4 +30,12 @@ uint64_t conditional_jump_probe_address(const SectionMap& sections, uint64_t fun
 uint64_t emulated_entry_probe_address(const SectionMap& sections, uint64_t function_address,
                                       std::initializer_list<size_t> kept_registers);
 
+// emulated_entry_probe_address for code that may loop within its first instructions (inductor's
+// kernels: `xor; movss; addss; ...; jne` is a whole loop): the place it picks only when no direct
+// jump of the function [function_address, function_end) lands past the entry and at or before
+// it, where a loop would run the probe again or a join skip it, and the function has no
+// indirect jump; else the entry.
+uint64_t emulated_entry_probe_address_run_once(const SectionMap& sections, uint64_t function_address,
+                                               uint64_t function_end, std::initializer_list<size_t> kept_registers);
+
 }  // namespace tprof::symbolizer

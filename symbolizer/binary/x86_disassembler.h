@@ -20,6 +20,7 @@ constexpr size_t kRcx = 2;
 constexpr size_t kRdx = 3;
 constexpr size_t kRsi = 4;
 constexpr size_t kRdi = 5;
+constexpr size_t kRsp = 7;
 // What the System V ABI lets a called function change: rax, rcx, rdx, rsi, rdi, r8-r11.
 constexpr std::array<size_t, 9> kCallerSavedRegisters = {0, 2, 3, 4, 5, 8, 9, 10, 11};
 

@@ -348,6 +348,48 @@ TEST_P(CompileTest, InductorKernelCallsMatchTorchsProfilerAndNestInTheirCallFram
   EXPECT_TRUE(validate_trace_file(trace_path).empty());
 }
 
+// --ops and --skip-ops select inductor's kernels by name as they select ops. With --skip-ops
+// '^cpp_fused_' none is probed (the console names the six it left out) and the trace holds no
+// kernel call, while the ops the generated code calls (aten::mm) and the compiled regions are
+// still there. With --ops '^cpp_fused_' no ATen op is probed at all (which once failed the
+// attach: a link of no sites) and the kernels are.
+TEST_P(CompileTest, OpsAndSkipOpsSelectInductorKernelsByName) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; kernel selection is NOT tested ***";
+  const auto root =
+      RootWorkload::make(GetParam(), workload_script("inductor_function.py"), RootTools::kInductor);
+  if (!root)
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: scripts/make-inductor-root.sh " << suite_name(GetParam())
+                 << " could not add inductor's toolchain; kernel selection is NOT tested ***";
+  const WorkloadEnvironment& environment = root->environment();
+  const auto kernel_calls = [](const fs::path& trace) {
+    return cpu_ops(trace, [](const std::string& name) { return name.starts_with("cpp_fused_"); });
+  };
+  const auto has_region = [](const std::map<std::string, int>& ranges) {
+    return std::any_of(ranges.begin(), ranges.end(), [](const auto& range) { return range.first.starts_with(kRegionPrefix); });
+  };
+
+  const fs::path skipped = environment.scratch_for_us / "no-kernels.pt.trace.json";
+  std::string console = record_workload_with_tprof(environment, {"--steps", "3"}, skipped,
+                                                   {"--no-et", "--skip-ops", "^cpp_fused_"});
+  EXPECT_NE(console.find("leaving out 6 new inductor C++ kernels (cpp_fused_"), std::string::npos) << console;
+  EXPECT_EQ(console.find("probing 6 new inductor"), std::string::npos) << console;
+  const auto left_out = kernel_calls(skipped);
+  EXPECT_TRUE(left_out.empty()) << left_out.size() << " kernels probed, among them " << left_out.begin()->first;
+  EXPECT_GT(aten_ops(skipped)["aten::mm"], 0) << console;
+  EXPECT_TRUE(has_region(dynamo_ranges(skipped))) << console;
+  EXPECT_TRUE(validate_trace_file(skipped).empty());
+
+  const fs::path only = environment.scratch_for_us / "only-kernels.pt.trace.json";
+  console = record_workload_with_tprof(environment, {"--steps", "3"}, only, {"--no-et", "--ops", "^cpp_fused_"});
+  EXPECT_NE(console.find("probing 6 new inductor C++ kernels (cpp_fused_"), std::string::npos) << console;
+  EXPECT_EQ(kernel_calls(only).size(), 3u) << console;
+  const auto ops = aten_ops(only);
+  EXPECT_TRUE(ops.empty()) << ops.size() << " ATen ops probed, among them " << ops.begin()->first;
+  EXPECT_TRUE(has_region(dynamo_ranges(only))) << console;
+  EXPECT_TRUE(validate_trace_file(only).empty());
+}
+
 INSTANTIATE_TEST_SUITE_P(Torch2, CompileTest, ::testing::Values(TorchRoot::kTrixie, TorchRoot::kSid),
                          [](const auto& info) { return suite_name(info.param); });
 

@@ -301,10 +301,12 @@ void add_recording_options(CLI::App& command, tprof::AttachOptions& options, Rec
                    "outputs, which costs less per op");
   command.add_option("--ops", flags.ops,
                      "Probe only the ops whose name this regular expression finds (ECMAScript, searched in "
-                     "'aten::addmm'); each op left out costs the target nothing and has no range, and what "
-                     "it calls is still recorded")
+                     "'aten::addmm', or in an inductor C++ kernel's 'cpp_fused_sin_0'); each op left out costs "
+                     "the target nothing and has no range, and what it calls is still recorded")
       ->check(kRegularExpression);
-  command.add_option("--skip-ops", flags.skip_ops, "Leave out the ops whose name this regular expression finds")
+  command.add_option("--skip-ops", flags.skip_ops,
+                     "Leave out the ops whose name this regular expression finds (inductor's C++ kernels "
+                     "too: '^cpp_fused_')")
       ->check(kRegularExpression);
   command.add_flag("--no-view-ops", flags.no_view_ops,
                    "Leave out the ops that only return a view of a tensor or read its metadata (aten::view, "

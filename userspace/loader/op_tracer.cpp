@@ -179,7 +179,8 @@ void TargetProbes::add_op_probe(const bpf_program* program, const UprobeSites& s
     probe.sites = sites;
     return;
   }
-  probe.link = attach_uprobe_multi(program, pid_, sites);
+  // A selection may leave every site of a kind out (--ops '^cpp_fused_' probes no ATen op).
+  if (!sites.offsets.empty()) probe.link = attach_uprobe_multi(program, pid_, sites);
   op_probes_linked_ = true;
 }
 

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "symbolizer/binary/elf_file.h"
+#include "symbolizer/binary/emulated_probe_point.h"
 #include "symbolizer/binary/library_index.h"
+#include "symbolizer/binary/x86_disassembler.h"
 #include "userspace/assemble/wall_clock.h"
 #include "userspace/loader/exit_probes.h"
 
@@ -27,16 +29,38 @@ constexpr size_t kNamesShown = 4;
 
 }  // namespace
 
-CompiledKernelWatch::CompiledKernelWatch(const TargetProcess& target, TargetProbes& probes, AddOperator add_operator,
-                                         Console& console)
-    : target_(target), probes_(probes), add_operator_(std::move(add_operator)), console_(console) {}
-
-bool CompiledKernelWatch::may_be_kernel_library(std::string_view path) {
+bool may_be_inductor_kernel_library(std::string_view path) {
   const fs::path file(path);
   const std::string name = file.filename().string();
   return name.size() > 4 && name.front() == 'c' && name.ends_with(".so") &&
          file.parent_path().filename().string().size() == 2;
 }
+
+std::optional<InductorKernelSites> inductor_kernel_sites(const std::string& host_path) {
+  const symbolizer::ElfFile elf(host_path);
+  const symbolizer::LibraryIndex index(elf);
+  const auto kernel_address = symbolizer::inductor_kernel_address(index.symbols);
+  if (!kernel_address) return std::nullopt;
+  // Most kernels open with a `push` or a test and its jump, which the kernel emulates: tprof's
+  // console measured 0.8 us for such an entry trap on the test VM, 9.6 us for a stepped one. The entry program records
+  // the stack pointer its `ret`s are matched by, so nothing before the probe may move it, and a
+  // kernel may loop at once, so the probe must lie before any loop.
+  const uint64_t kernel_end = *kernel_address + index.symbols.find("kernel")->size;
+  const uint64_t probed = symbolizer::emulated_entry_probe_address_run_once(index.sections, *kernel_address, kernel_end,
+                                                                            {symbolizer::kRsp});
+  const auto entry = index.sections.file_offset_of(probed);
+  if (!entry) throw std::runtime_error("its `kernel` lies in no section of the file");
+  const ReturnSites returns = plan_return_sites(index, {*kernel_address});
+  return InductorKernelSites{UprobeSites{host_path, {*entry}, {}}, exit_sites(host_path, returns.offsets)};
+}
+
+CompiledKernelWatch::CompiledKernelWatch(const TargetProcess& target, TargetProbes& probes,
+                                         const OpSelection& selection, AddOperator add_operator, Console& console)
+    : target_(target),
+      probes_(probes),
+      selection_(selection),
+      add_operator_(std::move(add_operator)),
+      console_(console) {}
 
 void CompiledKernelWatch::start() {
   try {
@@ -60,45 +84,46 @@ void CompiledKernelWatch::look() {
   loads_seen_ = probes_.libraries_loaded();
   // Each path is looked at once, whatever it turns out to be: a library stays what it is.
   const std::vector<MappedLibrary> candidates = target_.mapped_libraries([this](std::string_view path) {
-    return may_be_kernel_library(path) && seen_.insert(std::string(path)).second;
+    return may_be_inductor_kernel_library(path) && seen_.insert(std::string(path)).second;
   });
-  std::vector<std::string> names;
+  std::vector<std::string> probed, left_out;
   for (const MappedLibrary& library : candidates) {
     std::string name;
     try {
-      if (probe(library, name)) names.push_back(std::move(name));
+      const Kernel kernel = probe(library, name);
+      if (kernel != Kernel::kNone) (kernel == Kernel::kProbed ? probed : left_out).push_back(std::move(name));
     } catch (const std::exception& error) {
       console_.line("warning: inductor kernel " + library.path_in_target + " not probed: " + error.what());
     }
   }
-  if (names.empty()) return;
-  std::string line = "torch.compile: probing " + std::to_string(names.size()) + " new inductor C++ kernel" +
-                     (names.size() == 1 ? "" : "s") + " (";
-  for (size_t at = 0; at < names.size() && at < kNamesShown; ++at) line += (at ? ", " : "") + names[at];
-  console_.line(line + (names.size() > kNamesShown ? ", ...)" : ")"));
+  say_found("probing", probed, "");
+  say_found("leaving out", left_out, selection_.describe());
 }
 
-bool CompiledKernelWatch::probe(const MappedLibrary& library, std::string& name) {
-  const symbolizer::ElfFile elf(library.host_path);
-  const symbolizer::LibraryIndex index(elf);
-  const auto kernel_address = symbolizer::inductor_kernel_address(index.symbols);
-  if (!kernel_address) return false;
-  const auto entry = index.sections.file_offset_of(*kernel_address);
-  if (!entry) throw std::runtime_error("its `kernel` lies in no section of the file");
-  const ReturnSites returns = plan_return_sites(index, {*kernel_address});
+void CompiledKernelWatch::say_found(const std::string& what, const std::vector<std::string>& names,
+                                    const std::string& why) {
+  if (names.empty()) return;
+  std::string line = "torch.compile: " + what + " " + std::to_string(names.size()) + " new inductor C++ kernel" +
+                     (names.size() == 1 ? "" : "s") + " (";
+  for (size_t at = 0; at < names.size() && at < kNamesShown; ++at) line += (at ? ", " : "") + names[at];
+  console_.line(line + (names.size() > kNamesShown ? ", ...)" : ")") + (why.empty() ? "" : ": " + why));
+}
 
+CompiledKernelWatch::Kernel CompiledKernelWatch::probe(const MappedLibrary& library, std::string& name) {
+  std::optional<InductorKernelSites> sites = inductor_kernel_sites(library.host_path);
+  if (!sites) return Kernel::kNone;
   name = names_.name_of(symbolizer::kernel_source_path(library.host_path));
   const std::string source_in_target = symbolizer::kernel_source_path(library.path_in_target);
   // Unnamed (no generated module of its cache binds its source): its source file's name.
   if (name.empty()) name = fs::path(source_in_target).filename().string();
+  if (!selection_.probes(name)) return Kernel::kLeftOut;
   model::Operator op;
   op.name = name;
   op.kind = model::RangeKind::kCompiledKernel;
   op.source_file = source_in_target;
-  const uint32_t op_id = add_operator_(std::move(op));
-  probes_.attach_compiled_kernel(UprobeSites{library.host_path, {*entry}, {op_id}},
-                                 exit_sites(library.host_path, returns.offsets));
-  return true;
+  sites->entry.cookies = {add_operator_(std::move(op))};
+  probes_.attach_compiled_kernel(sites->entry, sites->returns);
+  return Kernel::kProbed;
 }
 
 }  // namespace tprof

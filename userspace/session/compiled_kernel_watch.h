@@ -7,27 +7,46 @@
 // inductor's: an entry probe and its
 // `ret`s (no uretprobe, as for ops: exit_probes.h). Each kernel becomes an operator of the
 // recording's table, named as inductor's generated module binds it, with its generated source.
+// --ops and --skip-ops select kernels by that name as they select ops: one left out is not
+// probed, and its calls cost the target nothing.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include "model/trace_model.h"
 #include "symbolizer/dynamo/inductor_kernels.h"
 #include "userspace/cli/console.h"
 #include "userspace/loader/op_tracer.h"
+#include "userspace/session/op_selection.h"
 #include "userspace/session/target_process.h"
 
 namespace tprof {
+
+// Whether a library of the target may be one of inductor's kernels: its cache names them
+// <2 chars>/c<hash>[.main].so.
+bool may_be_inductor_kernel_library(std::string_view path_in_target);
+
+// Where an inductor kernel library is probed: its `kernel`'s entry, or the first `push` or
+// conditional jump of its prologue where nothing before moves the stack pointer, and its `ret`s
+// (cookies left to the caller). nullopt: the library holds no inductor kernel. Throws on one that cannot be read.
+struct InductorKernelSites {
+  UprobeSites entry;
+  UprobeSites returns;
+};
+std::optional<InductorKernelSites> inductor_kernel_sites(const std::string& host_path);
 
 class CompiledKernelWatch {
  public:
   // Appends an operator to the recording's table and returns its index (the probes' cookie).
   using AddOperator = std::function<uint32_t(model::Operator)>;
   // All must outlive the watch.
-  CompiledKernelWatch(const TargetProcess& target, TargetProbes& probes, AddOperator add_operator, Console& console);
+  CompiledKernelWatch(const TargetProcess& target, TargetProbes& probes, const OpSelection& selection,
+                      AddOperator add_operator, Console& console);
 
   // Probes the target's dynamic loader, where it can, and looks for kernel libraries now.
   void start();
@@ -39,14 +58,16 @@ class CompiledKernelWatch {
   void look_if_due(uint64_t now_ns);
 
  private:
-  // Whether a new mapping is worth opening: inductor's cache names it <2 chars>/c<hash>[.main].so.
-  static bool may_be_kernel_library(std::string_view path_in_target);
-  // Probes the kernel of `library` and sets `name`; false when it is no kernel library. Throws
-  // on a library that cannot be read or probed.
-  bool probe(const MappedLibrary& library, std::string& name);
+  enum class Kernel { kNone, kProbed, kLeftOut };
+  // Probes the kernel of `library` unless the selection leaves it out, and sets `name`; kNone
+  // when it is no kernel library. Throws on a library that cannot be read or probed.
+  Kernel probe(const MappedLibrary& library, std::string& name);
+  // "torch.compile: probing 3 new inductor C++ kernels (cpp_fused_add_0, ...)[: why]".
+  void say_found(const std::string& what, const std::vector<std::string>& names, const std::string& why);
 
   const TargetProcess& target_;
   TargetProbes& probes_;
+  const OpSelection& selection_;
   AddOperator add_operator_;
   Console& console_;
   symbolizer::InductorKernelNames names_;

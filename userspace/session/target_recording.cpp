@@ -186,7 +186,7 @@ void TargetRecording::prepare() {
   s.pipeline = std::make_unique<RecordingPipeline>(s.plan, s.target, *s.probes, s.session, *s.outputs, s.clock,
                                                    s.options);
   if (s.plan.ops)
-    s.kernel_watch.emplace(s.target, *s.probes,
+    s.kernel_watch.emplace(s.target, *s.probes, s.options.op_selection,
                            [pipeline = s.pipeline.get()](model::Operator op) { return pipeline->add_operator(std::move(op)); },
                            s.console);
 }
