@@ -136,8 +136,8 @@ TEST(Schedule, WritesOneTracePerCycleOfTheStepsTorchsScheduleRecordsThenDetaches
 //  - most often at its first op, inside the loop: the first iteration is "Partial step (in
 //    progress when first seen)", as tprof cannot tell it from one it came into, and the other 11
 //    are ProfilerStep#1 to #11;
-//  - now and then the stack sampler catches it between its wakeup and its loop (CI, 2026-11-29;
-//    most runs with --sample-hz 20000): the first iteration is ProfilerStep#0, and all 12 are
+//  - now and then the stack sampler catches it between its wakeup and its loop (once in CI;
+//    3 runs in 3 with --sample-hz 20000): the first iteration is ProfilerStep#0, and all 12 are
 //    whole.
 TEST(Steps, TwelveIterationsGiveTwelveStepsEachHoldingItsOptimizerStep) {
   if (!testing::has_tracing_capabilities())

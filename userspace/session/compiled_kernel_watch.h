@@ -32,8 +32,9 @@ namespace tprof {
 bool may_be_inductor_kernel_library(std::string_view path_in_target);
 
 // Where an inductor kernel library is probed: its `kernel`'s entry, or the first `push` or
-// conditional jump of its prologue where nothing before moves the stack pointer, and its `ret`s
-// (cookies left to the caller). nullopt: the library holds no inductor kernel. Throws on one that cannot be read.
+// conditional jump of its prologue when nothing before it moves the stack pointer and it lies
+// before any loop (symbolizer/binary/emulated_probe_point.h), and its `ret`s (cookies left to the
+// caller). nullopt: the library holds no inductor kernel. Throws on one that cannot be read.
 struct InductorKernelSites {
   UprobeSites entry;
   UprobeSites returns;
