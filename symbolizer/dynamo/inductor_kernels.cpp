@@ -44,10 +44,9 @@ bool is_inductor_kernel_name(std::string_view name) {
   return name.starts_with(kKernelPrefix) && name.size() > kKernelPrefix.size();
 }
 
-std::optional<uint64_t> inductor_kernel_address(const DefinedSymbols& symbols) {
+const DefinedSymbol* inductor_kernel(const DefinedSymbols& symbols) {
   const DefinedSymbol* kernel = symbols.find("kernel");
-  if (!kernel || !symbols.find("PyInit_kernel")) return std::nullopt;
-  return kernel->address;
+  return kernel && symbols.find("PyInit_kernel") ? kernel : nullptr;
 }
 
 std::string kernel_source_path(const std::string& library_path) {

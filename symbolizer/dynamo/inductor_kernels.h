@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -23,9 +22,9 @@
 
 namespace tprof::symbolizer {
 
-// The link-time address of `kernel` when a library defining `symbols` is an inductor kernel
-// library (it defines both `kernel` and `PyInit_kernel`); none otherwise.
-std::optional<uint64_t> inductor_kernel_address(const DefinedSymbols& symbols);
+// The symbol of `kernel` (its link-time address and size) when a library defining `symbols` is an
+// inductor kernel library (it defines both `kernel` and `PyInit_kernel`); null otherwise.
+const DefinedSymbol* inductor_kernel(const DefinedSymbols& symbols);
 
 // The generated C++ beside a kernel library (it may be gone): c<hash>.so -> c<hash>.cpp,
 // c<hash>.main.so -> c<hash>.main.cpp. Either side's path: tprof's or the target's.

@@ -101,7 +101,7 @@ TEST(InductorKernels, OnlyALibraryDefiningKernelAndItsModuleInitIsOne) {
   const ElfFile elf("/proc/self/exe");
   const DefinedSymbols symbols(elf);
   ASSERT_NE(symbols.find("kernel"), nullptr) << "the test's own `kernel` is not in its symbol table";
-  EXPECT_FALSE(inductor_kernel_address(symbols));
+  EXPECT_FALSE(inductor_kernel(symbols));
 }
 
 }  // namespace

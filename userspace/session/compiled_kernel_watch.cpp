@@ -39,18 +39,17 @@ bool may_be_inductor_kernel_library(std::string_view path) {
 std::optional<InductorKernelSites> inductor_kernel_sites(const std::string& host_path) {
   const symbolizer::ElfFile elf(host_path);
   const symbolizer::LibraryIndex index(elf);
-  const auto kernel_address = symbolizer::inductor_kernel_address(index.symbols);
-  if (!kernel_address) return std::nullopt;
+  const symbolizer::DefinedSymbol* kernel = symbolizer::inductor_kernel(index.symbols);
+  if (!kernel) return std::nullopt;
   // Most kernels open with a `push` or a test and its jump, which the kernel emulates: tprof's
-  // console measured 0.8 us for such an entry trap on the test VM, 9.6 us for a stepped one. The entry program records
-  // the stack pointer its `ret`s are matched by, so nothing before the probe may move it, and a
-  // kernel may loop at once, so the probe must lie before any loop.
-  const uint64_t kernel_end = *kernel_address + index.symbols.find("kernel")->size;
-  const uint64_t probed = symbolizer::emulated_entry_probe_address_run_once(index.sections, *kernel_address, kernel_end,
-                                                                            {symbolizer::kRsp});
+  // console measured 0.8 us for such an entry trap on the test VM, 9.6 us for a stepped one.
+  // The entry program records the stack pointer its `ret`s are matched by, so nothing before the
+  // probe may move it, and a kernel may loop at once, so the probe must lie before any loop.
+  const uint64_t probed = symbolizer::emulated_entry_probe_address_run_once(
+      index.sections, kernel->address, kernel->address + kernel->size, {symbolizer::kRsp});
   const auto entry = index.sections.file_offset_of(probed);
   if (!entry) throw std::runtime_error("its `kernel` lies in no section of the file");
-  const ReturnSites returns = plan_return_sites(index, {*kernel_address});
+  const ReturnSites returns = plan_return_sites(index, {kernel->address});
   return InductorKernelSites{UprobeSites{host_path, {*entry}, {}}, exit_sites(host_path, returns.offsets)};
 }
 
