@@ -74,6 +74,12 @@ SummaryFigures summary_figures(const std::string& console) {
   return figures;
 }
 
+// tprof's whole "torch.compile: ..." line, for the log.
+std::string summary_line(const std::string& console) {
+  const size_t start = console.find("torch.compile: ");
+  return start == std::string::npos ? std::string() : console.substr(start, console.find('\n', start) - start);
+}
+
 // What `tprof report --compile TRACE` prints.
 std::string report_compile(const fs::path& trace) {
   ChildProcess report({.argv = {testing::tprof_binary(), "report", "--compile", trace.string()}, .pipe_stdout = true});
@@ -140,6 +146,47 @@ TEST_P(CompileTest, RegionsAndCapturedOpsMatchTorchsProfiler) {
   EXPECT_EQ(from_tprof.graphs, figures.graphs);
   EXPECT_LE(std::abs(from_tprof.captured - from_torch.captured), 1);
   EXPECT_LE(std::abs(from_tprof.total - from_torch.total), 1);
+}
+
+// Dynamo's own profiler (torch._dynamo.profiler, the seed of tprof's compile summary) runs in the
+// target over the very steps tprof records: the summary, and `tprof report --compile` on tprof's
+// trace, give its graphs and graph calls as it prints them, and its captured/total ops as its loop
+// counts them on torch 2.x (compiled_function.py's dynamo_profiler_report says why it prints 0
+// captured ops there).
+TEST_P(CompileTest, SummaryEqualsDynamoProfilerOnTheSameSteps) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; the compile summary is NOT tested ***";
+  const auto root = compiled_workload(GetParam());
+  if (!root) GTEST_SKIP() << missing_root_message(GetParam(), "dynamo's profiler");
+  const WorkloadEnvironment& environment = root->environment();
+  const fs::path trace_path = environment.scratch_for_us / "dynamo_profiled.pt.trace.json";
+  const std::string console = record_workload_with_tprof(
+      environment,
+      {"--steps", "3", "--dynamo-profiler-out", (environment.scratch_for_target / "dynamo_profiler.json").string()},
+      trace_path, {"--no-et"});
+  std::ifstream in(environment.scratch_for_us / "dynamo_profiler.json");
+  const nlohmann::json dynamo = nlohmann::json::parse(in);
+  const int graphs = dynamo.at("graphs"), calls = dynamo.at("graph_calls");
+  const int captured = dynamo.at("captured_ops"), total = dynamo.at("total_ops");
+  ASSERT_GT(calls, 0) << "dynamo's profiler saw no graph call: the workload is broken";
+  ASSERT_GT(total - captured, 0) << "the workload ran no eager op: captured/total would test nothing";
+
+  const SummaryFigures figures = summary_figures(console);
+  const SummaryFigures from_trace = summary_figures(report_compile(trace_path));
+  std::cout << environment.description << ": dynamo's profiler printed '" << dynamo.at("printed").get<std::string>()
+            << "', its ops on 2.x " << captured << "/" << total << " (time inside regions "
+            << dynamo.at("captured_time_share").get<double>() * 100 << "%); tprof " << figures.graphs << " graphs, "
+            << figures.calls << " graph calls, " << figures.captured << "/" << figures.total
+            << " ops; tprof report --compile " << from_trace.graphs << " graphs, " << from_trace.calls
+            << " graph calls, " << from_trace.captured << "/" << from_trace.total << " ops\n"
+            << summary_line(console) << "\n";
+  for (const SummaryFigures& tprofs : {figures, from_trace}) {
+    EXPECT_EQ(tprofs.graphs, graphs) << console;
+    EXPECT_EQ(tprofs.calls, calls) << console;
+    EXPECT_LE(std::abs(tprofs.captured - captured), 1) << console;
+    EXPECT_LE(std::abs(tprofs.total - total), 1) << console;
+  }
+  EXPECT_TRUE(validate_trace_file(trace_path).empty());
 }
 
 // Under aot_eager, AOTAutograd's graphs call every op as torch.ops.aten.<op>.<overload>, through

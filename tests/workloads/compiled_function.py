@@ -13,6 +13,15 @@ The warm-up steps compile; the measured steps only call.
 --backend aot_eager compiles through AOTAutograd instead: its graphs, forward and backward, call
 every op as torch.ops.aten.<op>.<overload>, through the boxed dispatcher.
 
+--dynamo-profiler-out FILE runs the measured steps, tprof attached as usual, under dynamo's own
+profiler (torch._dynamo.profiler: its Profiler, and its fx_insert_profiling backend, which wraps
+every graph call in a TORCHDYNAMO range), and writes what it reports to FILE (dynamo_profiler_report).
+In this mode the shapes are static (dynamic=False), so each step calls every graph the warm-up
+compiled: 4 per frame. The profiler counts the graphs its backend compiled, tprof the graphs
+called while it records. There is no backward either, because the profiler counts each autograd
+node's range as one op where tprof counts the ATen ops inside it; the step's eager op is the
+`.sum()` of the call on the input that requires grad.
+
 --optimizer-step ends each step with an SGD step on the input that requires grad, so that
 Optimizer.step marks the steps (tprof's --max-overhead windows need it).
 
@@ -28,6 +37,7 @@ import collections
 import json
 import os
 import sys
+import types
 
 import torch
 
@@ -36,6 +46,9 @@ import train_loop  # noqa: E402  (the protocol every workload follows)
 
 REGION_PREFIX = "Torch-Compiled Region: "
 CACHE_LOOKUP = "TorchDynamo Cache Lookup"
+# The ranges torch 2.x's dynamo opens around a graph call (2.14 adds "Pregraph bytecode"); dynamo's
+# profiler predates them.
+DYNAMO_RANGES = (REGION_PREFIX, CACHE_LOOKUP, "Pregraph bytecode")
 
 
 def twice_sine_then_cosine(x):
@@ -44,15 +57,17 @@ def twice_sine_then_cosine(x):
     return torch.cos(y) * 2
 
 
-def make_step(backend, optimizer_step=False):
-    compiled = torch.compile(twice_sine_then_cosine, backend=backend)
+def make_step(backend, optimizer_step=False, backward=True, dynamic=None):
+    compiled = torch.compile(twice_sine_then_cosine, backend=backend, dynamic=dynamic)
     small, larger, largest = torch.randn(8), torch.randn(16), torch.randn(32)
     needs_grad = torch.randn(8, requires_grad=True)
     optimizer = torch.optim.SGD([needs_grad], lr=0.01) if optimizer_step else None
 
     def step():
         compiled(small)  # compiles
-        compiled(needs_grad).sum().backward()  # recompiles: requires_grad
+        total = compiled(needs_grad).sum()  # recompiles: requires_grad
+        if backward:
+            total.backward()
         compiled(larger)  # recompiles: shape
         compiled(largest)
         if optimizer:
@@ -87,14 +102,54 @@ def compile_reference(run_steps, trace_path):
             "torch": torch.__version__}
 
 
+def dynamo_profiler_report(profiler):
+    """What dynamo's Profiler reports: the line it prints, its figures, and the ops as its loop
+    counts them on torch 2.x.
+
+    Its loop counts an event as an op when the event starts after the previous op ended: the
+    outermost events. Torch 2.x opens its own ranges (DYNAMO_RANGES) around each graph call,
+    starting before the profiler's TORCHDYNAMO range, so that every op of a graph counts as nested
+    in them: on 2.x it prints 0 captured ops. Its ops are counted again on the events without
+    those ranges. Its total also drops one op per TORCHDYNAMO range (the torch.zeros(1) that
+    record_function ran when it was written) and one for the profiler's setup: torch 2.x records
+    neither, so the 2.x total adds them back.
+    """
+    from torch._dynamo.profiler import Profiler
+    graphs_compiled = Profiler.unique_graphs  # results() resets it
+    printed = profiler.results()
+    own_events = [event for event in profiler.prof.events() if not event.name.startswith(DYNAMO_RANGES)]
+    Profiler.unique_graphs = graphs_compiled
+    profile, profiler.prof = profiler.prof, types.SimpleNamespace(events=lambda: own_events)
+    on_2x = profiler.results()
+    profiler.prof = profile
+    return {"printed": str(printed), "graphs": printed.unique_graphs, "graph_calls": printed.captured.graphs,
+            "printed_ops": [printed.captured.operators, printed.total.operators],
+            "captured_ops": on_2x.captured.operators,
+            "total_ops": on_2x.total.operators + on_2x.captured.graphs + 1,
+            "captured_time_share": on_2x.percent().microseconds, "torch": torch.__version__}
+
+
+def run_under_dynamo_profiler(args, report_path):
+    from torch._dynamo.profiler import Profiler, fx_insert_profiling
+    step = make_step(fx_insert_profiling, backward=False, dynamic=False)
+    profiler = Profiler()
+    status = train_loop.run_protocol(args, step, around_measured_steps=lambda: profiler.prof)
+    with open(report_path, "w") as out:
+        json.dump(dynamo_profiler_report(profiler), out)
+    return status
+
+
 def main():
     ours = argparse.ArgumentParser(add_help=False)
     ours.add_argument("--compile-reference-out", metavar="FILE")
     ours.add_argument("--backend", choices=("eager", "aot_eager"), default="eager")
     ours.add_argument("--optimizer-step", action="store_true")
+    ours.add_argument("--dynamo-profiler-out", metavar="FILE")
     own, sys.argv[1:] = ours.parse_known_args()
     args = train_loop.parse_args(__doc__)
     train_loop.prepare(args)
+    if own.dynamo_profiler_out:
+        return run_under_dynamo_profiler(args, own.dynamo_profiler_out)
     step = make_step(own.backend, own.optimizer_step)
     if not own.compile_reference_out:
         return train_loop.run_protocol(args, step)

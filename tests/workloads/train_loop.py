@@ -7,6 +7,7 @@ the same steps. Runs on torch 1.13 (Python 3.11) and torch 2.6 (Python 3.13).
 """
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -334,10 +335,11 @@ def write_model_sizes(path, model, optimizer):
         json.dump({"parameters": tensor_bytes(model.parameters()), "optimizer_state": tensor_bytes(state)}, out)
 
 
-def run_protocol(args, training_step, model=None, optimizer=None):
+def run_protocol(args, training_step, model=None, optimizer=None, around_measured_steps=contextlib.nullcontext):
     """The protocol every workload follows: --warmup steps, then either torch's own profiler over
     --steps steps (--reference-out, --kineto-trace-out, --execution-trace-out) or READY <pid>,
-    the trigger, the steps, DONE and the trigger again."""
+    the trigger, the steps (inside the context that around_measured_steps() makes), DONE and the
+    trigger again."""
     for _ in range(args.warmup):
         training_step()
     if getattr(args, "model_sizes_out", None):
@@ -380,7 +382,8 @@ def run_protocol(args, training_step, model=None, optimizer=None):
 
     print(f"READY {os.getpid()}", flush=True)
     wait_for_trigger(args)
-    run_measured_steps()
+    with around_measured_steps():
+        run_measured_steps()
     print("DONE", flush=True)
     wait_for_trigger(args)
     return 0
