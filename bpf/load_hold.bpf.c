@@ -21,8 +21,9 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-// Threads asked to stop, by tid: the signal sent. tprof deletes the entry when it sees the stop;
-// a signal of the same number from anywhere else finds no entry and is passed on.
+// Threads asked to stop, by tid: the signal sent, and where (load_hold.h). tprof deletes the
+// entry when it sees the stop; a signal of the same number from anywhere else finds no entry and
+// is passed on.
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
@@ -49,8 +50,7 @@ static __always_inline bool ignored_by_default_action(struct task_struct *task, 
 	return handler == LOAD_HOLD_SIG_DFL || handler == LOAD_HOLD_SIG_IGN;
 }
 
-SEC("uprobe.multi")
-int hold_here(void *ctx)
+static __always_inline int hold_here(__u32 site)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
@@ -66,7 +66,40 @@ int hold_here(void *ctx)
 			__sync_fetch_and_add(refused, 1);
 		return 0;
 	}
-	if (bpf_map_update_elem(&hold_requests, &tid, &signal, BPF_ANY) == 0)
+	__u32 request = signal | site << LOAD_HOLD_SITE_SHIFT;
+	if (bpf_map_update_elem(&hold_requests, &tid, &request, BPF_ANY) == 0)
 		bpf_send_signal_thread(signal);
 	return 0;
+}
+
+/* Per traced process (tgid), where tprof found it: the address of its loader's
+ * `_r_debug.r_state`. glibc notifies twice per dlopen, with RT_ADD as the objects are about to be
+ * mapped and with RT_CONSISTENT once they are: only the second is worth a hold. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} loader_states SEC(".maps");
+
+/* The dynamic loader's notification: a dlopen's objects are about to be mapped, or are. Held
+ * once they are, or at both where the loader's state could not be found or read. */
+SEC("uprobe.multi")
+int hold_at_loader(void *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u64 *state_address = bpf_map_lookup_elem(&loader_states, &tgid);
+	int state = LOAD_HOLD_RT_CONSISTENT;
+	if (state_address &&
+	    bpf_probe_read_user(&state, sizeof(state), (const void *)*state_address) == 0 &&
+	    state != LOAD_HOLD_RT_CONSISTENT)
+		return 0;
+	return hold_here(LOAD_HOLD_AT_LOADER);
+}
+
+/* The CUDA injection library's InitializeInjection, which cuInit calls once it has loaded it. */
+SEC("uprobe.multi")
+int hold_at_injection(void *ctx)
+{
+	return hold_here(LOAD_HOLD_AT_INJECTION);
 }

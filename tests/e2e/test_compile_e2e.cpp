@@ -395,6 +395,43 @@ TEST_P(CompileTest, InductorKernelCallsMatchTorchsProfilerAndNestInTheirCallFram
   EXPECT_TRUE(validate_trace_file(trace_path).empty());
 }
 
+// Under `tprof record` the target is held at each dlopen while tprof looks for new kernels, so
+// that a kernel is probed before its first call: from the first step, compiles included, the
+// kernel calls equal torch's own profile of the same steps, with no warm-up.
+TEST_P(CompileTest, RecordProbesEachInductorKernelBeforeItsFirstCall) {
+  if (!testing::has_tracing_capabilities())
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; inductor's kernels are NOT tested ***";
+  const auto root =
+      RootWorkload::make(GetParam(), workload_script("inductor_function.py"), RootTools::kInductor);
+  if (!root)
+    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: scripts/make-inductor-root.sh " << suite_name(GetParam())
+                 << " could not add inductor's toolchain; inductor's kernels are NOT tested ***";
+  const WorkloadEnvironment& environment = root->environment();
+  const fs::path trace_path = environment.scratch_for_us / "inductor-recorded.pt.trace.json";
+  std::vector<std::string> argv = {testing::tprof_binary(), "record", "-o", trace_path.string(), "--no-et", "--"};
+  for (const std::string& word : workload_command(environment, {"--steps", "4", "--warmup", "0", "--trigger", "none"}))
+    argv.push_back(word);
+  ChildProcess tprof({.argv = argv, .pipe_stderr = true});
+  tprof.stderr_lines().read_to_end(600s);
+  const auto status = tprof.wait_for_exit(60s);
+  const std::string console = tprof.stderr_lines().transcript();
+  ASSERT_TRUE(status && status->exited_normally && status->code == 0) << console;
+  run_workload(environment, {"--steps", "4", "--warmup", "0", "--kernel-reference-out",
+                             (environment.scratch_for_target / "recorded-kernels.json").string()});
+  std::ifstream in(environment.scratch_for_us / "recorded-kernels.json");
+  const auto expected = nlohmann::json::parse(in).at("kernels").get<std::map<std::string, int>>();
+  ASSERT_FALSE(expected.empty()) << "torch's profile shows no inductor kernel: the reference is broken";
+  const std::map<std::string, int> kernels =
+      cpu_ops(trace_path, [](const std::string& name) { return name.starts_with("cpp_fused_"); });
+  int recorded = 0, expected_calls = 0;
+  for (const auto& [name, calls] : kernels) recorded += calls;
+  for (const auto& [name, calls] : expected) expected_calls += calls;
+  std::cout << environment.description << ": tprof record " << recorded << " kernel calls of " << kernels.size()
+            << " kernels; torch's profile " << expected_calls << " of " << expected.size() << "\n";
+  EXPECT_EQ(kernels, expected) << console;
+  EXPECT_TRUE(validate_trace_file(trace_path).empty());
+}
+
 // --ops and --skip-ops select inductor's kernels by name as they select ops. With --skip-ops
 // '^cpp_fused_' none is probed (the console names the six it left out) and the trace holds no
 // kernel call, while the ops the generated code calls (aten::mm) and the compiled regions are

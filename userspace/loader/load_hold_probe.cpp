@@ -4,7 +4,9 @@
 #include <bpf/libbpf.h>
 
 #include <cerrno>
+#include <string>
 
+#include "load_hold.h"
 #include "load_hold.skel.h"
 #include "userspace/cli/error.h"
 #include "userspace/loader/libbpf_messages.h"
@@ -22,22 +24,42 @@ LoadHoldProbe::LoadHoldProbe() {
 
 LoadHoldProbe::~LoadHoldProbe() = default;
 
-void LoadHoldProbe::link(pid_t pid, const std::string& binary_path, const char* function) {
+void LoadHoldProbe::link(pid_t pid, Site site, const std::string& binary_path, const char* function) {
   LIBBPF_OPTS(bpf_uprobe_multi_opts, opts);
-  bpf_link* link =
-      bpf_program__attach_uprobe_multi(skeleton_->progs.hold_here, pid, binary_path.c_str(), function, &opts);
+  bpf_program* program = site == Site::kLoader ? skeleton_->progs.hold_at_loader : skeleton_->progs.hold_at_injection;
+  bpf_link* link = bpf_program__attach_uprobe_multi(program, pid, binary_path.c_str(), function, &opts);
   if (!link)
     throw Error(with_libbpf_messages(errno_message(std::string("cannot probe ") + function + " in " + binary_path, errno)));
-  links_[pid].emplace_back(link);
+  links_.insert_or_assign({pid, site}, BpfLink(link));
 }
 
-bool LoadHoldProbe::claim(pid_t tid, int signal) {
+void LoadHoldProbe::hold_only_once_mapped(pid_t pid, uint64_t r_debug_address) {
+  const auto key = static_cast<__u32>(pid);
+  const __u64 state_address = r_debug_address + LOAD_HOLD_R_STATE_OFFSET;
+  if (bpf_map_update_elem(bpf_map__fd(skeleton_->maps.loader_states), &key, &state_address, BPF_ANY) != 0)
+    throw Error(errno_message("cannot note the loader's state of process " + std::to_string(pid), errno));
+}
+
+void LoadHoldProbe::unlink(pid_t pid) {
+  unlink(pid, Site::kLoader);
+  unlink(pid, Site::kInjection);
+}
+
+void LoadHoldProbe::unlink(pid_t pid, Site site) {
+  links_.erase({pid, site});
+  if (site != Site::kLoader) return;
+  const auto key = static_cast<__u32>(pid);
+  bpf_map_delete_elem(bpf_map__fd(skeleton_->maps.loader_states), &key);
+}
+
+std::optional<LoadHoldProbe::Site> LoadHoldProbe::claim(pid_t tid, int signal) {
   const auto key = static_cast<__u32>(tid);
-  __u32 requested = 0;
+  __u32 request = 0;
   const int map = bpf_map__fd(skeleton_->maps.hold_requests);
-  if (bpf_map_lookup_elem(map, &key, &requested) != 0) return false;
+  if (bpf_map_lookup_elem(map, &key, &request) != 0) return std::nullopt;
   bpf_map_delete_elem(map, &key);
-  return requested == static_cast<__u32>(signal);
+  if ((request & ((1u << LOAD_HOLD_SITE_SHIFT) - 1)) != static_cast<__u32>(signal)) return std::nullopt;
+  return (request >> LOAD_HOLD_SITE_SHIFT) == LOAD_HOLD_AT_INJECTION ? Site::kInjection : Site::kLoader;
 }
 
 uint64_t LoadHoldProbe::refused() const {

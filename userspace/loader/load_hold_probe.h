@@ -10,8 +10,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
-#include <vector>
+#include <utility>
 
 #include "userspace/loader/uprobe_multi.h"
 
@@ -27,15 +28,27 @@ class LoadHoldProbe {
   LoadHoldProbe(const LoadHoldProbe&) = delete;
   LoadHoldProbe& operator=(const LoadHoldProbe&) = delete;
 
-  // Links the probe to the threads of `pid` at `function` of `binary_path` (opened from here),
-  // which need not be mapped yet. Throws tprof::Error.
-  void link(pid_t pid, const std::string& binary_path, const char* function);
-  // Every link of `pid` goes (an exec, or nothing more to hold it for).
-  void unlink(pid_t pid) { links_.erase(pid); }
+  // Where a process is held.
+  enum class Site {
+    kLoader,     // the dynamic loader's _dl_debug_state, at every dlopen
+    kInjection,  // the CUDA injection library's InitializeInjection, at cuInit
+  };
 
-  // Whether the probe asked thread `tid` to stop with `signal`; the request is forgotten, so a
-  // later signal of that number from anywhere else is the target's own.
-  bool claim(pid_t tid, int signal);
+  // Links the probe to the threads of `pid` at `site`, the function `function` of `binary_path`
+  // (opened from here), which need not be mapped yet. Throws tprof::Error.
+  void link(pid_t pid, Site site, const std::string& binary_path, const char* function);
+  // Holds `pid` at its loader's notifications only once a dlopen's objects are mapped, as the
+  // loader's r_debug at `r_debug_address` in it says (glibc also notifies before). Throws
+  // tprof::Error.
+  void hold_only_once_mapped(pid_t pid, uint64_t r_debug_address);
+  // Every link of `pid` goes (an exec, or nothing more to hold it for).
+  void unlink(pid_t pid);
+  // The link of `pid` at `site` goes.
+  void unlink(pid_t pid, Site site);
+
+  // Where the probe asked thread `tid` to stop with `signal`, if it did; the request is
+  // forgotten, so a later signal of that number from anywhere else is the target's own.
+  std::optional<Site> claim(pid_t tid, int signal);
 
   // Holds the probe could not ask for: the thread blocked or handled both signals it may use.
   uint64_t refused() const;
@@ -45,7 +58,7 @@ class LoadHoldProbe {
     void operator()(load_hold* skeleton) const;
   };
   std::unique_ptr<load_hold, SkeletonDeleter> skeleton_;
-  std::map<pid_t, std::vector<BpfLink>> links_;
+  std::map<std::pair<pid_t, Site>, BpfLink> links_;
 };
 
 }  // namespace tprof

@@ -100,11 +100,8 @@ constexpr const char* kNoBoxedOps = "warning: ops called through torch.ops.<ns>.
 
 // torch.compile's regions open and close through record_function()'s constructor and end()
 // probes, so they need those. torch 1.13, which has no dynamo, has no site: nothing to say.
-std::optional<UprobeSites> plan_compiled_regions(const MappedLibrary& torch_python,
-                                                 const symbolizer::LibraryIndex& index) {
-  const auto site = symbolizer::find_compiled_region_site(index);
-  if (!site) return std::nullopt;
-  return UprobeSites{torch_python.host_path, {site->file_offset}, {site->name_argument}};
+UprobeSites compiled_region_sites(const MappedLibrary& torch_python, const symbolizer::CompiledRegionSite& site) {
+  return UprobeSites{torch_python.host_path, {site.file_offset}, {site.name_argument}};
 }
 
 // Ops called from Python through the boxed dispatcher skip the op probes; without this site
@@ -130,7 +127,9 @@ void plan_torch_python_sites(AttachPlan& plan, const TargetProcess& target, Cons
   try {
     const symbolizer::ElfFile elf(torch_python->host_path);
     const symbolizer::LibraryIndex index(elf);
-    if (regions) plan.compiled_regions = plan_compiled_regions(*torch_python, index);
+    const auto region_site = symbolizer::find_compiled_region_site(index);
+    plan.has_dynamo = region_site.has_value();
+    if (regions && region_site) plan.compiled_regions = compiled_region_sites(*torch_python, *region_site);
     plan.boxed_ops = plan_boxed_ops(*torch_python, index, console);
   } catch (const std::exception& error) {
     if (regions && !plan.compiled_regions) console.line(kNoRegions + std::string(error.what()));

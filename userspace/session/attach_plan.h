@@ -57,6 +57,9 @@ struct AttachPlan {
   // Where dynamo names each call of a compiled graph, in the target's libtorch_python (torch 2.x
   // with record_function()'s probes): a cookie per site, the argument that holds the name.
   std::optional<UprobeSites> compiled_regions;
+  // Whether the target's torch has dynamo (torch 2.x), whose inductor may load kernels while the
+  // target runs, whatever tprof records of it.
+  bool has_dynamo = false;
   // Where ops called through torch.ops.<ns>.<op>.<overload> pass, in libtorch_python: its entry
   // and its `ret`s.
   struct BoxedOps {

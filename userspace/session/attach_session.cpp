@@ -211,6 +211,13 @@ class Recordings {
       if (recording->target().pid() == pid) recording->attach_device_activity();
   }
 
+  // Whether target `pid` may load more kernels (it is recorded, and its torch has dynamo).
+  bool look_for_compiled_kernels(pid_t pid) {
+    for (const auto& recording : recordings_)
+      if (recording->target().pid() == pid) return recording->look_for_compiled_kernels();
+    return false;
+  }
+
   // Stops and writes out every target; returns what went wrong reading the last records ("" if
   // nothing): the files are written either way.
   std::string stop(StopReason reason) {
@@ -419,6 +426,7 @@ ProcessHolder::Callbacks holder_callbacks(Recordings& recordings, Console& conso
   };
   callbacks.image_replaced = [&](pid_t pid) { recordings.end(pid); };
   callbacks.device_library_loaded = [&](pid_t pid) { recordings.attach_device_activity(pid); };
+  callbacks.library_loaded = [&](pid_t pid) { return recordings.look_for_compiled_kernels(pid); };
   return callbacks;
 }
 
@@ -434,6 +442,16 @@ std::vector<pid_t> with_descendants_that_loaded_torch(std::vector<pid_t> pids, s
     }
   }
   return pids;
+}
+
+// What holding the targets at their later loads cost them, if they were.
+void say_load_holds(const ProcessHolder& holder, Console& console) {
+  const ProcessHolder::LoadHolds holds = holder.load_holds();
+  if (holds.count == 0) return;
+  char held_ms[32];
+  std::snprintf(held_ms, sizeof(held_ms), "%.1f", static_cast<double>(holds.ns) / 1e6);
+  console.line("held " + std::to_string(holds.count) + " library loads after torch's for " + held_ms +
+               " ms in all, to probe inductor's kernels before their first call");
 }
 
 // Runs the recording loop, then stops and writes out every target; throws tprof::Error if
@@ -509,6 +527,7 @@ int run_record(const AttachOptions& options, ProcessHolder& holder, const std::s
   hooks.handle_traced_events = [&] { holder.answer(callbacks); };
   record_until_stopped(recordings, console, stop_signals, options.duration_s, hooks, &holder);
   wait_for_command_end(holder, stop_signals);
+  say_load_holds(holder, console);
   if (holder.holds_refused() > 0)
     console.line("warning: " + std::to_string(holder.holds_refused()) +
                  " library loads were not held (their thread blocked or handled SIGURG and SIGWINCH): ops may "
@@ -569,6 +588,7 @@ int run_attach(const AttachOptions& options) {
   }
 
   record_until_stopped(recordings, console, stop_signals, options.duration_s, hooks, holder ? &*holder : nullptr);
+  if (holder) say_load_holds(*holder, console);
   return 0;
 }
 

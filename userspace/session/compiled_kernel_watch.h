@@ -3,8 +3,10 @@
 // target's mappings as the probes go in and as the recording begins, then whenever the target's
 // dynamic loader has mapped something (a probe on its _dl_debug_state counts its dlopens while
 // recording; the recording loop asks at every drain, 20 ms), or once a second where the loader
-// could not be probed. It probes the kernel of each library it has not seen that is one of
-// inductor's: an entry probe and its
+// could not be probed. Where tprof holds the target at its loads (`tprof record`:
+// userspace/session/process_holder.h), it looks while the loading thread waits, so that a kernel
+// is probed before its first call. It probes the kernel of each library it has not seen that is
+// one of inductor's: an entry probe and its
 // `ret`s (no uretprobe, as for ops: exit_probes.h). Each kernel becomes an operator of the
 // recording's table, named as inductor's generated module binds it, with its generated source.
 // --ops and --skip-ops select kernels by that name as they select ops: one left out is not

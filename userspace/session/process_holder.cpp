@@ -54,22 +54,28 @@ UniqueFd child_signal_fd() {
 // What the service thread and the session's thread share: at most one held process waiting for
 // its answer, the command's end, and the flags that end holding and the thread.
 struct ProcessHolder::Shared {
-  enum class Kind { kTorchLoaded, kImageReplaced, kDeviceLibraryLoaded };
+  enum class Kind { kTorchLoaded, kImageReplaced, kDeviceLibraryLoaded, kLibraryLoaded };
   struct Request {
     Kind kind;
     pid_t pid;
     uint64_t held_ns = monotonic_now_ns();
   };
 
-  // The service thread: waits until the session has answered `request`, unless holding ends.
-  void ask(Request request) {
+  // The service thread: waits until the session has answered `request`, unless holding ends;
+  // whether the session wants the process's later loads held too (kLibraryLoaded).
+  bool ask(Request request) {
     std::unique_lock lock(mutex);
-    if (!holding) return;
+    if (!holding) return false;
     pending = request;
     answered = false;
     notify(session_wake);
     answer_given.wait(lock, [this] { return answered || !holding; });
     pending.reset();
+    if (request.kind == Kind::kLibraryLoaded && answered && hold_later_loads) {
+      ++load_holds.count;
+      load_holds.ns += monotonic_now_ns() - request.held_ns;
+    }
+    return answered && hold_later_loads;
   }
 
   // What the traced processes ask of the session, through this.
@@ -77,6 +83,7 @@ struct ProcessHolder::Shared {
     return {.torch_loaded = [this](pid_t pid) { ask({Kind::kTorchLoaded, pid}); },
             .image_replaced = [this](pid_t pid) { ask({Kind::kImageReplaced, pid}); },
             .device_library_loaded = [this](pid_t pid) { ask({Kind::kDeviceLibraryLoaded, pid}); },
+            .library_loaded = [this](pid_t pid) { return ask({Kind::kLibraryLoaded, pid}); },
             .command_ended =
                 [this](int status, const std::string& how) {
                   std::lock_guard lock(mutex);
@@ -117,6 +124,8 @@ struct ProcessHolder::Shared {
   std::optional<int> command_status;
   std::string command_end;
   std::atomic<uint64_t> holds_refused = 0;
+  LoadHolds load_holds;
+  bool hold_later_loads = false;  // the answer to the last kLibraryLoaded request
   UniqueFd session_wake = new_eventfd();  // the session's thread: a request, or the command ended
   UniqueFd service_wake = new_eventfd();  // the service thread: holding ended, or quit
   UniqueFd child_signals = child_signal_fd();
@@ -187,12 +196,15 @@ void ProcessHolder::answer(const Callbacks& callbacks) {
   }
   if (!request) return;
   std::exception_ptr failure;
+  bool hold_later_loads = false;
   try {
     if (request->kind == Shared::Kind::kTorchLoaded) {
       if (callbacks.torch_loaded) callbacks.torch_loaded(request->pid, request->held_ns);
+    } else if (request->kind == Shared::Kind::kLibraryLoaded) {
+      hold_later_loads = callbacks.library_loaded && callbacks.library_loaded(request->pid);
     } else {
-      const auto& callback = request->kind == Shared::Kind::kImageReplaced ? callbacks.image_replaced
-                                                                           : callbacks.device_library_loaded;
+      const auto& callback =
+          request->kind == Shared::Kind::kImageReplaced ? callbacks.image_replaced : callbacks.device_library_loaded;
       if (callback) callback(request->pid);
     }
   } catch (...) {
@@ -201,6 +213,7 @@ void ProcessHolder::answer(const Callbacks& callbacks) {
   {
     std::lock_guard lock(shared_->mutex);
     shared_->answered = true;
+    shared_->hold_later_loads = hold_later_loads;
   }
   shared_->answer_given.notify_all();
   if (failure) std::rethrow_exception(failure);
@@ -230,5 +243,10 @@ void ProcessHolder::forward_signal(int signal) const {
 }
 
 uint64_t ProcessHolder::holds_refused() const { return shared_->holds_refused; }
+
+ProcessHolder::LoadHolds ProcessHolder::load_holds() const {
+  std::lock_guard lock(shared_->mutex);
+  return shared_->load_holds;
+}
 
 }  // namespace tprof

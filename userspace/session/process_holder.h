@@ -1,6 +1,7 @@
 // Processes tprof starts (`tprof record`) and, with --follow, the processes they start, traced
 // with ptrace so that each is held, invisibly, from the moment libtorch is mapped until its
-// probes are in: no op runs unrecorded.
+// probes are in: no op runs unrecorded. Once attached, it is held at each later dlopen while
+// tprof looks for code torch compiled (inductor's kernels), so that none runs unprobed either.
 //
 // How (docs/target-safety.md, "Holding a process at torch's load"): the loader probe
 // (userspace/loader/load_hold_probe.h) stops the thread whose dlopen has just mapped new objects,
@@ -57,6 +58,10 @@ class ProcessHolder {
     std::function<void(pid_t pid)> image_replaced;  // an attached process execs: its probes must go
     // CUDA loaded the CUPTI library into an attached process (at cuInit): its probe goes in
     std::function<void(pid_t pid)> device_library_loaded;
+    // An attached process's dlopen is mapping objects, or has mapped them, and none of their code
+    // has run: probe what torch compiled (inductor's kernels). Returns whether its later loads
+    // are to be held too (false: a torch without inductor).
+    std::function<bool(pid_t pid)> library_loaded;
   };
 
   // Runs the callback a held process waits for, if one does, then lets it go on. An exception
@@ -77,6 +82,13 @@ class ProcessHolder {
 
   // Holds not made because a thread blocked or handled both hold signals (it ran unheld).
   uint64_t holds_refused() const;
+
+  // The holds at attached processes' later dlopens, and how long tprof took to answer them.
+  struct LoadHolds {
+    uint64_t count = 0;
+    uint64_t ns = 0;
+  };
+  LoadHolds load_holds() const;
 
  private:
   struct Shared;

@@ -260,6 +260,17 @@ bool TargetRecording::schedule_done() const { return state_->pipeline->schedule_
 
 uint64_t TargetRecording::dropped() const { return state_->probes->losses().ring_buffer_full; }
 
+bool TargetRecording::look_for_compiled_kernels() {
+  State& s = *state_;
+  if (!s.kernel_watch || s.stop_ns != 0 || !s.plan.has_dynamo) return false;
+  try {
+    s.kernel_watch->look();
+  } catch (const std::exception&) {
+    return false;  // its mappings could not be read: it is exiting
+  }
+  return true;
+}
+
 void TargetRecording::attach_device_activity() {
   State& s = *state_;
   if (s.plan.cupti_library) return;

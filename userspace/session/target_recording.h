@@ -50,6 +50,10 @@ class TargetRecording {
   // CUDA has loaded the CUPTI library into the target (at cuInit, after the attach): its
   // activity is recorded from now on.
   void attach_device_activity();
+  // The target, held at a dlopen, may be loading a kernel torch compiled: it is probed now,
+  // before its first call, while the recording runs. Returns whether the target may load
+  // kernels later (its torch has dynamo, and the recording runs).
+  bool look_for_compiled_kernels();
 
   // Stops recording and removes the probes: the window ends.
   void detach();

@@ -17,6 +17,8 @@
 #include <string_view>
 
 #include "load_hold.h"
+#include "symbolizer/binary/defined_symbols.h"
+#include "symbolizer/binary/elf_file.h"
 #include "userspace/cli/error.h"
 #include "userspace/session/target_process.h"
 
@@ -79,6 +81,27 @@ std::optional<std::string> awaited_device_library(pid_t pid) {
   } catch (const Error&) {
     return std::nullopt;  // gone
   }
+}
+
+// Fault injection for the e2e tests that a target held by a tprof that dies runs on unharmed:
+// TPROF_TEST_DIE_WHILE_HOLDING=torch-load dies holding it at its load of torch, =later-load at
+// its first dlopen after that.
+void die_if_tested_holding_at(std::string_view hold) {
+  const char* tested = std::getenv("TPROF_TEST_DIE_WHILE_HOLDING");
+  if (tested && hold == tested) ::raise(SIGKILL);
+}
+
+// Where the loader's r_debug (the debugger interface's state) lies in the process; none where
+// the loader does not export it. Without it, a dlopen is held at both of its notifications.
+std::optional<uint64_t> r_debug_address(const MappedLibrary& loader) {
+  try {
+    const symbolizer::ElfFile elf(loader.host_path);
+    const symbolizer::DefinedSymbols symbols(elf);
+    if (const symbolizer::DefinedSymbol* r_debug = symbols.find("_r_debug")) return loader.load_address + r_debug->address;
+  } catch (const std::exception&) {
+    // unreadable: held at both
+  }
+  return std::nullopt;
 }
 
 bool is_hold_signal(int signal) { return signal == LOAD_HOLD_SIGNAL || signal == LOAD_HOLD_FALLBACK_SIGNAL; }
@@ -251,9 +274,11 @@ void Tracees::on_stop(pid_t tid, int status) {
       resume(tid, 0);
       return;
     default:
-      if (is_hold_signal(signal) && loader_probe_.claim(tid, signal)) {
-        hold(tid);
-        return;
+      if (is_hold_signal(signal)) {
+        if (const auto site = loader_probe_.claim(tid, signal)) {
+          hold(tid, *site);
+          return;
+        }
       }
       resume(tid, signal);  // the target's own signal, delivered as it would have been
   }
@@ -302,36 +327,46 @@ void Tracees::probe_loader_of(pid_t pid) {
   try {
     const TargetProcess process(pid);
     // Every glibc x86-64 loader is ld-linux-x86-64.so.2; a static program has none and is not held.
-    if (const auto loader = process.find_mapped_library("ld-linux"))
-      loader_probe_.link(pid, loader->host_path, "_dl_debug_state");
+    if (const auto loader = process.find_mapped_library("ld-linux")) {
+      loader_probe_.link(pid, LoadHoldProbe::Site::kLoader, loader->host_path, "_dl_debug_state");
+      if (const auto r_debug = r_debug_address(*loader)) loader_probe_.hold_only_once_mapped(pid, *r_debug);
+    }
   } catch (const Error&) {
     // It exited meanwhile, or its loader could not be probed: it runs unheld.
   }
 }
 
-void Tracees::hold(pid_t tid) {
+void Tracees::hold(pid_t tid, LoadHoldProbe::Site site) {
   const pid_t pid = process_of(tid);
-  if (holding_ && pid != 0 && !attached_.contains(pid) && maps_torch(pid)) {
-    attach_held(pid, tid);
-    return;
-  }
-  if (holding_ && awaiting_device_library_.erase(pid) > 0) {
-    loader_probe_.unlink(pid);
-    requests_.device_library_loaded(pid);
+  if (holding_ && pid != 0) {
+    if (site == LoadHoldProbe::Site::kInjection) {
+      if (awaiting_device_library_.erase(pid) > 0) {
+        loader_probe_.unlink(pid, LoadHoldProbe::Site::kInjection);
+        requests_.device_library_loaded(pid);
+      }
+    } else if (!attached_.contains(pid)) {
+      if (maps_torch(pid)) {
+        attach_held(pid, tid);
+        return;
+      }
+    } else {
+      die_if_tested_holding_at("later-load");
+      if (!requests_.library_loaded(pid)) loader_probe_.unlink(pid, LoadHoldProbe::Site::kLoader);
+    }
   }
   resume(tid, 0);
 }
 
 void Tracees::attach_held(pid_t pid, pid_t tid) {
-  // Fault injection for the e2e test that a target held by a tprof that dies runs on unharmed.
-  if (std::getenv("TPROF_TEST_DIE_WHILE_HOLDING")) ::raise(SIGKILL);
+  die_if_tested_holding_at("torch-load");
   attached_.insert(pid);
   requests_.torch_loaded(pid);
-  // Later dlopens need no hold; CUDA's call into the injection library it loads at cuInit does.
-  loader_probe_.unlink(pid);
+  // Its later dlopens are held too, so that code torch compiles while it runs (inductor's
+  // kernels) is probed before its first call; so is CUDA's call into the injection library it
+  // loads at cuInit.
   if (const auto library = awaited_device_library(pid)) {
     try {
-      loader_probe_.link(pid, *library, "InitializeInjection");
+      loader_probe_.link(pid, LoadHoldProbe::Site::kInjection, *library, "InitializeInjection");
       awaiting_device_library_.insert(pid);
     } catch (const Error&) {
       // Not a library tprof can probe: GPU timing stays unavailable, as the trace says.

@@ -23,6 +23,8 @@ class Tracees {
     std::function<void(pid_t pid)> torch_loaded;    // held with libtorch_cpu mapped: attach
     std::function<void(pid_t pid)> image_replaced;  // an attached process execs: its probes must go
     std::function<void(pid_t pid)> device_library_loaded;  // CUDA loaded libtprof_cupti (cuInit)
+    // An attached process's dlopen: look for new code; whether to hold its later ones too.
+    std::function<bool(pid_t pid)> library_loaded;
     std::function<void(int status, const std::string& how)> command_ended;
   };
 
@@ -54,7 +56,7 @@ class Tracees {
   void on_birth(pid_t parent, int event);
   void on_new_process(pid_t pid, int birth_event);
   void on_exec(pid_t pid);
-  void hold(pid_t tid);
+  void hold(pid_t tid, LoadHoldProbe::Site site);
   void attach_held(pid_t pid, pid_t tid);
   void probe_loader_of(pid_t pid);
 
@@ -63,7 +65,7 @@ class Tracees {
   LoadHoldProbe loader_probe_;
   pid_t command_ = 0;
   bool holding_ = true;
-  std::set<pid_t> attached_;  // held and attached: not held again for torch
+  std::set<pid_t> attached_;  // held and attached: held again at each dlopen, not for torch
   // Attached processes started with CUDA_INJECTION64_PATH whose CUDA has not loaded the library
   // yet: held again when cuInit calls into it, so that its activity is recorded from then on.
   std::set<pid_t> awaiting_device_library_;
