@@ -38,6 +38,33 @@ std::unique_ptr<RootWorkload> compiled_workload(TorchRoot root) {
   return RootWorkload::make(root, workload_script("compiled_function.py"));
 }
 
+// tests/workloads/inductor_function.py, in the root with inductor's toolchain; nullptr when it
+// could not be made.
+std::unique_ptr<RootWorkload> inductor_workload(TorchRoot root) {
+  return RootWorkload::make(root, workload_script("inductor_function.py"), RootTools::kInductor);
+}
+
+std::string missing_inductor_root_message(TorchRoot root, const std::string& what) {
+  return "\n*** SKIPPED LOUDLY: scripts/make-inductor-root.sh " + suite_name(root) +
+         " could not add inductor's toolchain; " + what + " NOT tested ***";
+}
+
+struct Recorded {
+  bool succeeded = false;
+  std::string console;
+};
+
+// `tprof record` of the workload from its first op, with no Execution Trace.
+Recorded record_from_first_op(const WorkloadEnvironment& environment, const std::vector<std::string>& workload_arguments,
+                              const fs::path& trace_path) {
+  std::vector<std::string> argv = {testing::tprof_binary(), "record", "-o", trace_path.string(), "--no-et", "--"};
+  for (const std::string& word : workload_command(environment, workload_arguments)) argv.push_back(word);
+  ChildProcess tprof({.argv = argv, .pipe_stderr = true});
+  tprof.stderr_lines().read_to_end(600s);
+  const auto status = tprof.wait_for_exit(60s);
+  return {status && status->exited_normally && status->code == 0, tprof.stderr_lines().transcript()};
+}
+
 // The cpu_op events of a Chrome trace (tprof's or torch's) whose name `counted` accepts, by name.
 template <typename Predicate>
 std::map<std::string, int> cpu_ops(const fs::path& trace_path, Predicate counted) {
@@ -273,14 +300,8 @@ TEST_P(CompileTest, RecordNamesEachGraphsFirstCallAndTheRecompiles) {
   if (!root) GTEST_SKIP() << missing_root_message(GetParam(), "torch.compile's regions");
   const WorkloadEnvironment& environment = root->environment();
   const fs::path trace_path = environment.scratch_for_us / "recorded.pt.trace.json";
-  std::vector<std::string> argv = {testing::tprof_binary(), "record", "-o", trace_path.string(), "--no-et", "--"};
-  for (const std::string& word : workload_command(environment, {"--steps", "2", "--trigger", "none"}))
-    argv.push_back(word);
-  ChildProcess tprof({.argv = argv, .pipe_stderr = true});
-  tprof.stderr_lines().read_to_end(600s);
-  const auto status = tprof.wait_for_exit(60s);
-  const std::string console = tprof.stderr_lines().transcript();
-  ASSERT_TRUE(status && status->exited_normally && status->code == 0) << console;
+  const auto [succeeded, console] = record_from_first_op(environment, {"--steps", "2", "--trigger", "none"}, trace_path);
+  ASSERT_TRUE(succeeded) << console;
 
   const fs::path script = environment.scratch_for_us / "compiled_function.py";
   const std::string called_from = environment.script.string() + "(";
@@ -335,11 +356,8 @@ struct TraceEvent {
 TEST_P(CompileTest, InductorKernelCallsMatchTorchsProfilerAndNestInTheirCallFrame) {
   if (!testing::has_tracing_capabilities())
     GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; inductor's kernels are NOT tested ***";
-  const auto root =
-      RootWorkload::make(GetParam(), workload_script("inductor_function.py"), RootTools::kInductor);
-  if (!root)
-    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: scripts/make-inductor-root.sh " << suite_name(GetParam())
-                 << " could not add inductor's toolchain; inductor's kernels are NOT tested ***";
+  const auto root = inductor_workload(GetParam());
+  if (!root) GTEST_SKIP() << missing_inductor_root_message(GetParam(), "inductor's kernels are");
   const WorkloadEnvironment& environment = root->environment();
   const fs::path trace_path = environment.scratch_for_us / "inductor.pt.trace.json";
   const std::string console = record_workload_with_tprof(environment, {"--steps", "3"}, trace_path, {"--no-et"});
@@ -401,21 +419,13 @@ TEST_P(CompileTest, InductorKernelCallsMatchTorchsProfilerAndNestInTheirCallFram
 TEST_P(CompileTest, RecordProbesEachInductorKernelBeforeItsFirstCall) {
   if (!testing::has_tracing_capabilities())
     GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; inductor's kernels are NOT tested ***";
-  const auto root =
-      RootWorkload::make(GetParam(), workload_script("inductor_function.py"), RootTools::kInductor);
-  if (!root)
-    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: scripts/make-inductor-root.sh " << suite_name(GetParam())
-                 << " could not add inductor's toolchain; inductor's kernels are NOT tested ***";
+  const auto root = inductor_workload(GetParam());
+  if (!root) GTEST_SKIP() << missing_inductor_root_message(GetParam(), "inductor's kernels are");
   const WorkloadEnvironment& environment = root->environment();
   const fs::path trace_path = environment.scratch_for_us / "inductor-recorded.pt.trace.json";
-  std::vector<std::string> argv = {testing::tprof_binary(), "record", "-o", trace_path.string(), "--no-et", "--"};
-  for (const std::string& word : workload_command(environment, {"--steps", "4", "--warmup", "0", "--trigger", "none"}))
-    argv.push_back(word);
-  ChildProcess tprof({.argv = argv, .pipe_stderr = true});
-  tprof.stderr_lines().read_to_end(600s);
-  const auto status = tprof.wait_for_exit(60s);
-  const std::string console = tprof.stderr_lines().transcript();
-  ASSERT_TRUE(status && status->exited_normally && status->code == 0) << console;
+  const auto [succeeded, console] =
+      record_from_first_op(environment, {"--steps", "4", "--warmup", "0", "--trigger", "none"}, trace_path);
+  ASSERT_TRUE(succeeded) << console;
   run_workload(environment, {"--steps", "4", "--warmup", "0", "--kernel-reference-out",
                              (environment.scratch_for_target / "recorded-kernels.json").string()});
   std::ifstream in(environment.scratch_for_us / "recorded-kernels.json");
@@ -440,11 +450,8 @@ TEST_P(CompileTest, RecordProbesEachInductorKernelBeforeItsFirstCall) {
 TEST_P(CompileTest, OpsAndSkipOpsSelectInductorKernelsByName) {
   if (!testing::has_tracing_capabilities())
     GTEST_SKIP() << "\n*** SKIPPED LOUDLY: attaching uprobes needs root; kernel selection is NOT tested ***";
-  const auto root =
-      RootWorkload::make(GetParam(), workload_script("inductor_function.py"), RootTools::kInductor);
-  if (!root)
-    GTEST_SKIP() << "\n*** SKIPPED LOUDLY: scripts/make-inductor-root.sh " << suite_name(GetParam())
-                 << " could not add inductor's toolchain; kernel selection is NOT tested ***";
+  const auto root = inductor_workload(GetParam());
+  if (!root) GTEST_SKIP() << missing_inductor_root_message(GetParam(), "kernel selection is");
   const WorkloadEnvironment& environment = root->environment();
   const auto kernel_calls = [](const fs::path& trace) {
     return cpu_ops(trace, [](const std::string& name) { return name.starts_with("cpp_fused_"); });
