@@ -86,6 +86,11 @@ std::map<std::string, int> aten_ops(const fs::path& trace_path) {
   return cpu_ops(trace_path, [](const std::string& name) { return name.starts_with("aten::"); });
 }
 
+// Inductor's kernel calls, by name.
+std::map<std::string, int> kernel_calls(const fs::path& trace_path) {
+  return cpu_ops(trace_path, [](const std::string& name) { return name.starts_with("cpp_fused_"); });
+}
+
 struct SummaryFigures {
   int graphs = -1, frames = -1, calls = -1, captured = -1, total = -1;
 };
@@ -431,8 +436,7 @@ TEST_P(CompileTest, RecordProbesEachInductorKernelBeforeItsFirstCall) {
   std::ifstream in(environment.scratch_for_us / "recorded-kernels.json");
   const auto expected = nlohmann::json::parse(in).at("kernels").get<std::map<std::string, int>>();
   ASSERT_FALSE(expected.empty()) << "torch's profile shows no inductor kernel: the reference is broken";
-  const std::map<std::string, int> kernels =
-      cpu_ops(trace_path, [](const std::string& name) { return name.starts_with("cpp_fused_"); });
+  const std::map<std::string, int> kernels = kernel_calls(trace_path);
   int recorded = 0, expected_calls = 0;
   for (const auto& [name, calls] : kernels) recorded += calls;
   for (const auto& [name, calls] : expected) expected_calls += calls;
@@ -453,9 +457,6 @@ TEST_P(CompileTest, OpsAndSkipOpsSelectInductorKernelsByName) {
   const auto root = inductor_workload(GetParam());
   if (!root) GTEST_SKIP() << missing_inductor_root_message(GetParam(), "kernel selection is");
   const WorkloadEnvironment& environment = root->environment();
-  const auto kernel_calls = [](const fs::path& trace) {
-    return cpu_ops(trace, [](const std::string& name) { return name.starts_with("cpp_fused_"); });
-  };
   const auto has_region = [](const std::map<std::string, int>& ranges) {
     return std::any_of(ranges.begin(), ranges.end(), [](const auto& range) { return range.first.starts_with(kRegionPrefix); });
   };

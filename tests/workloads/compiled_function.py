@@ -123,7 +123,6 @@ def dynamo_profiler_report(profiler):
     on_2x = profiler.results()
     profiler.prof = profile
     return {"printed": str(printed), "graphs": printed.unique_graphs, "graph_calls": printed.captured.graphs,
-            "printed_ops": [printed.captured.operators, printed.total.operators],
             "captured_ops": on_2x.captured.operators,
             "total_ops": on_2x.total.operators + on_2x.captured.graphs + 1,
             "captured_time_share": on_2x.percent().microseconds, "torch": torch.__version__}

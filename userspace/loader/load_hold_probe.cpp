@@ -36,8 +36,7 @@ void LoadHoldProbe::link(pid_t pid, Site site, const std::string& binary_path, c
 void LoadHoldProbe::hold_only_once_mapped(pid_t pid, uint64_t r_debug_address) {
   const auto key = static_cast<__u32>(pid);
   const __u64 state_address = r_debug_address + LOAD_HOLD_R_STATE_OFFSET;
-  if (bpf_map_update_elem(bpf_map__fd(skeleton_->maps.loader_states), &key, &state_address, BPF_ANY) != 0)
-    throw Error(errno_message("cannot note the loader's state of process " + std::to_string(pid), errno));
+  (void)bpf_map_update_elem(bpf_map__fd(skeleton_->maps.loader_states), &key, &state_address, BPF_ANY);
 }
 
 void LoadHoldProbe::unlink(pid_t pid) {

@@ -38,8 +38,8 @@ class LoadHoldProbe {
   // (opened from here), which need not be mapped yet. Throws tprof::Error.
   void link(pid_t pid, Site site, const std::string& binary_path, const char* function);
   // Holds `pid` at its loader's notifications only once a dlopen's objects are mapped, as the
-  // loader's r_debug at `r_debug_address` in it says (glibc also notifies before). Throws
-  // tprof::Error.
+  // loader's r_debug at `r_debug_address` in it says (glibc also notifies before). Where that
+  // cannot be noted (the map is full), it is held at both, as without it.
   void hold_only_once_mapped(pid_t pid, uint64_t r_debug_address);
   // Every link of `pid` goes (an exec, or nothing more to hold it for).
   void unlink(pid_t pid);

@@ -65,7 +65,9 @@ class Tracees {
   LoadHoldProbe loader_probe_;
   pid_t command_ = 0;
   bool holding_ = true;
-  std::set<pid_t> attached_;  // held and attached: held again at each dlopen, not for torch
+  // Held and attached: not held again for torch; a later dlopen of one held at its load of torch
+  // 2.x is held while the session looks for new kernels.
+  std::set<pid_t> attached_;
   // Attached processes started with CUDA_INJECTION64_PATH whose CUDA has not loaded the library
   // yet: held again when cuInit calls into it, so that its activity is recorded from then on.
   std::set<pid_t> awaiting_device_library_;
