@@ -1026,8 +1026,7 @@ TEST_F(AttachTest, ChildrenFollowsAProcessTheTargetStartsAfterTheAttach) {
   const ExitStatus status = tprof.interrupt_and_wait();
   std::cout << "tprof stderr:\n" << tprof.stderr_transcript();
   ASSERT_TRUE(status.succeeded()) << status.describe();
-  parent.close_stdin();
-  parent.wait_for_exit(kStepsTimeout);
+  EXPECT_EQ(unclean_exit_of(parent, kStepsTimeout), "");
   EXPECT_NE(tprof.stderr_transcript().find("held " + child_pid + " at its load of torch"), std::string::npos);
 
   const std::vector<fs::path> files = trace_files_in(output.path());

@@ -61,8 +61,7 @@ TEST_F(DoctorTest, ATorchTrainingLoopPassesEveryCheck) {
   const std::string pid = ready->substr(ready->find(' ') + 1);
 
   const DoctorOutput doctor = run_doctor({pid});
-  workload.close_stdin();
-  workload.wait_for_exit(60s);
+  EXPECT_EQ(unclean_exit_of(workload, 60s), "");
   EXPECT_EQ(doctor.exit_code, 0) << doctor.text();
   EXPECT_TRUE(doctor.has_line("  ok    kernel", "uprobe_multi")) << doctor.text();
   EXPECT_TRUE(doctor.has_line("  ok    privileges")) << doctor.text();

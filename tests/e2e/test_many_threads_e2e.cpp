@@ -54,8 +54,7 @@ RunResult record_once(const fs::path& scratch, int run) {
   tprof.send_signal(SIGINT);
   tprof.stderr_lines().read_to_end(600s);
   const auto status = tprof.wait_for_exit(60s);
-  workload.close_stdin();
-  workload.wait_for_exit(60s);
+  EXPECT_EQ(unclean_exit_of(workload, 60s), "");
   if (!status || !status->succeeded()) testing::fail_harness("tprof failed:\n" + tprof.stderr_lines().transcript());
 
   std::map<int64_t, std::string> own_function;  // tid -> "worker_<i>"

@@ -284,8 +284,7 @@ TEST_F(MemoryEndToEndTest, APlantedLeakTopsTheScheduleCyclesLeakReport) {
       << workload.stdout_lines().transcript();
   tprof.stderr_lines().read_to_end(std::chrono::seconds(120));
   const auto status = tprof.wait_for_exit(std::chrono::seconds(120));
-  workload.close_stdin();
-  workload.wait_for_exit(std::chrono::seconds(60));
+  EXPECT_EQ(unclean_exit_of(workload, std::chrono::seconds(60)), "");
   ASSERT_TRUE(status.has_value() && status->succeeded()) << tprof.stderr_lines().transcript();
 
   std::vector<fs::path> files;

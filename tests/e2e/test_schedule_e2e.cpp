@@ -104,8 +104,7 @@ TEST(Schedule, WritesOneTracePerCycleOfTheStepsTorchsScheduleRecordsThenDetaches
   tprof.stderr_lines().read_to_end(kRunTimeout);
   const auto status = tprof.wait_for_exit(kRunTimeout);
   const std::string transcript = tprof.stderr_lines().transcript();
-  workload.close_stdin();
-  workload.wait_for_exit(kRunTimeout);
+  EXPECT_EQ(unclean_exit_of(workload, kRunTimeout), "");
   std::cout << transcript;
   ASSERT_TRUE(status.has_value() && status->succeeded()) << transcript;
   EXPECT_NE(transcript.find("stopped: schedule complete"), std::string::npos);

@@ -180,6 +180,13 @@ std::string ExitStatus::describe() const {
   return "killed by signal " + std::to_string(code) + " (" + strsignal(code) + ")";
 }
 
+std::string unclean_exit_of(ChildProcess& target, std::chrono::milliseconds timeout) {
+  target.close_stdin();
+  const std::optional<ExitStatus> status = target.wait_for_exit(timeout);
+  if (!status) return "the target did not exit within " + std::to_string(timeout.count()) + " ms";
+  return status->succeeded() ? "" : "the target ended with " + status->describe();
+}
+
 ChildProcess::ChildProcess(SpawnOptions options) : argv_(std::move(options.argv)) {
   if (argv_.empty()) throw std::invalid_argument("ChildProcess: empty argv");
   ignore_sigpipe_once();

@@ -114,6 +114,11 @@ class ChildProcess {
   LineReader stderr_;
 };
 
+// Closes a target's stdin (the test workloads' signal to end) and waits for its exit: "" when it
+// exited 0, otherwise how it ended. A target tprof recorded must end as it would have without
+// it: a crash at its exit is harm too.
+std::string unclean_exit_of(ChildProcess& target, std::chrono::milliseconds timeout);
+
 // Runs a command to completion with its stdout captured (stderr inherited, so its diagnostics
 // land in the test log). The status is nullopt if the command outlived the timeout; it has
 // been killed then.

@@ -195,8 +195,9 @@ std::string record_workload_with_tprof(const WorkloadEnvironment& environment,
   if (!status || !status->succeeded())
     fail_harness("tprof " + (status ? status->describe() : std::string("did not exit")) + ":\n" +
                  tprof.stderr_lines().transcript());
-  workload.close_stdin();
-  workload.wait_for_exit(kRunTimeout);
+  if (const std::string unclean = unclean_exit_of(workload, kRunTimeout); !unclean.empty())
+    fail_harness(environment.description + " workload: " + unclean + " after tprof detached:\n" +
+                 workload.stdout_lines().transcript());
   return tprof.stderr_lines().transcript();
 }
 

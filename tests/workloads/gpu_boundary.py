@@ -20,10 +20,13 @@ import torch
 
 
 class Counters(ctypes.Structure):
-    """struct tprof_cupti_counters (cupti/tprof_cupti.h)."""
+    """struct tprof_cupti_counters (cupti/tprof_cupti.h), field for field: the library writes the
+    whole struct, and one shorter here overruns the Python heap (the interpreter then crashed in
+    its GC at exit)."""
     _fields_ = [(name, ctypes.c_uint64) for name in (
         "watcher_wakeups", "activations", "buffers", "records", "batches", "skipped_records",
-        "dropped_by_cupti")] + [("cupti_loaded", ctypes.c_int32), ("last_error", ctypes.c_int32)]
+        "dropped_by_cupti", "handovers", "untimed_records")] + [
+        ("cupti_loaded", ctypes.c_int32), ("last_error", ctypes.c_int32)]
 
 
 class LaunchingTensor(torch.Tensor):
