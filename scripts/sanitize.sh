@@ -20,6 +20,9 @@ export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:detect_stack_use_after_return
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 cd build-asan
 status=0
-ctest --output-on-failure --timeout 900 -j2 -L unit || status=1
-ctest --output-on-failure --timeout 900 -R '^(StreamingOutput|RefusalTest|Record|Env)\.' || status=1
+# What the failed tests printed, for scripts/test.sh to show again at the end of its log.
+: >failure-digest.txt
+note_failures() { status=1; awk -f ../scripts/failure-digest.awk Testing/Temporary/LastTest.log >>failure-digest.txt || true; }
+ctest --output-on-failure --timeout 900 -j2 -L unit || note_failures
+ctest --output-on-failure --timeout 900 -R '^(StreamingOutput|RefusalTest|Record|Env)\.' || note_failures
 exit "$status"

@@ -23,13 +23,22 @@ failed=()
 # Unit tests two at a time (the machine's cores); the end-to-end tests run one at a time anyway.
 # ctest keeps only its last run's failures, so each part's names are read right after it.
 failed_tests() { tr '\n' ' ' <build/Testing/Temporary/LastTestsFailed.log 2>/dev/null; }
+# What the failed tests printed, shown again at the end: a CI log is read from its tail.
+digest=build/failure-digest.txt
+: >"$digest"
+note_failures() { awk -f scripts/failure-digest.awk build/Testing/Temporary/LastTest.log >>"$digest" || true; }
 (cd build && ctest --output-on-failure --timeout 900 -j2 -L unit) ||
-  failed+=("unit tests (build/, ctest -L unit): $(failed_tests)")
+  { failed+=("unit tests (build/, ctest -L unit): $(failed_tests)"); note_failures; }
 (cd build && ctest --output-on-failure --timeout 900 -LE unit) ||
-  failed+=("end-to-end tests (build/, ctest -LE unit): $(failed_tests)")
-bash scripts/sanitize.sh || failed+=("tests under ASan+UBSan (scripts/sanitize.sh, build-asan/)")
+  { failed+=("end-to-end tests (build/, ctest -LE unit): $(failed_tests)"); note_failures; }
+bash scripts/sanitize.sh ||
+  { failed+=("tests under ASan+UBSan (scripts/sanitize.sh, build-asan/)"); cat build-asan/failure-digest.txt >>"$digest" || true; }
 bash scripts/fuzz.sh "${TPROF_FUZZ_SECONDS:-10}" || failed+=("fuzzing (scripts/fuzz.sh, build-fuzz/; reproducers above)")
 if [ ${#failed[@]} -gt 0 ]; then
+  if [ -s "$digest" ]; then
+    echo "test.sh: what the failed tests printed (in full above, where each ran):" >&2
+    head -n 150 "$digest" >&2
+  fi
   printf 'test.sh: FAILED: %s\n' "${failed[@]}" >&2
   exit 1
 fi
